@@ -1,0 +1,141 @@
+package spec
+
+// Role is a node's Talos machine type.
+type Role string
+
+// The two Talos machine types.
+const (
+	RoleControlPlane Role = "controlplane"
+	RoleWorker       Role = "worker"
+)
+
+// ContentType selects how the image reaches Proxmox and how VMs import it.
+type ContentType string
+
+// Image content types.
+const (
+	// ContentImport downloads the qcow2 image into an `import` datastore; VMs use importFrom.
+	// Proxmox API only, no SSH (PVE 8.4 or later).
+	ContentImport ContentType = "import"
+	// ContentISO downloads the raw image (gz-decompressed) into an `iso` datastore; VMs use
+	// fileId, which the proxmoxve provider imports over SSH.
+	ContentISO ContentType = "iso"
+)
+
+// Cluster is a validated cluster with every default applied.
+type Cluster struct {
+	Name              string
+	TalosVersion      string // e.g. v1.11.5
+	TalosContract     string // e.g. v1.11
+	KubernetesVersion string // e.g. v1.34.1
+	// Endpoint is the host of https://<endpoint>:6443. Empty means "the first control plane's
+	// address", which in DHCP mode is only known once its VM reports it.
+	Endpoint                       string
+	VIP                            string
+	ProxmoxClusterName             string
+	AllowSchedulingOnControlPlanes bool
+	Network                        Network
+	Image                          Image
+	// Nodes sorted by name.
+	Nodes           []Node
+	InlineManifests []InlineManifest
+	ExtraManifests  []string
+	// Warnings are problems that do not stop the deployment.
+	Warnings []string
+}
+
+// Network is the validated cluster network.
+type Network struct {
+	Gateway        string
+	PrefixLength   int
+	Nameservers    []string
+	NTPServers     []string
+	DHCP           bool
+	PodSubnets     []string
+	ServiceSubnets []string
+	DNSDomain      string
+}
+
+// Image is the validated image selection, with the schematic resolved.
+type Image struct {
+	FactoryURL      string
+	SchematicYAML   string
+	SchematicID     string
+	Extensions      []string
+	Platform        string
+	Arch            string
+	DatastoreID     string
+	SharedDatastore bool
+	ContentType     ContentType
+	GuestAgent      bool // the qemu-guest-agent extension is in the image
+	InstallerImage  string
+}
+
+// Node is a validated node with defaults applied.
+type Node struct {
+	Name         string
+	HostNode     string
+	Role         Role
+	IP           string // empty in DHCP mode
+	MACAddress   string // upper case, empty when Proxmox chooses
+	VMID         int    // 0 when Proxmox chooses
+	CPU          int
+	MemoryMiB    int
+	DiskSizeGiB  int
+	DatastoreID  string
+	Bridge       string
+	VLANID       int // 0 = untagged
+	CPUType      string
+	VMMachine    string
+	BIOS         string
+	SCSIHardware string
+	Tags         []string // sorted, unique, includes talos, role and cluster name
+	DataDisks    []DataDisk
+	PCIDevices   []PCIDevice
+	Labels       map[string]string // user labels only
+	InstallDisk  string
+}
+
+// DataDisk is an extra disk; Serial identifies it inside the guest.
+type DataDisk struct {
+	SizeGiB     int
+	DatastoreID string
+	MountPath   string // empty: attached, not formatted or mounted
+	Serial      string
+}
+
+// PCIDevice is a passed-through host PCI device.
+type PCIDevice struct {
+	Mapping string
+	ID      string
+	PCIe    bool
+	ROMBar  bool
+	XVGA    bool
+}
+
+// InlineManifest is a manifest Talos applies at bootstrap on control planes.
+type InlineManifest struct {
+	Name     string
+	Contents Patch
+}
+
+// ControlPlanes returns the control plane nodes, sorted by name.
+func (c *Cluster) ControlPlanes() []Node { return c.byRole(RoleControlPlane) }
+
+// Workers returns the worker nodes, sorted by name.
+func (c *Cluster) Workers() []Node { return c.byRole(RoleWorker) }
+
+func (c *Cluster) byRole(r Role) []Node {
+	var out []Node
+
+	for _, n := range c.Nodes {
+		if n.Role == r {
+			out = append(out, n)
+		}
+	}
+
+	return out
+}
+
+// BootstrapNode is the node that bootstraps etcd: the first control plane by name.
+func (c *Cluster) BootstrapNode() Node { return c.ControlPlanes()[0] }

@@ -1,0 +1,65 @@
+package spec
+
+import "github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/imagefactory"
+
+// Defaults are the documented default values. The schema's descriptions quote them and a test
+// keeps the two in step.
+var Defaults = struct {
+	CPU, MemoryMiB, DiskSizeGiB                         int
+	DatastoreID, Bridge, CPUType, VMMachine, BIOS, SCSI string
+	PrefixLength                                        int
+	FactoryURL, Platform, Arch, ImageDatastoreID        string
+	Extensions                                          []string
+	ContentType                                         ContentType
+	InstallDisk                                         string
+	PodSubnets, ServiceSubnets                          []string
+	DNSDomain                                           string
+}{
+	CPU:              2,
+	MemoryMiB:        4096,
+	DiskSizeGiB:      20,
+	DatastoreID:      "local-lvm",
+	Bridge:           "vmbr0",
+	CPUType:          "host",
+	VMMachine:        "q35",
+	BIOS:             "seabios",
+	SCSI:             "virtio-scsi-pci",
+	PrefixLength:     24,
+	FactoryURL:       "https://factory.talos.dev",
+	Platform:         "nocloud",
+	Arch:             "amd64",
+	ImageDatastoreID: "local",
+	Extensions:       []string{imagefactory.GuestAgentExtension},
+	ContentType:      ContentImport,
+	InstallDisk:      "/dev/sda",
+	PodSubnets:       []string{"10.244.0.0/16"},
+	ServiceSubnets:   []string{"10.96.0.0/12"},
+	DNSDomain:        "cluster.local",
+}
+
+// Minimums Talos and Proxmox need.
+const (
+	MinControlPlaneCPU       = 2
+	MinControlPlaneMemoryMiB = 2048
+	MinWorkerMemoryMiB       = 1024
+	MinDiskSizeGiB           = 10
+)
+
+// talosMinor describes a supported Talos minor release.
+type talosMinor struct {
+	// DefaultKubernetes is the Kubernetes release this Talos minor ships by default.
+	DefaultKubernetes string
+	// OldestKubernetesMinor and NewestKubernetesMinor bound the Kubernetes minors it runs.
+	OldestKubernetesMinor, NewestKubernetesMinor int
+}
+
+// SupportedTalos lists the Talos minors whose single-document (v1alpha1) machine configuration
+// the pinned talos provider (v0.7.1) generates and our patches target. Talos v1.12 moved to
+// multi-document configuration and is not supported until the patches are proven under it.
+var SupportedTalos = map[string]talosMinor{
+	"v1.10": {DefaultKubernetes: "v1.33.5", OldestKubernetesMinor: 28, NewestKubernetesMinor: 33},
+	"v1.11": {DefaultKubernetes: "v1.34.1", OldestKubernetesMinor: 29, NewestKubernetesMinor: 34},
+}
+
+// SupportedTalosRange is the human-readable supported range.
+const SupportedTalosRange = "v1.10.0 to v1.11.x"

@@ -1,0 +1,118 @@
+// Package spec turns the component's raw inputs into a validated, defaulted, plain description
+// of a cluster. It reports every problem at once, each prefixed with its property path and
+// followed by what to do, before any resource is registered. It imports no Pulumi package.
+package spec
+
+// Input is the component's input as plain Go values. Pointers mark values the user may leave
+// unset; nil slices mean "use the default".
+type Input struct {
+	ClusterName                    string
+	TalosVersion                   string
+	KubernetesVersion              string
+	Endpoint                       string
+	VIP                            string
+	Nodes                          map[string]NodeInput
+	NodeDefaults                   NodeDefaultsInput
+	Network                        NetworkInput
+	Image                          ImageInput
+	AllowSchedulingOnControlPlanes *bool
+	ProxmoxClusterName             string
+	ConfigPatches                  []Patch
+	ControlPlaneConfigPatches      []Patch
+	WorkerConfigPatches            []Patch
+	InlineManifests                []InlineManifestInput
+	ExtraManifests                 []string
+}
+
+// Patch is a Talos machine configuration patch (YAML or JSON). A patch that is not known yet
+// (an unknown output at preview) cannot be checked and is passed through.
+type Patch struct {
+	Text  string
+	Known bool
+}
+
+// KnownPatch is a patch whose text is known.
+func KnownPatch(text string) Patch { return Patch{Text: text, Known: true} }
+
+// NodeInput is one node of the cluster; its key in Input.Nodes is its hostname.
+type NodeInput struct {
+	HostNode      string
+	Role          string
+	IP            string
+	MACAddress    string
+	VMID          *int
+	CPU           *int
+	MemoryMiB     *int
+	DiskSizeGiB   *int
+	DatastoreID   string
+	Bridge        string
+	VLANID        *int
+	Tags          []string
+	DataDisks     []DataDiskInput
+	PCIDevices    []PCIDeviceInput
+	Labels        map[string]string
+	ConfigPatches []Patch
+	InstallDisk   string
+}
+
+// DataDiskInput is an extra virtual disk of a node.
+type DataDiskInput struct {
+	SizeGiB     int
+	DatastoreID string
+	MountPath   string
+}
+
+// PCIDeviceInput is a host PCI device passed through to a node, by mapping or by id.
+type PCIDeviceInput struct {
+	Mapping string
+	ID      string
+	PCIe    *bool
+	ROMBar  *bool
+	XVGA    *bool
+}
+
+// NodeDefaultsInput holds values that apply to every node that does not set its own.
+type NodeDefaultsInput struct {
+	CPU          *int
+	MemoryMiB    *int
+	DiskSizeGiB  *int
+	DatastoreID  string
+	Bridge       string
+	CPUType      string
+	VMMachine    string
+	BIOS         string
+	SCSIHardware string
+	Tags         []string
+}
+
+// NetworkInput is the cluster network.
+type NetworkInput struct {
+	Gateway        string
+	PrefixLength   *int
+	Nameservers    []string
+	NTPServers     []string
+	Bridge         string
+	VLANID         *int
+	DHCP           *bool
+	PodSubnets     []string
+	ServiceSubnets []string
+	DNSDomain      string
+}
+
+// ImageInput selects the Talos image built by the Image Factory.
+type ImageInput struct {
+	FactoryURL      string
+	Extensions      []string
+	Schematic       string
+	Platform        string
+	Arch            string
+	DatastoreID     string
+	SharedDatastore *bool
+	ContentType     string
+}
+
+// InlineManifestInput is a Kubernetes manifest Talos applies at bootstrap.
+type InlineManifestInput struct {
+	Name     string
+	Contents Patch
+}

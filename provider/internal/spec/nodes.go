@@ -1,0 +1,466 @@
+package spec
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+func buildNodes(p *problems, in Input, c *Cluster) {
+	d := in.NodeDefaults
+	checkNodeDefaults(p, d)
+
+	if len(in.Nodes) == 0 {
+		p.errorf("nodes", "is empty; declare at least one node with role \"controlplane\"")
+		return
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(in.Nodes)) {
+		n, ok := buildNode(p, name, in.Nodes[name], in, c)
+		if ok {
+			c.Nodes = append(c.Nodes, n)
+		}
+	}
+
+	if len(in.Nodes) > 0 && !slices.ContainsFunc(slices.Collect(maps.Values(in.Nodes)), func(n NodeInput) bool { return n.Role == string(RoleControlPlane) }) {
+		p.errorf("nodes", "has no control plane; give at least one node role \"controlplane\" (three for high availability)")
+	}
+
+	workers := 0
+	for _, n := range in.Nodes {
+		if n.Role == string(RoleWorker) {
+			workers++
+		}
+	}
+
+	if in.AllowSchedulingOnControlPlanes != nil {
+		c.AllowSchedulingOnControlPlanes = *in.AllowSchedulingOnControlPlanes
+		if !c.AllowSchedulingOnControlPlanes && workers == 0 {
+			p.warnf("allowSchedulingOnControlPlanes", "is false but the cluster has no worker; workloads (CoreDNS included) will stay Pending")
+		}
+	} else {
+		c.AllowSchedulingOnControlPlanes = workers == 0
+	}
+
+	cps := c.ControlPlanes()
+	if len(cps) > 1 && len(cps)%2 == 0 {
+		p.warnf("nodes", "has %d control planes; etcd tolerates no more failures with an even count than with one fewer, so use an odd number", len(cps))
+	}
+
+	perHost := map[string][]string{}
+	for _, n := range cps {
+		perHost[n.HostNode] = append(perHost[n.HostNode], n.Name)
+	}
+
+	hosts := slices.Sorted(maps.Keys(perHost))
+	if len(cps) > 1 {
+		for _, h := range hosts {
+			if len(perHost[h]) > 1 && len(hosts) > 1 {
+				p.warnf("nodes", "control planes %s all run on Proxmox host %q; losing that host loses etcd quorum, so spread control planes over hosts", strings.Join(perHost[h], ", "), h)
+			}
+		}
+	}
+}
+
+func checkNodeDefaults(p *problems, d NodeDefaultsInput) {
+	if d.CPU != nil && *d.CPU < 1 {
+		p.errorf("nodeDefaults.cpu", "%d is not a CPU count; use 1 or more", *d.CPU)
+	}
+
+	if d.DatastoreID != "" && !storageIDRe.MatchString(d.DatastoreID) {
+		p.errorf("nodeDefaults.datastoreId", "%q is not a Proxmox storage id; use e.g. \"local-lvm\"", d.DatastoreID)
+	}
+
+	if d.Bridge != "" && !bridgeRe.MatchString(d.Bridge) {
+		p.errorf("nodeDefaults.bridge", "%q is not a Proxmox bridge name; use e.g. \"vmbr0\"", d.Bridge)
+	}
+
+	if d.CPUType != "" && !cpuTypeRe.MatchString(d.CPUType) {
+		p.errorf("nodeDefaults.cpuType", "%q is not a Proxmox CPU type; use e.g. \"host\" or \"x86-64-v2-AES\"", d.CPUType)
+	}
+
+	if d.VMMachine != "" && !machineRe.MatchString(d.VMMachine) {
+		p.errorf("nodeDefaults.vmMachine", "%q is not a Proxmox machine type; use \"q35\" (recommended) or \"pc\"", d.VMMachine)
+	}
+
+	if d.BIOS != "" && d.BIOS != "seabios" && d.BIOS != "ovmf" {
+		p.errorf("nodeDefaults.bios", "%q is not a Proxmox BIOS; use \"seabios\" or \"ovmf\" (UEFI; the component adds the EFI disk)", d.BIOS)
+	}
+
+	switch d.SCSIHardware {
+	case "", "virtio-scsi-pci", "lsi", "lsi53c810", "megasas", "pvscsi":
+	case "virtio-scsi-single":
+		p.warnf("nodeDefaults.scsiHardware", "\"virtio-scsi-single\" makes Talos installs hang (siderolabs/talos#11173); use \"virtio-scsi-pci\"")
+	default:
+		p.errorf("nodeDefaults.scsiHardware", "%q is not a Proxmox SCSI controller; use \"virtio-scsi-pci\"", d.SCSIHardware)
+	}
+
+	checkTags(p, "nodeDefaults.tags", d.Tags)
+}
+
+func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) (Node, bool) {
+	path := "nodes." + name
+	ok := true
+	fail := func(field, format string, args ...any) {
+		p.errorf(path+"."+field, format, args...)
+		ok = false
+	}
+
+	if !isDNSLabel(name) {
+		p.errorf(path, "the node name %q is its hostname and must be a DNS label: at most 63 lower-case letters, digits and '-'", name)
+		ok = false
+	}
+
+	d := all.NodeDefaults
+	n := Node{
+		Name:         name,
+		HostNode:     in.HostNode,
+		Role:         Role(in.Role),
+		IP:           in.IP,
+		CPU:          firstInt(in.CPU, d.CPU, Defaults.CPU),
+		MemoryMiB:    firstInt(in.MemoryMiB, d.MemoryMiB, Defaults.MemoryMiB),
+		DiskSizeGiB:  firstInt(in.DiskSizeGiB, d.DiskSizeGiB, Defaults.DiskSizeGiB),
+		DatastoreID:  firstString(in.DatastoreID, d.DatastoreID, Defaults.DatastoreID),
+		Bridge:       firstString(in.Bridge, d.Bridge, all.Network.Bridge, Defaults.Bridge),
+		VLANID:       firstInt(in.VLANID, all.Network.VLANID, 0),
+		CPUType:      firstString(d.CPUType, Defaults.CPUType),
+		VMMachine:    firstString(d.VMMachine, Defaults.VMMachine),
+		BIOS:         firstString(d.BIOS, Defaults.BIOS),
+		SCSIHardware: firstString(d.SCSIHardware, Defaults.SCSI),
+		Labels:       maps.Clone(in.Labels),
+		InstallDisk:  firstString(in.InstallDisk, Defaults.InstallDisk),
+	}
+
+	switch {
+	case in.HostNode == "":
+		fail("hostNode", "is required; name the Proxmox host (as in the Proxmox UI) that runs this VM, e.g. \"pve1\"")
+	case !hostNodeRe.MatchString(in.HostNode):
+		fail("hostNode", "%q is not a Proxmox node name; use the host name shown in the Proxmox UI, e.g. \"pve1\"", in.HostNode)
+	}
+
+	switch n.Role {
+	case RoleControlPlane, RoleWorker:
+	case "":
+		fail("role", "is required; use \"controlplane\" or \"worker\"")
+	default:
+		fail("role", "%q is not a role; use \"controlplane\" or \"worker\"", in.Role)
+	}
+
+	if in.MACAddress != "" {
+		mac, why := normaliseMAC(in.MACAddress)
+		if why != "" {
+			fail("macAddress", "%q %s", in.MACAddress, why)
+		}
+		n.MACAddress = mac
+	}
+
+	if in.VMID != nil {
+		n.VMID = *in.VMID
+		if n.VMID < 100 || n.VMID > 999999999 {
+			fail("vmId", "%d is not a Proxmox VM id; use 100 to 999999999, or leave it unset to let Proxmox choose", n.VMID)
+		}
+	}
+
+	from := func(own *int, def *int, field string) string {
+		if own == nil && def != nil {
+			return " (from nodeDefaults." + field + ")"
+		}
+		return ""
+	}
+
+	if n.CPU < 1 {
+		fail("cpu", "%d is not a CPU count; use 1 or more%s", n.CPU, from(in.CPU, d.CPU, "cpu"))
+	} else if n.Role == RoleControlPlane && n.CPU < MinControlPlaneCPU {
+		fail("cpu", "%d is below the %d CPUs a control plane needs%s; set cpu to %d or more", n.CPU, MinControlPlaneCPU, from(in.CPU, d.CPU, "cpu"), MinControlPlaneCPU)
+	}
+
+	switch {
+	case n.Role == RoleControlPlane && n.MemoryMiB < MinControlPlaneMemoryMiB:
+		fail("memoryMib", "%d is below the %d MiB a control plane needs%s; set memoryMib to %d or more (4096 recommended)", n.MemoryMiB, MinControlPlaneMemoryMiB, from(in.MemoryMiB, d.MemoryMiB, "memoryMib"), MinControlPlaneMemoryMiB)
+	case n.MemoryMiB < MinWorkerMemoryMiB:
+		fail("memoryMib", "%d is below the %d MiB Talos needs to run%s; set memoryMib to %d or more", n.MemoryMiB, MinWorkerMemoryMiB, from(in.MemoryMiB, d.MemoryMiB, "memoryMib"), MinWorkerMemoryMiB)
+	}
+
+	if n.DiskSizeGiB < MinDiskSizeGiB {
+		fail("diskSizeGib", "%d is below the %d GiB Talos needs for its OS disk%s; set diskSizeGib to %d or more", n.DiskSizeGiB, MinDiskSizeGiB, from(in.DiskSizeGiB, d.DiskSizeGiB, "diskSizeGib"), MinDiskSizeGiB)
+	}
+
+	if in.DatastoreID != "" && !storageIDRe.MatchString(in.DatastoreID) {
+		fail("datastoreId", "%q is not a Proxmox storage id; use e.g. \"local-lvm\"", in.DatastoreID)
+	}
+
+	if in.Bridge != "" && !bridgeRe.MatchString(in.Bridge) {
+		fail("bridge", "%q is not a Proxmox bridge name; use e.g. \"vmbr0\"", in.Bridge)
+	}
+
+	if in.VLANID != nil && (*in.VLANID < 1 || *in.VLANID > 4094) {
+		fail("vlanId", "%d is not a VLAN id; use 1 to 4094, or leave it unset for network.vlanId", *in.VLANID)
+	}
+
+	if !installDiskRe.MatchString(n.InstallDisk) {
+		fail("installDisk", "%q is not a device path; use e.g. \"/dev/sda\" (SCSI disks, the default) or \"/dev/vda\" (VirtIO block)", n.InstallDisk)
+	}
+
+	checkTags(p, path+".tags", in.Tags)
+	n.Tags = nodeTags(c.Name, n.Role, d.Tags, in.Tags)
+
+	for _, k := range slices.Sorted(maps.Keys(in.Labels)) {
+		at := path + ".labels"
+		if k == "topology.kubernetes.io/region" || k == "topology.kubernetes.io/zone" {
+			fail("labels", "%q is set by the component (region = proxmoxClusterName, zone = hostNode); remove it, or set proxmoxClusterName", k)
+			continue
+		}
+		if why := checkLabel(k, in.Labels[k]); why != "" {
+			p.errorf(at, "%s", why)
+			ok = false
+		}
+	}
+
+	n.DataDisks = buildDataDisks(p, path, in.DataDisks, n.DatastoreID)
+	n.PCIDevices = buildPCIDevices(p, path, in.PCIDevices, n.VMMachine)
+	checkPatches(p, path+".configPatches", in.ConfigPatches)
+
+	return n, ok
+}
+
+func buildDataDisks(p *problems, path string, in []DataDiskInput, datastore string) []DataDisk {
+	var out []DataDisk
+
+	mounts := map[string]int{}
+
+	for i, dd := range in {
+		at := fmt.Sprintf("%s.dataDisks[%d]", path, i)
+		disk := DataDisk{
+			SizeGiB:     dd.SizeGiB,
+			DatastoreID: firstString(dd.DatastoreID, datastore),
+			MountPath:   dd.MountPath,
+			Serial:      fmt.Sprintf("data-%d", i),
+		}
+
+		if dd.SizeGiB < 1 {
+			p.errorf(at+".sizeGib", "%d is not a disk size; use 1 or more GiB", dd.SizeGiB)
+		}
+
+		if dd.DatastoreID != "" && !storageIDRe.MatchString(dd.DatastoreID) {
+			p.errorf(at+".datastoreId", "%q is not a Proxmox storage id; use e.g. \"local-lvm\"", dd.DatastoreID)
+		}
+
+		if dd.MountPath != "" {
+			if why := checkMountPath(dd.MountPath); why != "" {
+				p.errorf(at+".mountPath", "%q %s", dd.MountPath, why)
+			} else if j, dup := mounts[dd.MountPath]; dup {
+				p.errorf(at+".mountPath", "%q is also the mount path of dataDisks[%d]; mount each disk at its own path", dd.MountPath, j)
+			}
+			mounts[dd.MountPath] = i
+		}
+
+		out = append(out, disk)
+	}
+
+	if len(in) > 29 {
+		p.errorf(path+".dataDisks", "has %d disks; a Proxmox VM has 30 SCSI slots and one holds the OS disk", len(in))
+	}
+
+	return out
+}
+
+func buildPCIDevices(p *problems, path string, in []PCIDeviceInput, machine string) []PCIDevice {
+	var out []PCIDevice
+
+	for i, d := range in {
+		at := fmt.Sprintf("%s.pciDevices[%d]", path, i)
+		dev := PCIDevice{
+			Mapping: d.Mapping,
+			ID:      d.ID,
+			PCIe:    firstBool(d.PCIe, strings.Contains(machine, "q35")),
+			ROMBar:  firstBool(d.ROMBar, true),
+			XVGA:    firstBool(d.XVGA, false),
+		}
+
+		switch {
+		case d.Mapping == "" && d.ID == "":
+			p.errorf(at, "sets neither mapping nor id; set mapping (a Proxmox resource mapping such as \"gpu\", works with API tokens) or id (e.g. \"0000:01:00.0\")")
+		case d.Mapping != "" && d.ID != "":
+			p.errorf(at, "sets both mapping and id; set only one (mapping is preferred: it works with API tokens)")
+		case d.Mapping != "" && !pciMappingRe.MatchString(d.Mapping):
+			p.errorf(at+".mapping", "%q is not a Proxmox resource mapping name; use e.g. \"gpu\"", d.Mapping)
+		case d.ID != "" && !pciIDRe.MatchString(d.ID):
+			p.errorf(at+".id", "%q is not a PCI address; use the form \"0000:01:00.0\"", d.ID)
+		case d.ID != "":
+			p.warnf(at+".id", "passing a PCI device by id needs the proxmoxve provider to log in as root@pam with a password (API tokens are refused); prefer a resource mapping")
+		}
+
+		if dev.PCIe && !strings.Contains(machine, "q35") {
+			p.errorf(at+".pcie", "PCIe passthrough needs the q35 machine type, but nodeDefaults.vmMachine is %q; set pcie to false or use q35", machine)
+		}
+
+		out = append(out, dev)
+	}
+
+	if len(in) > 16 {
+		p.errorf(path+".pciDevices", "has %d devices; Proxmox allows at most 16 (hostpci0 to hostpci15)", len(in))
+	}
+
+	return out
+}
+
+func checkTags(p *problems, path string, tags []string) {
+	for i, t := range tags {
+		if !tagRe.MatchString(t) {
+			hint := ""
+			if lower := strings.ToLower(t); tagRe.MatchString(lower) {
+				hint = fmt.Sprintf(" (Proxmox stores tags in lower case: use %q)", lower)
+			}
+			p.errorf(fmt.Sprintf("%s[%d]", path, i), "%q is not a Proxmox tag; use lower-case letters, digits, '_', '-', '+' and '.'%s", t, hint)
+		}
+	}
+}
+
+// nodeTags are the VM's tags, sorted and unique as Proxmox stores them (anything else diffs
+// on every refresh).
+func nodeTags(cluster string, role Role, defaults, own []string) []string {
+	tags := []string{"talos", string(role), cluster}
+	tags = append(tags, defaults...)
+	tags = append(tags, own...)
+	slices.Sort(tags)
+
+	return slices.Compact(tags)
+}
+
+func buildAddresses(p *problems, in Input, c *Cluster) {
+	dhcp := c.Network.DHCP
+	gw, gwOK := parseIPv4(c.Network.Gateway)
+
+	var subnet netip.Prefix
+	if gwOK && c.Network.PrefixLength >= 1 && c.Network.PrefixLength <= 32 {
+		subnet = netip.PrefixFrom(gw, c.Network.PrefixLength).Masked()
+	}
+
+	if dhcp && !c.Image.GuestAgent && c.Image.SchematicID != "" {
+		p.errorf("network.dhcp", "needs the siderolabs/qemu-guest-agent extension in the image: node addresses are discovered through the guest agent; add it to image.extensions")
+	}
+
+	if !dhcp && c.Image.Platform == "metal" {
+		p.errorf("image.platform", "\"metal\" images ignore Proxmox cloud-init, so static addresses cannot be set; use \"nocloud\" or set network.dhcp to true")
+	}
+
+	used := map[netip.Addr]string{}
+	checkIP := func(path, s string) (netip.Addr, bool) {
+		a, ok := parseIPv4(s)
+		switch {
+		case !ok:
+			p.errorf(path, "%q is not an IPv4 address; use e.g. \"192.168.1.21\"", s)
+			return a, false
+		case subnet.IsValid() && !subnet.Contains(a):
+			p.errorf(path, "%s is outside the gateway's subnet %s (network.gateway %s, network.prefixLength %d); use an address in that subnet or fix the prefix length", s, subnet, gw, c.Network.PrefixLength)
+			return a, false
+		case gwOK && a == gw:
+			p.errorf(path, "%s is the gateway's address; pick a free address", s)
+			return a, false
+		case subnet.IsValid() && subnet.Bits() <= 30 && (a == subnet.Addr() || a == lastAddr(subnet)):
+			p.errorf(path, "%s is the network or broadcast address of %s; pick a host address", s, subnet)
+			return a, false
+		}
+		return a, true
+	}
+
+	seenVMID := map[int]string{}
+	seenMAC := map[string]string{}
+
+	for _, n := range c.Nodes {
+		path := "nodes." + n.Name
+		switch {
+		case dhcp && n.IP != "":
+			p.errorf(path+".ip", "is set but network.dhcp is true; remove the address or turn DHCP off")
+		case !dhcp && n.IP == "":
+			p.errorf(path+".ip", "is required with static addressing; give the node an address in the gateway's subnet, or set network.dhcp to true")
+		case !dhcp:
+			if a, ok := checkIP(path+".ip", n.IP); ok {
+				if other, dup := used[a]; dup {
+					p.errorf(path+".ip", "%s is also the address of %s; give every node its own address", n.IP, other)
+				}
+				used[a] = path
+			}
+		}
+
+		if n.VMID != 0 {
+			if other, dup := seenVMID[n.VMID]; dup {
+				p.errorf(path+".vmId", "%d is also the VM id of %s; VM ids are unique across a Proxmox cluster", n.VMID, other)
+			}
+			seenVMID[n.VMID] = path
+		}
+
+		if n.MACAddress != "" {
+			if other, dup := seenMAC[n.MACAddress]; dup {
+				p.errorf(path+".macAddress", "%s is also the MAC address of %s; every NIC needs its own", n.MACAddress, other)
+			}
+			seenMAC[n.MACAddress] = path
+		}
+	}
+
+	if in.VIP != "" {
+		if a, ok := checkIP("vip", in.VIP); ok {
+			if other, dup := used[a]; dup {
+				p.errorf("vip", "%s is also the address of %s; the VIP must be a free address shared by the control planes", in.VIP, other)
+			}
+		}
+	}
+
+	c.VIP = in.VIP
+	c.Endpoint = in.Endpoint
+
+	if c.Endpoint == "" {
+		c.Endpoint = c.VIP
+	}
+
+	if cps := c.ControlPlanes(); c.Endpoint == "" && !dhcp && len(cps) > 0 {
+		c.Endpoint = cps[0].IP
+	}
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Addr().As4()
+	hostBits := 32 - p.Bits()
+	for i := 3; i >= 0 && hostBits > 0; i-- {
+		take := min(hostBits, 8)
+		a[i] |= byte(1<<take - 1)
+		hostBits -= take
+	}
+
+	return netip.AddrFrom4(a)
+}
+
+func firstInt(vals ...any) int {
+	for _, v := range vals {
+		switch x := v.(type) {
+		case *int:
+			if x != nil {
+				return *x
+			}
+		case int:
+			return x
+		}
+	}
+
+	return 0
+}
+
+func firstString(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+
+	return ""
+}
+
+func firstBool(v *bool, def bool) bool {
+	if v != nil {
+		return *v
+	}
+
+	return def
+}

@@ -1,0 +1,227 @@
+// Package talosconfig generates the Talos machine configuration patches the component applies
+// to every node: network, VIP, hostname, NTP, installer, labels, data disk mounts, certificate
+// SANs and, on control planes, bootstrap manifests. The patches target the single-document
+// v1alpha1 configuration of Talos v1.10 and v1.11. It imports no Pulumi package.
+package talosconfig
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v4"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+)
+
+// Addresses are the node addresses a patch needs. In DHCP mode they are only known once the
+// VMs report them through the guest agent, so the caller resolves them first.
+type Addresses struct {
+	// NodeIP is the address of the node being configured.
+	NodeIP string
+	// ControlPlaneIPs are the addresses of every control plane, in node-name order.
+	ControlPlaneIPs []string
+	// Endpoint is the host of the Kubernetes API endpoint (VIP, user endpoint or first
+	// control plane address).
+	Endpoint string
+}
+
+// ClusterEndpoint is the Kubernetes API URL for an endpoint host.
+func ClusterEndpoint(host string) string {
+	if a, err := netip.ParseAddr(host); err == nil && a.Is6() {
+		host = "[" + host + "]"
+	}
+
+	return "https://" + host + ":6443"
+}
+
+// DataDiskDevice is the path under which a Proxmox SCSI disk with the given serial appears in
+// the guest: udev links QEMU SCSI disks by vendor, model and serial.
+func DataDiskDevice(serial string) string {
+	return "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_" + serial
+}
+
+// CertSANs are the extra names on the Talos API and Kubernetes API server certificates: the
+// endpoint, the VIP and every control plane address, de-duplicated in that order.
+func CertSANs(c *spec.Cluster, a Addresses) []string {
+	sans := []string{}
+	for _, s := range append([]string{a.Endpoint, c.VIP}, a.ControlPlaneIPs...) {
+		if s != "" && !slices.Contains(sans, s) {
+			sans = append(sans, s)
+		}
+	}
+
+	return sans
+}
+
+// NodePatch is the component's patch for one node, as YAML.
+func NodePatch(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
+	sans := CertSANs(c, a)
+
+	iface := map[string]any{}
+	if n.MACAddress != "" {
+		iface["deviceSelector"] = map[string]any{"hardwareAddr": strings.ToLower(n.MACAddress)}
+	} else {
+		iface["deviceSelector"] = map[string]any{"physical": true}
+	}
+
+	if c.Network.DHCP {
+		iface["dhcp"] = true
+	} else {
+		iface["dhcp"] = false
+		iface["addresses"] = []string{fmt.Sprintf("%s/%d", a.NodeIP, c.Network.PrefixLength)}
+		iface["routes"] = []any{map[string]any{"network": "0.0.0.0/0", "gateway": c.Network.Gateway}}
+	}
+
+	if n.Role == spec.RoleControlPlane && c.VIP != "" {
+		iface["vip"] = map[string]any{"ip": c.VIP}
+	}
+
+	network := map[string]any{
+		"hostname":   n.Name,
+		"interfaces": []any{iface},
+	}
+	if len(c.Network.Nameservers) > 0 {
+		network["nameservers"] = c.Network.Nameservers
+	}
+
+	labels := maps.Clone(n.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels["topology.kubernetes.io/region"] = c.ProxmoxClusterName
+	labels["topology.kubernetes.io/zone"] = n.HostNode
+
+	machine := map[string]any{
+		"certSANs": sans,
+		"network":  network,
+		"install": map[string]any{
+			"disk":  n.InstallDisk,
+			"image": c.Image.InstallerImage,
+		},
+		"nodeLabels": labels,
+	}
+
+	if len(c.Network.NTPServers) > 0 {
+		machine["time"] = map[string]any{"servers": c.Network.NTPServers}
+	}
+
+	kubelet := map[string]any{}
+
+	if subnet, ok := nodeSubnet(c); ok {
+		kubelet["nodeIP"] = map[string]any{"validSubnets": []string{subnet}}
+	}
+
+	var disks, mounts []any
+
+	for _, d := range n.DataDisks {
+		if d.MountPath == "" {
+			continue
+		}
+
+		disks = append(disks, map[string]any{
+			"device":     DataDiskDevice(d.Serial),
+			"partitions": []any{map[string]any{"mountpoint": d.MountPath}},
+		})
+		mounts = append(mounts, map[string]any{
+			"destination": d.MountPath,
+			"type":        "bind",
+			"source":      d.MountPath,
+			"options":     []string{"bind", "rshared", "rw"},
+		})
+	}
+
+	if len(disks) > 0 {
+		machine["disks"] = disks
+		kubelet["extraMounts"] = mounts
+	}
+
+	if len(kubelet) > 0 {
+		machine["kubelet"] = kubelet
+	}
+
+	cluster := map[string]any{
+		"network": map[string]any{
+			"dnsDomain":      c.Network.DNSDomain,
+			"podSubnets":     c.Network.PodSubnets,
+			"serviceSubnets": c.Network.ServiceSubnets,
+		},
+	}
+
+	if n.Role == spec.RoleControlPlane {
+		cluster["apiServer"] = map[string]any{"certSANs": sans}
+		cluster["allowSchedulingOnControlPlanes"] = c.AllowSchedulingOnControlPlanes
+
+		if subnet, ok := nodeSubnet(c); ok {
+			cluster["etcd"] = map[string]any{"advertisedSubnets": []string{subnet}}
+		}
+	}
+
+	return marshal(map[string]any{"machine": machine, "cluster": cluster})
+}
+
+// nodeSubnet is the static node subnet, which keeps the kubelet and etcd off the VIP and off
+// any other interface.
+func nodeSubnet(c *spec.Cluster) (string, bool) {
+	if c.Network.DHCP || c.Network.Gateway == "" {
+		return "", false
+	}
+
+	gw, err := netip.ParseAddr(c.Network.Gateway)
+	if err != nil {
+		return "", false
+	}
+
+	return netip.PrefixFrom(gw, c.Network.PrefixLength).Masked().String(), true
+}
+
+// Manifest is a resolved inline manifest.
+type Manifest struct {
+	Name     string
+	Contents string
+}
+
+// ManifestsPatch is the control plane patch that carries the bootstrap manifests. It must be
+// identical on every control plane. It returns "" when there is nothing to add.
+func ManifestsPatch(inline []Manifest, extra []string) (string, error) {
+	if len(inline) == 0 && len(extra) == 0 {
+		return "", nil
+	}
+
+	cluster := map[string]any{}
+
+	if len(inline) > 0 {
+		var list []any
+		for _, m := range inline {
+			list = append(list, map[string]any{"name": m.Name, "contents": m.Contents})
+		}
+		cluster["inlineManifests"] = list
+	}
+
+	if len(extra) > 0 {
+		cluster["extraManifests"] = extra
+	}
+
+	return marshal(map[string]any{"cluster": cluster})
+}
+
+// marshal writes YAML with sorted keys and two-space indents: byte-stable for equal input, so
+// a second `pulumi up` sees no diff.
+func marshal(v any) (string, error) {
+	var b strings.Builder
+
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+
+	if err := enc.Encode(v); err != nil {
+		return "", fmt.Errorf("encoding patch: %w", err)
+	}
+
+	if err := enc.Close(); err != nil {
+		return "", fmt.Errorf("encoding patch: %w", err)
+	}
+
+	return b.String(), nil
+}

@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# Builds the pinned Pulumi toolchain (CLI, YAML language host, go/nodejs/python
+# language hosts) from the Go module proxy into a cache directory, skipping what
+# is already built. See README.md beside this file.
+#
+# Usage:
+#   tools/toolchain/build.sh              build what is missing; last stdout line = bin dir
+#   tools/toolchain/build.sh --print-dir  print the bin dir only, build nothing
+#
+# Progress goes to stderr; stdout carries only the bin dir, so a Makefile can do
+#   PULUMI_BIN := $(shell tools/toolchain/build.sh)
+#
+# Environment:
+#   TALOS_PROXMOX_TOOLCHAIN_DIR  cache root
+#                                (default ${XDG_CACHE_HOME:-$HOME/.cache}/pulumi-talos-proxmox/toolchain)
+#   GO                           go command to use (default: go)
+set -euo pipefail
+
+# Everything below writes progress to stderr; fd 3 is the real stdout.
+exec 3>&1 1>&2
+
+usage() {
+	sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+print_only=false
+case "${1:-}" in
+"") ;;
+--print-dir) print_only=true ;;
+-h | --help)
+	usage >&3
+	exit 0
+	;;
+*)
+	echo "build.sh: unknown argument: $1" >&2
+	usage
+	exit 2
+	;;
+esac
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+GO=${GO:-go}
+
+log() { printf 'toolchain: %s\n' "$*" >&2; }
+die() {
+	printf 'toolchain: error: %s\n' "$*" >&2
+	exit 1
+}
+
+# --- pinned versions: read from the committed wrapper go.mod files -----------
+
+# modver <wrapper dir> <module path>: the version required in that go.mod.
+modver() {
+	local file=$here/$1/go.mod mod=$2 v
+	[ -f "$file" ] || die "missing $file"
+	v=$(awk -v m="$mod" '
+		$1 == "replace" { next }
+		$1 == "require" && $2 == m { print $3; exit }
+		$1 == m && $2 ~ /^v/ { print $2; exit }
+	' "$file")
+	[ -n "$v" ] || die "$mod is not required in ${file#"$here"/}"
+	printf '%s\n' "$v"
+}
+
+PULUMI_VERSION=$(modver pulumi github.com/pulumi/pulumi/pkg/v3)
+PULUMI_SDK_VERSION=$(modver pulumi github.com/pulumi/pulumi/sdk/v3)
+[ "$PULUMI_VERSION" = "$PULUMI_SDK_VERSION" ] ||
+	die "pulumi/go.mod: pkg/v3 $PULUMI_VERSION and sdk/v3 $PULUMI_SDK_VERSION differ; pin them together"
+YAML_VERSION=$(modver yaml github.com/pulumi/pulumi-yaml)
+HOSTS_VERSION=$(modver langhosts github.com/pulumi/pulumi/sdk/v3)
+
+# --- components ------------------------------------------------------------
+
+COMPONENTS="pulumi yaml langhosts"
+SDK_VERSION_VAR=github.com/pulumi/pulumi/sdk/v3/go/common/version.Version
+
+# spec <component>: sets c_pkgs, c_ldflags, c_bins (space separated) and
+# c_scripts (module-relative paths of scripts copied beside the binaries;
+# a leading '?' marks an optional one).
+spec() {
+	c_scripts=""
+	case $1 in
+	pulumi)
+		c_pkgs="github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"
+		c_ldflags="-X $SDK_VERSION_VAR=$PULUMI_VERSION"
+		c_bins="pulumi"
+		;;
+	yaml)
+		c_pkgs="github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml"
+		c_ldflags="-X github.com/pulumi/pulumi-yaml/pkg/version.Version=$YAML_VERSION"
+		c_bins="pulumi-language-yaml"
+		;;
+	langhosts)
+		c_pkgs="github.com/pulumi/pulumi/sdk/v3/go/pulumi-language-go
+			github.com/pulumi/pulumi/sdk/v3/nodejs/cmd/pulumi-language-nodejs
+			github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python"
+		c_ldflags="-X $SDK_VERSION_VAR=$HOSTS_VERSION"
+		c_bins="pulumi-language-go pulumi-language-nodejs pulumi-language-python"
+		# The python host refuses to run without its exec script; the others are
+		# the shims the CLI release archives ship beside the hosts.
+		c_scripts="python/cmd/pulumi-language-python-exec
+			?nodejs/dist/pulumi-resource-pulumi-nodejs
+			?nodejs/dist/pulumi-analyzer-policy
+			?python/dist/pulumi-resource-pulumi-python
+			?python/dist/pulumi-analyzer-policy-python"
+		;;
+	*) die "unknown component $1" ;;
+	esac
+}
+
+# --- cache key ---------------------------------------------------------------
+
+sha256() {
+	if command -v sha256sum >/dev/null 2>&1; then
+		sha256sum | cut -d' ' -f1
+	elif command -v shasum >/dev/null 2>&1; then
+		shasum -a 256 | cut -d' ' -f1
+	else
+		openssl dgst -sha256 -r | cut -d' ' -f1
+	fi
+}
+
+# The recipe (what is built, how) plus the exact wrapper module files.
+recipe() {
+	local c f
+	for c in $COMPONENTS; do
+		spec "$c"
+		printf 'component %s\npkgs %s\nldflags %s\nbins %s\nscripts %s\n' \
+			"$c" "$(echo $c_pkgs)" "$c_ldflags" "$c_bins" "$(echo $c_scripts)"
+		for f in go.mod go.sum tools.go; do
+			printf 'file %s/%s\n' "$c" "$f"
+			cat "$here/$c/$f"
+		done
+	done
+}
+
+os=$(uname -s | tr '[:upper:]' '[:lower:]')
+arch=$(uname -m)
+hash=$(recipe | sha256 | cut -c1-12)
+KEY="pulumi-$PULUMI_VERSION-yaml-$YAML_VERSION-hosts-$HOSTS_VERSION-$os-$arch-$hash"
+ROOT=${TALOS_PROXMOX_TOOLCHAIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pulumi-talos-proxmox/toolchain}
+KEYDIR=$ROOT/$KEY
+BINDIR=$KEYDIR/bin
+STAMPDIR=$KEYDIR/stamps
+
+if $print_only; then
+	printf '%s\n' "$BINDIR" >&3
+	exit 0
+fi
+
+# --- build -------------------------------------------------------------------
+
+command -v "$GO" >/dev/null 2>&1 || die "'$GO' not found; a Go toolchain is needed"
+mkdir -p "$BINDIR" "$STAMPDIR"
+
+# Serialise concurrent runs on the same key (the second one then skips).
+if command -v flock >/dev/null 2>&1; then
+	exec 9>"$KEYDIR/.lock"
+	if ! flock -n 9; then
+		log "another build of $KEY is running; waiting for it"
+		flock 9
+	fi
+	# Holding the lock: temp dirs left by killed runs are garbage.
+	rm -rf "$KEYDIR"/.tmp-*
+fi
+
+tmpdirs=()
+cleanup() {
+	local d
+	for d in ${tmpdirs[@]+"${tmpdirs[@]}"}; do rm -rf "$d"; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+filesize() { wc -c <"$1" | tr -d ' '; }
+
+# is_built <component>: its stamp exists and every file it lists is present,
+# executable and of the recorded size.
+is_built() {
+	local stamp=$STAMPDIR/$1 kind name size
+	[ -f "$stamp" ] || return 1
+	grep -q '^file ' "$stamp" || return 1
+	while read -r kind name size; do
+		[ "$kind" = file ] || continue
+		[ -x "$BINDIR/$name" ] || return 1
+		[ "$(filesize "$BINDIR/$name")" = "$size" ] || return 1
+	done <"$stamp"
+}
+
+# Go settings: build for this machine, with the committed go.mod/go.sum only.
+unset GOOS GOARCH
+export GOWORK=off
+
+build() {
+	local c=$1 tmp start f src optional moddir names=""
+	spec "$c"
+	start=$(date +%s)
+	log "building $c ($(echo $c_bins)) ..."
+	tmp=$(mktemp -d "$KEYDIR/.tmp-$c.XXXXXX")
+	tmpdirs+=("$tmp")
+	# Note: no bare `go mod download` here: some indirect pseudo-versions answer
+	# 403 on the proxy for .info, while go build only needs .mod/.zip.
+	# shellcheck disable=SC2086 # c_pkgs is a word list
+	(cd "$here/$c" && "$GO" build -mod=readonly -ldflags "$c_ldflags" -o "$tmp/" $c_pkgs)
+	for f in $c_bins; do
+		[ -f "$tmp/$f" ] || die "$c: go build produced no $f"
+		names="$names $f"
+	done
+	if [ -n "$c_scripts" ]; then
+		moddir=$(cd "$here/$c" && "$GO" list -mod=readonly -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
+		[ -d "$moddir" ] || die "$c: module directory of sdk/v3 not found"
+		for src in $c_scripts; do
+			optional=false
+			case $src in \?*)
+				optional=true
+				src=${src#\?}
+				;;
+			esac
+			if [ -f "$moddir/$src" ]; then
+				f=${src##*/}
+				cp "$moddir/$src" "$tmp/$f"
+				names="$names $f"
+			elif ! $optional; then
+				die "$c: $src not found in the sdk/v3 module"
+			fi
+		done
+	fi
+	{
+		printf 'component %s\nkey %s\ngo %s\nbuilt %s\n' \
+			"$c" "$KEY" "$("$GO" env GOVERSION)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+		for f in $names; do
+			chmod 0755 "$tmp/$f"
+			printf 'file %s %s\n' "$f" "$(filesize "$tmp/$f")"
+		done
+	} >"$tmp/.stamp"
+	# rename(2) within one file system: a file in bin/ is always complete, and
+	# the stamp is written only after all of the component's files are in place.
+	for f in $names; do mv -f "$tmp/$f" "$BINDIR/$f"; done
+	mv -f "$tmp/.stamp" "$STAMPDIR/$c"
+	rm -rf "$tmp"
+	log "built $c in $(($(date +%s) - start))s"
+}
+
+log "bin dir $BINDIR"
+for c in $COMPONENTS; do
+	if is_built "$c"; then
+		log "$c is up to date"
+	else
+		rm -f "$STAMPDIR/$c"
+		build "$c"
+	fi
+done
+
+printf '%s\n' "$BINDIR" >&3
