@@ -72,11 +72,13 @@ HOSTS_VERSION=$(modver langhosts github.com/pulumi/pulumi/sdk/v3)
 # --- components ------------------------------------------------------------
 
 COMPONENTS="pulumi yaml langhosts"
-SDK_VERSION_VAR=github.com/pulumi/pulumi/sdk/v3/go/common/version.Version
+SDK=github.com/pulumi/pulumi/sdk/v3
+SDK_VERSION_VAR=$SDK/go/common/version.Version
 
 # spec <component>: sets c_pkgs, c_ldflags, c_bins (space separated) and
-# c_scripts (module-relative paths of scripts copied beside the binaries;
-# a leading '?' marks an optional one).
+# c_scripts (sdk/v3 module-relative paths of scripts copied beside the
+# binaries; a leading '?' marks an optional one). All lists are single-space
+# separated: they are part of the cache key.
 spec() {
 	c_scripts=""
 	case $1 in
@@ -91,18 +93,18 @@ spec() {
 		c_bins="pulumi-language-yaml"
 		;;
 	langhosts)
-		c_pkgs="github.com/pulumi/pulumi/sdk/v3/go/pulumi-language-go
-			github.com/pulumi/pulumi/sdk/v3/nodejs/cmd/pulumi-language-nodejs
-			github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python"
+		c_pkgs="$SDK/go/pulumi-language-go"
+		c_pkgs+=" $SDK/nodejs/cmd/pulumi-language-nodejs"
+		c_pkgs+=" $SDK/python/cmd/pulumi-language-python"
 		c_ldflags="-X $SDK_VERSION_VAR=$HOSTS_VERSION"
 		c_bins="pulumi-language-go pulumi-language-nodejs pulumi-language-python"
 		# The python host refuses to run without its exec script; the others are
 		# the shims the CLI release archives ship beside the hosts.
-		c_scripts="python/cmd/pulumi-language-python-exec
-			?nodejs/dist/pulumi-resource-pulumi-nodejs
-			?nodejs/dist/pulumi-analyzer-policy
-			?python/dist/pulumi-resource-pulumi-python
-			?python/dist/pulumi-analyzer-policy-python"
+		c_scripts="python/cmd/pulumi-language-python-exec"
+		c_scripts+=" ?nodejs/dist/pulumi-resource-pulumi-nodejs"
+		c_scripts+=" ?nodejs/dist/pulumi-analyzer-policy"
+		c_scripts+=" ?python/dist/pulumi-resource-pulumi-python"
+		c_scripts+=" ?python/dist/pulumi-analyzer-policy-python"
 		;;
 	*) die "unknown component $1" ;;
 	esac
@@ -126,7 +128,7 @@ recipe() {
 	for c in $COMPONENTS; do
 		spec "$c"
 		printf 'component %s\npkgs %s\nldflags %s\nbins %s\nscripts %s\n' \
-			"$c" "$(echo $c_pkgs)" "$c_ldflags" "$c_bins" "$(echo $c_scripts)"
+			"$c" "$c_pkgs" "$c_ldflags" "$c_bins" "$c_scripts"
 		for f in go.mod go.sum tools.go; do
 			printf 'file %s/%s\n' "$c" "$f"
 			cat "$here/$c/$f"
@@ -196,7 +198,7 @@ build() {
 	local c=$1 tmp start f src optional moddir names=""
 	spec "$c"
 	start=$(date +%s)
-	log "building $c ($(echo $c_bins)) ..."
+	log "building $c ($c_bins) ..."
 	tmp=$(mktemp -d "$KEYDIR/.tmp-$c.XXXXXX")
 	tmpdirs+=("$tmp")
 	# Note: no bare `go mod download` here: some indirect pseudo-versions answer

@@ -1,19 +1,26 @@
+// Command pulumi-resource-talos-proxmox is the Pulumi plugin serving the TalosProxmoxCluster
+// component.
 package main
 
 import (
-	_ "github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
-	_ "github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
-	_ "github.com/pulumi/pulumi-go-provider/infer"
-	_ "github.com/pulumi/pulumi-go-provider/integration"
-	_ "github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	_ "github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
-	_ "github.com/pulumiverse/pulumi-talos/sdk/go/talos/client"
-	_ "github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
-	_ "github.com/pulumiverse/pulumi-talos/sdk/go/talos/imagefactory"
-	_ "go.yaml.in/yaml/v4"
-	_ "github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
-	_ "github.com/siderolabs/talos/pkg/machinery/config/generate"
-	_ "github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"context"
+	"fmt"
+	"os"
+
+	p "github.com/pulumi/pulumi-go-provider"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider"
 )
 
-func main() {}
+func main() {
+	prov, err := provider.Provider()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		os.Exit(1)
+	}
+
+	if err := p.RunProvider(context.Background(), provider.Name, provider.Version, prov); err != nil {
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -50,4 +50,3 @@ func (e *ValidationError) Error() string {
 
 // Unwrap lets errors.Is and errors.As see each problem.
 func (e *ValidationError) Unwrap() []error { return e.Errors }
-

@@ -1,0 +1,166 @@
+package provider
+
+import (
+	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// TalosProxmoxClusterArgs are the inputs of a TalosProxmoxCluster. Fields that decide the
+// shape of the resource graph are plain values (known at preview, so preview shows real
+// changes); values that only flow into child resources (config patches, manifest contents)
+// accept outputs and secrets.
+type TalosProxmoxClusterArgs struct {
+	ClusterName                    string                  `pulumi:"clusterName"`
+	TalosVersion                   string                  `pulumi:"talosVersion"`
+	KubernetesVersion              string                  `pulumi:"kubernetesVersion,optional"`
+	Endpoint                       string                  `pulumi:"endpoint,optional"`
+	Vip                            string                  `pulumi:"vip,optional"`
+	Nodes                          map[string]Node         `pulumi:"nodes"`
+	NodeDefaults                   *NodeDefaults           `pulumi:"nodeDefaults,optional"`
+	Network                        *Network                `pulumi:"network,optional"`
+	Image                          *Image                  `pulumi:"image,optional"`
+	AllowSchedulingOnControlPlanes *bool                   `pulumi:"allowSchedulingOnControlPlanes,optional"`
+	ProxmoxClusterName             string                  `pulumi:"proxmoxClusterName,optional"`
+	ConfigPatches                  pulumi.StringArrayInput `pulumi:"configPatches,optional"`
+	ControlPlaneConfigPatches      pulumi.StringArrayInput `pulumi:"controlPlaneConfigPatches,optional"`
+	WorkerConfigPatches            pulumi.StringArrayInput `pulumi:"workerConfigPatches,optional"`
+	InlineManifests                []InlineManifest        `pulumi:"inlineManifests,optional"`
+	ExtraManifests                 []string                `pulumi:"extraManifests,optional"`
+}
+
+// Annotate documents the inputs.
+func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
+	an.Describe(&a.ClusterName, "Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos "+
+		"cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.")
+	an.Describe(&a.TalosVersion, "Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the "+
+		"installer and the machine configuration format. Supported: v1.10.0 to v1.11.x.")
+	an.Describe(&a.KubernetesVersion, "Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen "+
+		"Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11).")
+	an.Describe(&a.Endpoint, "Host name or IP address clients use to reach the Kubernetes API "+
+		"(`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.")
+	an.Describe(&a.Vip, "Optional shared virtual IP that Talos moves between healthy control planes (layer 2, "+
+		"same subnet as the nodes), giving a highly available API endpoint without a load balancer. "+
+		"It only answers once the cluster is bootstrapped; the component always talks to node addresses.")
+	an.Describe(&a.Nodes, "The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox "+
+		"VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, "+
+		"even if nodes are added or renamed later.")
+	an.Describe(&a.NodeDefaults, "Values applied to every node that does not set its own.")
+	an.Describe(&a.Network, "How the nodes are addressed: static addresses through Proxmox cloud-init "+
+		"(default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.")
+	an.Describe(&a.Image, "Which Talos image the Image Factory builds (system extensions or a full "+
+		"schematic) and how Proxmox downloads it.")
+	an.Describe(&a.AllowSchedulingOnControlPlanes, "Let ordinary workloads run on control plane nodes. "+
+		"Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.")
+	an.Describe(&a.ProxmoxClusterName, "Value of the `topology.kubernetes.io/region` label on every node "+
+		"(the zone label is the node's Proxmox host). Default: `clusterName`.")
+	an.Describe(&a.ConfigPatches, "Talos machine configuration patches (YAML strategic-merge or JSON patch) "+
+		"applied to every node after the component's own settings. May be secrets.")
+	an.Describe(&a.ControlPlaneConfigPatches, "Patches applied to control plane nodes, after `configPatches`.")
+	an.Describe(&a.WorkerConfigPatches, "Patches applied to worker nodes, after `configPatches`.")
+	an.Describe(&a.InlineManifests, "Kubernetes manifests embedded in the control plane configuration and "+
+		"applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates "+
+		"missing objects but never updates or deletes them afterwards.")
+	an.Describe(&a.ExtraManifests, "URLs of Kubernetes manifests Talos downloads and applies at bootstrap. "+
+		"An unreachable URL makes the bootstrap fail.")
+}
+
+// Node is one machine of the cluster.
+type Node struct {
+	HostNode      string                  `pulumi:"hostNode"`
+	Role          string                  `pulumi:"role"`
+	Ip            string                  `pulumi:"ip,optional"`
+	MacAddress    string                  `pulumi:"macAddress,optional"`
+	VmId          *int                    `pulumi:"vmId,optional"`
+	Cpu           *int                    `pulumi:"cpu,optional"`
+	MemoryMib     *int                    `pulumi:"memoryMib,optional"`
+	DiskSizeGib   *int                    `pulumi:"diskSizeGib,optional"`
+	DatastoreId   string                  `pulumi:"datastoreId,optional"`
+	Bridge        string                  `pulumi:"bridge,optional"`
+	VlanId        *int                    `pulumi:"vlanId,optional"`
+	Tags          []string                `pulumi:"tags,optional"`
+	DataDisks     []DataDisk              `pulumi:"dataDisks,optional"`
+	PciDevices    []PciDevice             `pulumi:"pciDevices,optional"`
+	Labels        map[string]string       `pulumi:"labels,optional"`
+	ConfigPatches pulumi.StringArrayInput `pulumi:"configPatches,optional"`
+	InstallDisk   string                  `pulumi:"installDisk,optional"`
+}
+
+// Annotate documents a node.
+func (n *Node) Annotate(an infer.Annotator) {
+	an.Describe(n, "One machine of the cluster: a Proxmox VM running Talos Linux.")
+	an.Describe(&n.HostNode, "Proxmox host (node name as shown in the Proxmox UI, e.g. `pve1`) that runs the VM.")
+	an.Describe(&n.Role, "`controlplane` (runs etcd and the Kubernetes API) or `worker` (runs workloads).")
+	an.Describe(&n.Ip, "Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM "+
+		"through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.")
+	an.Describe(&n.MacAddress, "MAC address of the VM's NIC, e.g. `BC:24:11:00:00:01`. Talos then selects the "+
+		"interface by this address. Default: chosen by Proxmox, and Talos uses the first physical NIC.")
+	an.Describe(&n.VmId, "Proxmox VM id (100 to 999999999). Pinning it makes an interrupted deployment fail "+
+		"loudly instead of creating a duplicate VM. Default: the next free id.")
+	an.Describe(&n.Cpu, "Number of CPU cores. Control planes need at least 2. Default: `nodeDefaults.cpu` (2).")
+	an.Describe(&n.MemoryMib, "Memory in MiB. Control planes need at least 2048 (4096 recommended). "+
+		"Default: `nodeDefaults.memoryMib` (4096).")
+	an.Describe(&n.DiskSizeGib, "Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).")
+	an.Describe(&n.DatastoreId, "Proxmox storage for the OS disk, the data disks and the cloud-init drive. "+
+		"Default: `nodeDefaults.datastoreId` (`local-lvm`).")
+	an.Describe(&n.Bridge, "Proxmox bridge of the NIC. Default: `nodeDefaults.bridge`, else `network.bridge` (`vmbr0`).")
+	an.Describe(&n.VlanId, "VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).")
+	an.Describe(&n.Tags, "Extra Proxmox tags. Every VM is also tagged `talos`, its role and the cluster name.")
+	an.Describe(&n.DataDisks, "Extra disks. A disk with a `mountPath` is formatted and mounted by Talos and "+
+		"bind-mounted into the kubelet with shared propagation (what Longhorn needs).")
+	an.Describe(&n.PciDevices, "Host PCI devices (e.g. a GPU) passed through to the VM.")
+	an.Describe(&n.Labels, "Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` "+
+		"and `topology.kubernetes.io/zone` itself.")
+	an.Describe(&n.ConfigPatches, "Talos machine configuration patches for this node only, applied last. May be secrets.")
+	an.Describe(&n.InstallDisk, "Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).")
+}
+
+// DataDisk is an extra virtual disk.
+type DataDisk struct {
+	SizeGib     int    `pulumi:"sizeGib"`
+	DatastoreId string `pulumi:"datastoreId,optional"`
+	MountPath   string `pulumi:"mountPath,optional"`
+}
+
+// Annotate documents a data disk.
+func (d *DataDisk) Annotate(an infer.Annotator) {
+	an.Describe(d, "An extra virtual disk of a node, identified inside the VM by a serial number.")
+	an.Describe(&d.SizeGib, "Size in GiB.")
+	an.Describe(&d.DatastoreId, "Proxmox storage for the disk. Default: the node's `datastoreId`.")
+	an.Describe(&d.MountPath, "Where Talos mounts the disk, under /var (e.g. `/var/lib/longhorn`). Talos "+
+		"formats it on first boot; the kubelet sees it through an rshared bind mount. Unset: the disk is "+
+		"attached but left alone.")
+}
+
+// PciDevice is a PCI device passed through from the Proxmox host.
+type PciDevice struct {
+	Mapping string `pulumi:"mapping,optional"`
+	Id      string `pulumi:"id,optional"`
+	Pcie    *bool  `pulumi:"pcie,optional"`
+	Rombar  *bool  `pulumi:"rombar,optional"`
+	Xvga    *bool  `pulumi:"xvga,optional"`
+}
+
+// Annotate documents a PCI device.
+func (d *PciDevice) Annotate(an infer.Annotator) {
+	an.Describe(d, "A host PCI device passed through to the VM. Set exactly one of `mapping` and `id`.")
+	an.Describe(&d.Mapping, "Name of a Proxmox resource mapping (Datacenter → Resource Mappings), e.g. `gpu`. "+
+		"Works with API tokens; preferred.")
+	an.Describe(&d.Id, "Host PCI address, e.g. `0000:01:00.0`. The proxmoxve provider only allows this when "+
+		"logged in as root@pam with a password.")
+	an.Describe(&d.Pcie, "Attach as PCI Express (needs the q35 machine type). Default: true on q35.")
+	an.Describe(&d.Rombar, "Make the device's ROM visible to the VM. Default: true.")
+	an.Describe(&d.Xvga, "Use the device as the VM's primary GPU. Default: false.")
+}
+
+// InlineManifest is a Kubernetes manifest embedded in the control plane configuration.
+type InlineManifest struct {
+	Name     string             `pulumi:"name"`
+	Contents pulumi.StringInput `pulumi:"contents"`
+}
+
+// Annotate documents an inline manifest.
+func (m *InlineManifest) Annotate(an infer.Annotator) {
+	an.Describe(m, "A Kubernetes manifest Talos applies once, when the cluster bootstraps.")
+	an.Describe(&m.Name, "Unique name Talos tracks the manifest by. Names starting with `helm-` are reserved.")
+	an.Describe(&m.Contents, "One or more Kubernetes objects as YAML documents. May be a secret.")
+}

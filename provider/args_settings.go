@@ -1,0 +1,99 @@
+package provider
+
+import "github.com/pulumi/pulumi-go-provider/infer"
+
+// NodeDefaults are values for every node that does not set its own.
+type NodeDefaults struct {
+	Cpu          *int     `pulumi:"cpu,optional"`
+	MemoryMib    *int     `pulumi:"memoryMib,optional"`
+	DiskSizeGib  *int     `pulumi:"diskSizeGib,optional"`
+	DatastoreId  string   `pulumi:"datastoreId,optional"`
+	Bridge       string   `pulumi:"bridge,optional"`
+	CpuType      string   `pulumi:"cpuType,optional"`
+	VmMachine    string   `pulumi:"vmMachine,optional"`
+	Bios         string   `pulumi:"bios,optional"`
+	ScsiHardware string   `pulumi:"scsiHardware,optional"`
+	Tags         []string `pulumi:"tags,optional"`
+}
+
+// Annotate documents the node defaults.
+func (d *NodeDefaults) Annotate(an infer.Annotator) {
+	an.Describe(d, "Values applied to every node that does not set its own. Memory ballooning is always off, "+
+		"as Talos requires.")
+	an.Describe(&d.Cpu, "CPU cores per node. Default: 2.")
+	an.Describe(&d.MemoryMib, "Memory per node in MiB. Default: 4096.")
+	an.Describe(&d.DiskSizeGib, "OS disk size in GiB. Default: 20.")
+	an.Describe(&d.DatastoreId, "Proxmox storage for OS disks, data disks and cloud-init drives. Default: `local-lvm`.")
+	an.Describe(&d.Bridge, "Proxmox bridge for the NICs. Default: `network.bridge` (`vmbr0`).")
+	an.Describe(&d.CpuType, "Proxmox CPU type. Default: `host` (Talos needs x86-64-v2 features).")
+	an.Describe(&d.VmMachine, "Proxmox machine type. Default: `q35`.")
+	an.Describe(&d.Bios, "`seabios` (default) or `ovmf` (UEFI; the component adds the EFI disk it needs).")
+	an.Describe(&d.ScsiHardware, "SCSI controller. Default: `virtio-scsi-pci`. Do not use `virtio-scsi-single`: "+
+		"Talos installs hang on it (siderolabs/talos#11173).")
+	an.Describe(&d.Tags, "Extra Proxmox tags on every VM.")
+}
+
+// Network is how nodes are addressed.
+type Network struct {
+	Gateway        string   `pulumi:"gateway,optional"`
+	PrefixLength   *int     `pulumi:"prefixLength,optional"`
+	Nameservers    []string `pulumi:"nameservers,optional"`
+	NtpServers     []string `pulumi:"ntpServers,optional"`
+	Bridge         string   `pulumi:"bridge,optional"`
+	VlanId         *int     `pulumi:"vlanId,optional"`
+	Dhcp           *bool    `pulumi:"dhcp,optional"`
+	PodSubnets     []string `pulumi:"podSubnets,optional"`
+	ServiceSubnets []string `pulumi:"serviceSubnets,optional"`
+	DnsDomain      string   `pulumi:"dnsDomain,optional"`
+}
+
+// Annotate documents the network.
+func (n *Network) Annotate(an infer.Annotator) {
+	an.Describe(n, "How nodes are addressed and which networks Kubernetes uses.")
+	an.Describe(&n.Gateway, "Default gateway of the node subnet, e.g. `192.168.1.1`. Required with static addresses.")
+	an.Describe(&n.PrefixLength, "Length of the node subnet's prefix (24 for a /24). Default: 24.")
+	an.Describe(&n.Nameservers, "DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).")
+	an.Describe(&n.NtpServers, "Time servers for the nodes. Default: Talos' default (time.cloudflare.com).")
+	an.Describe(&n.Bridge, "Proxmox bridge for the NICs. Default: `vmbr0`.")
+	an.Describe(&n.VlanId, "VLAN tag for every NIC (1 to 4094). Default: untagged.")
+	an.Describe(&n.Dhcp, "Take addresses from DHCP instead of static `ip`s. The component then learns each "+
+		"node's address from the QEMU guest agent, so the image must include the "+
+		"`siderolabs/qemu-guest-agent` extension. Default: false.")
+	an.Describe(&n.PodSubnets, "CIDRs pods get addresses from. Default: `10.244.0.0/16`.")
+	an.Describe(&n.ServiceSubnets, "CIDRs Kubernetes services get addresses from. Default: `10.96.0.0/12`.")
+	an.Describe(&n.DnsDomain, "Cluster DNS domain. Default: `cluster.local`.")
+}
+
+// Image selects the Talos image built by the Image Factory.
+type Image struct {
+	FactoryUrl      string   `pulumi:"factoryUrl,optional"`
+	Extensions      []string `pulumi:"extensions,optional"`
+	Schematic       string   `pulumi:"schematic,optional"`
+	Platform        string   `pulumi:"platform,optional"`
+	Arch            string   `pulumi:"arch,optional"`
+	DatastoreId     string   `pulumi:"datastoreId,optional"`
+	SharedDatastore *bool    `pulumi:"sharedDatastore,optional"`
+	ContentType     string   `pulumi:"contentType,optional"`
+}
+
+// Annotate documents the image.
+func (i *Image) Annotate(an infer.Annotator) {
+	an.Describe(i, "The Talos image: the Image Factory builds it from a schematic (the list of system "+
+		"extensions and customisations) and Proxmox downloads it once per host.")
+	an.Describe(&i.FactoryUrl, "Image Factory URL. Default: `https://factory.talos.dev`.")
+	an.Describe(&i.Extensions, "Official system extensions baked into the image, e.g. "+
+		"`siderolabs/iscsi-tools` for Longhorn. Default: `[\"siderolabs/qemu-guest-agent\"]`. "+
+		"The Proxmox guest agent is enabled only when `siderolabs/qemu-guest-agent` is present.")
+	an.Describe(&i.Schematic, "A complete Image Factory schematic as YAML (extensions, kernel arguments, …). "+
+		"Overrides `extensions`.")
+	an.Describe(&i.Platform, "Talos platform image: `nocloud` (default; reads the static address from the "+
+		"Proxmox cloud-init drive) or `metal` (DHCP only).")
+	an.Describe(&i.Arch, "CPU architecture: `amd64` (default) or `arm64`.")
+	an.Describe(&i.DatastoreId, "Proxmox storage the image is downloaded to. It must allow the content type "+
+		"(`import` or `iso`). Default: `local`.")
+	an.Describe(&i.SharedDatastore, "The image datastore is shared by every Proxmox host (NFS, Ceph, …): "+
+		"download the image once instead of once per host. Default: false.")
+	an.Describe(&i.ContentType, "`import` (default): the qcow2 image is imported into each VM through the "+
+		"Proxmox API; needs PVE 8.4 or later and no SSH. `iso`: the raw image is decompressed into an iso "+
+		"datastore and imported over SSH (configure the proxmoxve provider's ssh settings).")
+}

@@ -1,0 +1,81 @@
+package provider
+
+import (
+	"context"
+	"reflect"
+
+	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// ClusterToken is the schema token of the component.
+const ClusterToken = "talos-proxmox:index:TalosProxmoxCluster"
+
+// TalosProxmoxCluster is a Talos Linux Kubernetes cluster on Proxmox VE.
+type TalosProxmoxCluster struct {
+	pulumi.ResourceState
+
+	Kubeconfig      pulumi.StringOutput      `pulumi:"kubeconfig" provider:"secret"`
+	Talosconfig     pulumi.StringOutput      `pulumi:"talosconfig" provider:"secret"`
+	Endpoint        pulumi.StringOutput      `pulumi:"endpoint"`
+	ClusterName     pulumi.StringOutput      `pulumi:"clusterName"`
+	ControlPlaneIps pulumi.StringArrayOutput `pulumi:"controlPlaneIps"`
+	WorkerIps       pulumi.StringArrayOutput `pulumi:"workerIps"`
+	Nodes           NodeInfoMapOutput        `pulumi:"nodes"`
+	SchematicId     pulumi.StringOutput      `pulumi:"schematicId"`
+	InstallerImage  pulumi.StringOutput      `pulumi:"installerImage"`
+}
+
+// Annotate documents the component and its outputs.
+func (c *TalosProxmoxCluster) Annotate(an infer.Annotator) {
+	an.Describe(c, "A Talos Linux Kubernetes cluster on Proxmox VE: the Talos image from the Image Factory, "+
+		"one VM per node, the Talos machine secrets and configuration, the bootstrap of etcd and the "+
+		"kubeconfig, in one resource.")
+	an.Describe(&c.Kubeconfig, "Admin kubeconfig of the cluster (a secret). Write it to a file to use kubectl.")
+	an.Describe(&c.Talosconfig, "talosctl client configuration (a secret), with every control plane as an "+
+		"endpoint and every node as a node.")
+	an.Describe(&c.Endpoint, "Kubernetes API URL, e.g. `https://10.0.0.10:6443`.")
+	an.Describe(&c.ClusterName, "Name of the cluster.")
+	an.Describe(&c.ControlPlaneIps, "Addresses of the control plane nodes, in name order.")
+	an.Describe(&c.WorkerIps, "Addresses of the worker nodes, in name order.")
+	an.Describe(&c.Nodes, "Every node by hostname: its Proxmox VM id, address, Proxmox host and role.")
+	an.Describe(&c.SchematicId, "Image Factory schematic id of the Talos image.")
+	an.Describe(&c.InstallerImage, "Installer image Talos installs and upgrades from.")
+}
+
+// NodeInfo describes a deployed node.
+type NodeInfo struct {
+	VmId     int    `pulumi:"vmId"`
+	Ip       string `pulumi:"ip"`
+	HostNode string `pulumi:"hostNode"`
+	Role     string `pulumi:"role"`
+}
+
+// Annotate documents a node's outputs.
+func (n *NodeInfo) Annotate(an infer.Annotator) {
+	an.Describe(n, "A deployed node.")
+	an.Describe(&n.VmId, "Proxmox VM id.")
+	an.Describe(&n.Ip, "IPv4 address of the node.")
+	an.Describe(&n.HostNode, "Proxmox host running the VM.")
+	an.Describe(&n.Role, "`controlplane` or `worker`.")
+}
+
+// NodeInfoMapOutput is an output of a map of NodeInfo.
+type NodeInfoMapOutput struct{ *pulumi.OutputState }
+
+// ElementType is map[string]NodeInfo.
+func (NodeInfoMapOutput) ElementType() reflect.Type {
+	return reflect.TypeFor[map[string]NodeInfo]()
+}
+
+// ToNodeInfoMapOutput returns the output itself.
+func (o NodeInfoMapOutput) ToNodeInfoMapOutput() NodeInfoMapOutput { return o }
+
+// ToNodeInfoMapOutputWithContext returns the output itself.
+func (o NodeInfoMapOutput) ToNodeInfoMapOutputWithContext(context.Context) NodeInfoMapOutput {
+	return o
+}
+
+func init() {
+	pulumi.RegisterOutputType(NodeInfoMapOutput{})
+}

@@ -1,0 +1,138 @@
+package provider
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/plan"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/talosconfig"
+)
+
+// NewTalosProxmoxCluster builds a Talos Kubernetes cluster on Proxmox VE. It is the
+// component's constructor: the provider calls it for every language, and Go programs (including
+// Automation API programs) may call it directly as a library.
+//
+// Every input is validated before anything is registered; an invalid input returns one error
+// listing every problem with its property path.
+func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxClusterArgs,
+	opts ...pulumi.ResourceOption,
+) (*TalosProxmoxCluster, error) {
+	in, err := specInput(ctx, &args)
+	if err != nil {
+		return nil, err
+	}
+
+	c, err := spec.Build(in)
+	if err != nil {
+		return nil, err
+	}
+
+	p := plan.Build(c)
+
+	comp := &TalosProxmoxCluster{}
+	if err := ctx.RegisterComponentResource(ClusterToken, name, comp, opts...); err != nil {
+		return nil, err
+	}
+
+	for _, w := range c.Warnings {
+		_ = ctx.Log.Warn(w, &pulumi.LogArgs{Resource: comp})
+	}
+
+	b := &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: p, args: &args}
+	if err := b.build(); err != nil {
+		return nil, err
+	}
+
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
+		"kubeconfig":      comp.Kubeconfig,
+		"talosconfig":     comp.Talosconfig,
+		"endpoint":        comp.Endpoint,
+		"clusterName":     comp.ClusterName,
+		"controlPlaneIps": comp.ControlPlaneIps,
+		"workerIps":       comp.WorkerIps,
+		"nodes":           comp.Nodes,
+		"schematicId":     comp.SchematicId,
+		"installerImage":  comp.InstallerImage,
+	}); err != nil {
+		return nil, err
+	}
+
+	return comp, nil
+}
+
+// builder registers the children of one cluster.
+type builder struct {
+	ctx     *pulumi.Context
+	name    string
+	comp    *TalosProxmoxCluster
+	cluster *spec.Cluster
+	plan    *plan.Plan
+	args    *TalosProxmoxClusterArgs
+
+	// nodeIPs is every node's address, by name: plain strings with static addressing, the
+	// guest agent's report with DHCP.
+	nodeIPs map[string]pulumi.StringOutput
+	vms     map[string]pulumi.Resource
+}
+
+func (b *builder) child(suffix string) string { return plan.ResourceName(b.name, suffix) }
+
+func (b *builder) parent() pulumi.ResourceOrInvokeOption { return pulumi.Parent(b.comp) }
+
+func (b *builder) build() error {
+	schematic, err := b.schematic()
+	if err != nil {
+		return err
+	}
+
+	downloads, err := b.downloads(schematic)
+	if err != nil {
+		return err
+	}
+
+	if err := b.virtualMachines(downloads); err != nil {
+		return err
+	}
+
+	return b.talos()
+}
+
+// endpointHost is the API endpoint host: known up front unless it is the first control plane
+// of a DHCP cluster.
+func (b *builder) endpointHost() pulumi.StringOutput {
+	if b.cluster.Endpoint != "" {
+		return pulumi.String(b.cluster.Endpoint).ToStringOutput()
+	}
+
+	return b.nodeIPs[b.cluster.BootstrapNode().Name]
+}
+
+// ips returns the addresses of nodes, in order.
+func (b *builder) ips(nodes []spec.Node) pulumi.StringArrayOutput {
+	var arr pulumi.StringArray
+	for _, n := range nodes {
+		arr = append(arr, b.nodeIPs[n.Name])
+	}
+
+	if arr == nil {
+		return pulumi.ToStringArray([]string{}).ToStringArrayOutput()
+	}
+
+	return arr.ToStringArrayOutput()
+}
+
+// nodePatch is the component's patch for a node, once the addresses it needs are known.
+func (b *builder) nodePatch(n spec.Node) pulumi.StringOutput {
+	c := b.cluster
+
+	return pulumi.All(b.nodeIPs[n.Name], b.ips(c.ControlPlanes()), b.endpointHost()).ApplyT(
+		func(v []any) (string, error) {
+			return talosconfig.NodePatch(c, n, talosconfig.Addresses{
+				NodeIP: v[0].(string), ControlPlaneIPs: v[1].([]string), Endpoint: v[2].(string),
+			})
+		}).(pulumi.StringOutput)
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -1,0 +1,130 @@
+package provider
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+)
+
+// specInput converts the component's arguments into the plain input the pure core validates.
+// Patches and manifest contents that are already known (secret or not) are resolved so they can
+// be checked before anything is registered; unknown ones are passed through unchecked.
+func specInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs) (spec.Input, error) {
+	in := spec.Input{
+		ClusterName:                    a.ClusterName,
+		TalosVersion:                   a.TalosVersion,
+		KubernetesVersion:              a.KubernetesVersion,
+		Endpoint:                       a.Endpoint,
+		VIP:                            a.Vip,
+		AllowSchedulingOnControlPlanes: a.AllowSchedulingOnControlPlanes,
+		ProxmoxClusterName:             a.ProxmoxClusterName,
+		ExtraManifests:                 a.ExtraManifests,
+		Nodes:                          map[string]spec.NodeInput{},
+	}
+
+	var err error
+	if in.ConfigPatches, err = resolvePatches(ctx, a.ConfigPatches); err != nil {
+		return in, fmt.Errorf("configPatches: %w", err)
+	}
+
+	if in.ControlPlaneConfigPatches, err = resolvePatches(ctx, a.ControlPlaneConfigPatches); err != nil {
+		return in, fmt.Errorf("controlPlaneConfigPatches: %w", err)
+	}
+
+	if in.WorkerConfigPatches, err = resolvePatches(ctx, a.WorkerConfigPatches); err != nil {
+		return in, fmt.Errorf("workerConfigPatches: %w", err)
+	}
+
+	if d := a.NodeDefaults; d != nil {
+		in.NodeDefaults = spec.NodeDefaultsInput{
+			CPU: d.Cpu, MemoryMiB: d.MemoryMib, DiskSizeGiB: d.DiskSizeGib, DatastoreID: d.DatastoreId,
+			Bridge: d.Bridge, CPUType: d.CpuType, VMMachine: d.VmMachine, BIOS: d.Bios,
+			SCSIHardware: d.ScsiHardware, Tags: d.Tags,
+		}
+	}
+
+	if n := a.Network; n != nil {
+		in.Network = spec.NetworkInput{
+			Gateway: n.Gateway, PrefixLength: n.PrefixLength, Nameservers: n.Nameservers,
+			NTPServers: n.NtpServers, Bridge: n.Bridge, VLANID: n.VlanId, DHCP: n.Dhcp,
+			PodSubnets: n.PodSubnets, ServiceSubnets: n.ServiceSubnets, DNSDomain: n.DnsDomain,
+		}
+	}
+
+	if i := a.Image; i != nil {
+		in.Image = spec.ImageInput{
+			FactoryURL: i.FactoryUrl, Extensions: i.Extensions, Schematic: i.Schematic, Platform: i.Platform,
+			Arch: i.Arch, DatastoreID: i.DatastoreId, SharedDatastore: i.SharedDatastore, ContentType: i.ContentType,
+		}
+	}
+
+	for name, n := range a.Nodes {
+		node := spec.NodeInput{
+			HostNode: n.HostNode, Role: n.Role, IP: n.Ip, MACAddress: n.MacAddress, VMID: n.VmId, CPU: n.Cpu,
+			MemoryMiB: n.MemoryMib, DiskSizeGiB: n.DiskSizeGib, DatastoreID: n.DatastoreId, Bridge: n.Bridge,
+			VLANID: n.VlanId, Tags: n.Tags, Labels: n.Labels, InstallDisk: n.InstallDisk,
+		}
+
+		for _, d := range n.DataDisks {
+			node.DataDisks = append(node.DataDisks, spec.DataDiskInput{SizeGiB: d.SizeGib, DatastoreID: d.DatastoreId, MountPath: d.MountPath})
+		}
+
+		for _, d := range n.PciDevices {
+			node.PCIDevices = append(node.PCIDevices, spec.PCIDeviceInput{Mapping: d.Mapping, ID: d.Id, PCIe: d.Pcie, ROMBar: d.Rombar, XVGA: d.Xvga})
+		}
+
+		if node.ConfigPatches, err = resolvePatches(ctx, n.ConfigPatches); err != nil {
+			return in, fmt.Errorf("nodes.%s.configPatches: %w", name, err)
+		}
+
+		in.Nodes[name] = node
+	}
+
+	for i, m := range a.InlineManifests {
+		contents := spec.KnownPatch("") // missing contents: reported as holding no object
+		if m.Contents != nil {
+			r, err := internals.UnsafeAwaitOutput(ctx.Context(), m.Contents.ToStringOutput())
+			if err != nil {
+				return in, fmt.Errorf("inlineManifests[%d].contents: %w", i, err)
+			}
+
+			contents = spec.Patch{}
+			if r.Known {
+				s, _ := r.Value.(string)
+				contents = spec.KnownPatch(s)
+			}
+		}
+
+		in.InlineManifests = append(in.InlineManifests, spec.InlineManifestInput{Name: m.Name, Contents: contents})
+	}
+
+	return in, nil
+}
+
+// resolvePatches reads patches that are already known. An unknown list is one unknown patch.
+func resolvePatches(ctx *pulumi.Context, patches pulumi.StringArrayInput) ([]spec.Patch, error) {
+	if patches == nil {
+		return nil, nil
+	}
+
+	r, err := internals.UnsafeAwaitOutput(ctx.Context(), patches.ToStringArrayOutput())
+	if err != nil {
+		return nil, err
+	}
+
+	if !r.Known {
+		return []spec.Patch{{}}, nil
+	}
+
+	texts, _ := r.Value.([]string)
+	out := make([]spec.Patch, 0, len(texts))
+
+	for _, t := range texts {
+		out = append(out, spec.KnownPatch(t))
+	}
+
+	return out, nil
+}

@@ -1,0 +1,61 @@
+package provider
+
+import (
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	talos "github.com/pulumiverse/pulumi-talos/sdk/go/talos"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/imagefactory"
+)
+
+// schematic registers the image schematic with the Image Factory at image.factoryUrl, through a
+// talos provider configured for that factory. Its id is already known (computed locally).
+func (b *builder) schematic() (pulumi.Resource, error) {
+	img := b.cluster.Image
+
+	prov, err := talos.NewProvider(b.ctx, b.child("talos"), &talos.ProviderArgs{
+		ImageFactoryUrl: pulumi.String(img.FactoryURL),
+	}, b.parent())
+	if err != nil {
+		return nil, errorf("registering the talos provider for %s: %w", img.FactoryURL, err)
+	}
+
+	s, err := imagefactory.NewSchematic(b.ctx, b.child("schematic"), &imagefactory.SchematicArgs{
+		Schematic: pulumi.String(img.SchematicYAML),
+	}, b.parent(), pulumi.Provider(prov))
+	if err != nil {
+		return nil, errorf("registering the image schematic: %w", err)
+	}
+
+	b.comp.SchematicId = pulumi.String(img.SchematicID).ToStringOutput()
+	b.comp.InstallerImage = pulumi.String(img.InstallerImage).ToStringOutput()
+
+	return s, nil
+}
+
+// downloads registers one image download per (Proxmox host, datastore), or one in total on a
+// shared datastore. They wait for the schematic: the factory only serves registered schematics.
+func (b *builder) downloads(schematic pulumi.Resource) ([]*download.File, error) {
+	var files []*download.File
+
+	for _, d := range b.plan.Downloads {
+		args := &download.FileArgs{
+			ContentType: pulumi.String(d.ContentType),
+			DatastoreId: pulumi.String(d.DatastoreID),
+			NodeName:    pulumi.String(d.HostNode),
+			Url:         pulumi.String(d.URL),
+			FileName:    pulumi.String(d.FileName),
+		}
+		if d.Decompression != "" {
+			args.DecompressionAlgorithm = pulumi.String(d.Decompression)
+		}
+
+		f, err := download.NewFile(b.ctx, b.child(d.Key), args, b.parent(), pulumi.DependsOn([]pulumi.Resource{schematic}))
+		if err != nil {
+			return nil, errorf("registering the image download on %s: %w", d.HostNode, err)
+		}
+
+		files = append(files, f)
+	}
+
+	return files, nil
+}

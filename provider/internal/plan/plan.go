@@ -1,0 +1,200 @@
+// Package plan turns a validated cluster into the concrete Proxmox objects to create: one image
+// download per (Proxmox host, datastore) — or one in total on a shared datastore — and one VM
+// layout per node. It imports no Pulumi package.
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/imagefactory"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+)
+
+// Plan is what the component creates on Proxmox.
+type Plan struct {
+	// Downloads, sorted by Key.
+	Downloads []Download
+	// VMs in node-name order.
+	VMs []VM
+}
+
+// Download is one image download into a Proxmox datastore.
+type Download struct {
+	// Key names the download resource: `<cluster>-image` when shared, else
+	// `<cluster>-image-<host>` or `<cluster>-image-<host>-<datastore>` when one host downloads
+	// into several datastores (never happens today: one image datastore per cluster).
+	Key           string
+	HostNode      string
+	DatastoreID   string
+	URL           string
+	FileName      string
+	ContentType   string
+	Decompression string
+}
+
+// VM is the Proxmox layout of one node.
+type VM struct {
+	Node     spec.Node
+	Download int // index into Plan.Downloads
+	Disks    []Disk
+	Hostpcis []Hostpci
+	// Agent is on only when the image has the qemu-guest-agent extension (Talos documents
+	// that enabling it without the extension only produces log spam and slow operations).
+	Agent bool
+	// EFIDisk is added for OVMF (UEFI) firmware.
+	EFIDisk bool
+	// IPv4Address is the cloud-init address ("10.0.0.11/24" or "dhcp"); IPv4Gateway is empty
+	// with DHCP.
+	IPv4Address string
+	IPv4Gateway string
+	Description string
+}
+
+// Disk is one SCSI disk of a VM.
+type Disk struct {
+	Interface   string // scsi0, scsi1, ...
+	DatastoreID string
+	SizeGiB     int
+	// FromImage is true for the OS disk, which is imported from the downloaded image.
+	FromImage bool
+	Serial    string
+}
+
+// Hostpci is one PCI passthrough slot.
+type Hostpci struct {
+	Device  string // hostpci0 ... hostpci15
+	Mapping string
+	ID      string
+	PCIe    bool
+	ROMBar  bool
+	XVGA    bool
+}
+
+// ImageFileName is the name of the downloaded image in the datastore. It carries the cluster,
+// the Talos version and the schematic, so clusters and versions never collide.
+func ImageFileName(c *spec.Cluster) string {
+	ext := "qcow2"
+	if c.Image.ContentType == spec.ContentISO {
+		// Proxmox only accepts .iso and .img in an iso datastore; the raw image is
+		// decompressed on download.
+		ext = "img"
+	}
+
+	return fmt.Sprintf("%s-talos-%s-%s-%s-%s.%s", c.Name, c.TalosVersion, c.Image.SchematicID[:16],
+		c.Image.Platform, c.Image.Arch, ext)
+}
+
+// ImageURL is the Image Factory URL the download fetches.
+func ImageURL(c *spec.Cluster) string {
+	ext := "qcow2"
+	if c.Image.ContentType == spec.ContentISO {
+		ext = "raw.gz"
+	}
+
+	return imagefactory.ImageURL(c.Image.FactoryURL, c.Image.SchematicID, c.TalosVersion, c.Image.Platform, c.Image.Arch, ext)
+}
+
+// Build plans the Proxmox side of a cluster.
+func Build(c *spec.Cluster) *Plan {
+	p := &Plan{}
+
+	url := ImageURL(c)
+	fileName := ImageFileName(c)
+	decompression := ""
+	if c.Image.ContentType == spec.ContentISO {
+		decompression = "gz"
+	}
+
+	index := map[string]int{}
+	downloadFor := func(host string) int {
+		key := "image-" + host
+		if c.Image.SharedDatastore {
+			key = "image"
+		}
+
+		if i, ok := index[key]; ok {
+			return i
+		}
+
+		p.Downloads = append(p.Downloads, Download{
+			Key:           key,
+			HostNode:      host,
+			DatastoreID:   c.Image.DatastoreID,
+			URL:           url,
+			FileName:      fileName,
+			ContentType:   string(c.Image.ContentType),
+			Decompression: decompression,
+		})
+		index[key] = len(p.Downloads) - 1
+
+		return index[key]
+	}
+
+	// Hosts in sorted order, so the shared download lands on the first host by name and
+	// the plan does not depend on map order.
+	hosts := []string{}
+	for _, n := range c.Nodes {
+		if !slices.Contains(hosts, n.HostNode) {
+			hosts = append(hosts, n.HostNode)
+		}
+	}
+	slices.Sort(hosts)
+
+	for _, h := range hosts {
+		downloadFor(h)
+	}
+
+	for _, n := range c.Nodes {
+		p.VMs = append(p.VMs, planVM(c, n, downloadFor(n.HostNode)))
+	}
+
+	return p
+}
+
+func planVM(c *spec.Cluster, n spec.Node, download int) VM {
+	vm := VM{
+		Node:     n,
+		Download: download,
+		Agent:    c.Image.GuestAgent,
+		EFIDisk:  n.BIOS == "ovmf",
+		Description: fmt.Sprintf("Talos %s %s of cluster %s (Talos %s, schematic %s). Managed by Pulumi (talos-proxmox); changes made here are overwritten.",
+			n.Role, n.Name, c.Name, c.TalosVersion, c.Image.SchematicID),
+	}
+
+	vm.Disks = append(vm.Disks, Disk{Interface: "scsi0", DatastoreID: n.DatastoreID, SizeGiB: n.DiskSizeGiB, FromImage: true})
+	for i, d := range n.DataDisks {
+		vm.Disks = append(vm.Disks, Disk{
+			Interface:   fmt.Sprintf("scsi%d", i+1),
+			DatastoreID: d.DatastoreID,
+			SizeGiB:     d.SizeGiB,
+			Serial:      d.Serial,
+		})
+	}
+
+	for i, d := range n.PCIDevices {
+		vm.Hostpcis = append(vm.Hostpcis, Hostpci{
+			Device:  fmt.Sprintf("hostpci%d", i),
+			Mapping: d.Mapping,
+			ID:      d.ID,
+			PCIe:    d.PCIe,
+			ROMBar:  d.ROMBar,
+			XVGA:    d.XVGA,
+		})
+	}
+
+	if c.Network.DHCP {
+		vm.IPv4Address = "dhcp"
+	} else {
+		vm.IPv4Address = fmt.Sprintf("%s/%d", n.IP, c.Network.PrefixLength)
+		vm.IPv4Gateway = c.Network.Gateway
+	}
+
+	return vm
+}
+
+// ResourceName is the name of a child resource: `<cluster resource name>-<suffix>`.
+func ResourceName(component, suffix string) string {
+	return component + "-" + strings.TrimPrefix(suffix, "-")
+}

@@ -1,0 +1,126 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func cluster(t *testing.T, mutate func(*spec.Input)) *spec.Cluster {
+	t.Helper()
+
+	in := spec.Input{
+		ClusterName:  "homelab",
+		TalosVersion: "v1.11.5",
+		Network:      spec.NetworkInput{Gateway: "10.0.0.1"},
+		Nodes: map[string]spec.NodeInput{
+			"cp-1": {HostNode: "pve1", Role: "controlplane", IP: "10.0.0.11"},
+			"cp-2": {HostNode: "pve2", Role: "controlplane", IP: "10.0.0.12"},
+			"cp-3": {HostNode: "pve1", Role: "controlplane", IP: "10.0.0.13"},
+			"w-1": {HostNode: "pve2", Role: "worker", IP: "10.0.0.21",
+				DataDisks:  []spec.DataDiskInput{{SizeGiB: 50, MountPath: "/var/lib/longhorn"}},
+				PCIDevices: []spec.PCIDeviceInput{{Mapping: "gpu"}}},
+		},
+	}
+	if mutate != nil {
+		mutate(&in)
+	}
+
+	c, err := spec.Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return c
+}
+
+func TestOneDownloadPerHost(t *testing.T) {
+	t.Parallel()
+
+	p := Build(cluster(t, nil))
+	if len(p.Downloads) != 2 {
+		t.Fatalf("downloads = %d, want 2 (one per host)", len(p.Downloads))
+	}
+
+	if p.Downloads[0].Key != "image-pve1" || p.Downloads[1].Key != "image-pve2" {
+		t.Fatalf("download keys = %s, %s", p.Downloads[0].Key, p.Downloads[1].Key)
+	}
+
+	d := p.Downloads[0]
+	if d.ContentType != "import" || d.Decompression != "" || !strings.HasSuffix(d.URL, "/v1.11.5/nocloud-amd64.qcow2") {
+		t.Fatalf("download = %+v", d)
+	}
+
+	if !strings.HasPrefix(d.FileName, "homelab-talos-v1.11.5-ce4c980550dd2ab1-nocloud-amd64") || !strings.HasSuffix(d.FileName, ".qcow2") {
+		t.Fatalf("file name = %s", d.FileName)
+	}
+
+	for _, vm := range p.VMs {
+		if p.Downloads[vm.Download].HostNode != vm.Node.HostNode {
+			t.Errorf("%s on %s imports from the download on %s", vm.Node.Name, vm.Node.HostNode, p.Downloads[vm.Download].HostNode)
+		}
+	}
+}
+
+func TestSharedDatastoreOneDownload(t *testing.T) {
+	t.Parallel()
+
+	p := Build(cluster(t, func(in *spec.Input) { in.Image.SharedDatastore = ptr(true) }))
+	if len(p.Downloads) != 1 || p.Downloads[0].Key != "image" || p.Downloads[0].HostNode != "pve1" {
+		t.Fatalf("downloads = %+v", p.Downloads)
+	}
+
+	for _, vm := range p.VMs {
+		if vm.Download != 0 {
+			t.Fatalf("%s uses download %d", vm.Node.Name, vm.Download)
+		}
+	}
+}
+
+func TestISOContent(t *testing.T) {
+	t.Parallel()
+
+	p := Build(cluster(t, func(in *spec.Input) { in.Image.ContentType = "iso" }))
+	d := p.Downloads[0]
+	if d.ContentType != "iso" || d.Decompression != "gz" || !strings.HasSuffix(d.URL, ".raw.gz") || !strings.HasSuffix(d.FileName, ".img") {
+		t.Fatalf("download = %+v", d)
+	}
+}
+
+func TestVMLayout(t *testing.T) {
+	t.Parallel()
+
+	p := Build(cluster(t, nil))
+	w := p.VMs[3]
+	if w.Node.Name != "w-1" {
+		t.Fatalf("VM order: %s", w.Node.Name)
+	}
+
+	if len(w.Disks) != 2 || !w.Disks[0].FromImage || w.Disks[0].Interface != "scsi0" ||
+		w.Disks[1].Interface != "scsi1" || w.Disks[1].Serial != "data-0" || w.Disks[1].SizeGiB != 50 {
+		t.Fatalf("disks = %+v", w.Disks)
+	}
+
+	if len(w.Hostpcis) != 1 || w.Hostpcis[0].Device != "hostpci0" || w.Hostpcis[0].Mapping != "gpu" || !w.Hostpcis[0].PCIe || !w.Hostpcis[0].ROMBar {
+		t.Fatalf("hostpcis = %+v", w.Hostpcis)
+	}
+
+	if w.IPv4Address != "10.0.0.21/24" || w.IPv4Gateway != "10.0.0.1" || !w.Agent || w.EFIDisk {
+		t.Fatalf("vm = %+v", w)
+	}
+
+	dhcp := Build(cluster(t, func(in *spec.Input) {
+		in.Network = spec.NetworkInput{DHCP: ptr(true)}
+		for k, n := range in.Nodes {
+			n.IP = ""
+			in.Nodes[k] = n
+		}
+		in.NodeDefaults.BIOS = "ovmf"
+	}))
+	if v := dhcp.VMs[0]; v.IPv4Address != "dhcp" || v.IPv4Gateway != "" || !v.EFIDisk {
+		t.Fatalf("dhcp vm = %+v", v)
+	}
+}

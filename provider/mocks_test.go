@@ -1,0 +1,201 @@
+package provider
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/blang/semver"
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/integration"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/property"
+)
+
+// registration is one child resource the component registered with the (mock) engine.
+type registration struct {
+	Type, Name, Parent  string
+	Custom              bool
+	Inputs              property.Map
+	Dependencies        []string
+	AdditionalSecrets   []string
+	IgnoreChanges       []string
+	ReplaceWith         []string
+	DeleteBeforeReplace bool
+	Provider            string
+	URN                 string
+}
+
+// invoke is one function call (getConfiguration) the component made.
+type invoke struct {
+	Token string
+	Args  property.Map
+}
+
+// recorder is a mock Pulumi engine that records registrations and answers like the proxmoxve
+// and talos providers would, with deterministic fake values.
+type recorder struct {
+	mu      sync.Mutex
+	regs    []registration
+	invokes []invoke
+	nextVM  int
+}
+
+func (r *recorder) monitor() *integration.MockResourceMonitor {
+	return &integration.MockResourceMonitor{
+		NewResourceF: r.newResource,
+		CallF:        r.call,
+	}
+}
+
+func (r *recorder) newResource(args integration.MockResourceArgs) (string, property.Map, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	reg := registration{Type: string(args.TypeToken), Name: args.Name, Custom: args.Custom, Inputs: args.Inputs}
+	if rpc := args.RegisterRPC; rpc != nil {
+		reg.Parent = rpc.GetParent()
+		reg.Dependencies = rpc.GetDependencies()
+		reg.AdditionalSecrets = rpc.GetAdditionalSecretOutputs()
+		reg.IgnoreChanges = rpc.GetIgnoreChanges()
+		reg.ReplaceWith = rpc.GetReplaceWith()
+		reg.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()
+		reg.Provider = rpc.GetProvider()
+	}
+	r.regs = append(r.regs, reg)
+
+	out := args.Inputs
+	id := args.Name + "-id"
+
+	switch reg.Type {
+	case "proxmoxve:Download/file:File":
+		id = fmt.Sprintf("%s:%s/%s", args.Inputs.Get("datastoreId").AsString(), args.Inputs.Get("contentType").AsString(),
+			args.Inputs.Get("fileName").AsString())
+	case "proxmoxve:VM/virtualMachine:VirtualMachine":
+		vmID := 1000 + r.nextVM
+		if v, ok := args.Inputs.GetOk("vmId"); ok && v.IsNumber() {
+			vmID = int(v.AsNumber())
+		}
+		r.nextVM++
+		id = fmt.Sprint(vmID)
+		out = out.Set("vmId", property.New(float64(vmID)))
+		out = out.Set("networkInterfaceNames", property.New([]property.Value{property.New("lo"), property.New("eth0")}))
+		out = out.Set("ipv4Addresses", property.New([]property.Value{
+			property.New([]property.Value{property.New("127.0.0.1")}),
+			property.New([]property.Value{property.New(fmt.Sprintf("192.168.50.%d", 10+r.nextVM))}),
+		}))
+	case "talos:machine/secrets:Secrets":
+		out = out.Set("machineSecrets", mustProperty(`{"certs":{"etcd":{"cert":"c","key":"k"},"k8s":{"cert":"c","key":"k"},
+			"k8sAggregator":{"cert":"c","key":"k"},"k8sServiceaccount":{"key":"k"},"os":{"cert":"c","key":"k"}},
+			"cluster":{"id":"i","secret":"s"},"secrets":{"bootstrapToken":"b","secretboxEncryptionSecret":"e"},
+			"trustdinfo":{"token":"t"}}`))
+		out = out.Set("clientConfiguration", mustProperty(`{"caCertificate":"ca","clientCertificate":"crt","clientKey":"key"}`))
+	case "talos:cluster/kubeconfig:Kubeconfig":
+		out = out.Set("kubeconfigRaw", property.New("apiVersion: v1\nkind: Config\n"))
+	case "talos:imageFactory/schematic:Schematic":
+		id = "schematic-id"
+	}
+
+	return id, out, nil
+}
+
+func (r *recorder) call(args integration.MockCallArgs) (property.Map, error) {
+	r.mu.Lock()
+	r.invokes = append(r.invokes, invoke{Token: string(args.Token), Args: args.Args})
+	r.mu.Unlock()
+
+	switch args.Token {
+	case "talos:machine/getConfiguration:getConfiguration":
+		var patches []string
+		for _, v := range args.Args.Get("configPatches").AsArray().All {
+			patches = append(patches, v.AsString())
+		}
+
+		return property.NewMap(map[string]property.Value{
+			"machineConfiguration": property.New("version: v1alpha1\n# " + strings.Join(patches, "\n# ")),
+		}), nil
+	case "talos:client/getConfiguration:getConfiguration":
+		return property.NewMap(map[string]property.Value{"talosConfig": property.New("context: x\n")}), nil
+	}
+
+	return property.Map{}, nil
+}
+
+func (r *recorder) custom() []registration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	var out []registration
+	for _, reg := range r.regs {
+		if reg.Custom {
+			out = append(out, reg)
+		}
+	}
+
+	return out
+}
+
+func (r *recorder) ofType(typ string) []registration {
+	var out []registration
+	for _, reg := range r.custom() {
+		if reg.Type == typ {
+			out = append(out, reg)
+		}
+	}
+
+	return out
+}
+
+func (r *recorder) named(name string) registration {
+	for _, reg := range r.custom() {
+		if reg.Name == name {
+			return reg
+		}
+	}
+
+	return registration{}
+}
+
+func mustProperty(text string) property.Value {
+	var v any
+	if err := json.Unmarshal([]byte(text), &v); err != nil {
+		panic(err)
+	}
+
+	return resource.FromResourcePropertyValue(resource.NewPropertyValue(v))
+}
+
+// inputsFromJSON builds Construct inputs from JSON, as a language SDK would send them.
+func inputsFromJSON(t *testing.T, text string) property.Map {
+	t.Helper()
+
+	var m map[string]any
+	if err := json.Unmarshal([]byte(text), &m); err != nil {
+		t.Fatal(err)
+	}
+
+	return resource.FromResourcePropertyMap(resource.NewPropertyMapFromMap(m))
+}
+
+// construct runs the component through pulumi-go-provider's in-memory engine.
+func construct(t *testing.T, r *recorder, name string, inputs property.Map) (p.ConstructResponse, error) {
+	t.Helper()
+
+	prov, err := Provider()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	server, err := integration.NewServer(t.Context(), Name, semver.MustParse("0.1.0"),
+		integration.WithProvider(prov), integration.WithMocks(r.monitor()))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return server.Construct(p.ConstructRequest{
+		Urn:    resource.URN("urn:pulumi:stack::project::" + ClusterToken + "::" + name),
+		Inputs: inputs,
+	})
+}

@@ -1,0 +1,107 @@
+// Package provider is the TalosProxmoxCluster component provider: thin wiring from validated
+// inputs (provider/internal/spec) and plans (provider/internal/plan, talosconfig) to child
+// resources of the proxmoxve and talos providers.
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
+)
+
+// Name is the Pulumi package name.
+const Name = "talos-proxmox"
+
+// Version is the provider version, set at build time with
+// -ldflags "-X github.com/talos-proxmox/pulumi-talos-proxmox/provider.Version=…".
+var Version = "0.1.0"
+
+// Provider returns the component provider.
+func Provider() (p.Provider, error) {
+	prov, err := infer.NewProviderBuilder().
+		WithDisplayName("Talos on Proxmox").
+		WithDescription("Talos Linux Kubernetes clusters on Proxmox VE, as one Pulumi component.").
+		WithKeywords("kubernetes", "talos", "proxmox", "category/infrastructure", "kind/component").
+		WithHomepage("https://github.com/talos-proxmox/pulumi-talos-proxmox").
+		WithRepository("https://github.com/talos-proxmox/pulumi-talos-proxmox").
+		WithNamespace("talos-proxmox").
+		WithLanguageMap(map[string]any{
+			"go": map[string]any{
+				"importBasePath":                 "github.com/talos-proxmox/pulumi-talos-proxmox/sdk/go/talosproxmox",
+				"generateResourceContainerTypes": true,
+				"respectSchemaVersion":           true,
+			},
+			"nodejs": map[string]any{
+				"packageName":          "@talos-proxmox/pulumi",
+				"respectSchemaVersion": true,
+			},
+			"python": map[string]any{
+				"packageName":          "pulumi_talos_proxmox",
+				"respectSchemaVersion": true,
+				"pyproject":            map[string]any{"enabled": true},
+			},
+		}).
+		WithModuleMap(map[tokens.ModuleName]tokens.ModuleName{"provider": "index"}).
+		WithComponents(infer.ComponentF(NewTalosProxmoxCluster)).
+		Build()
+	if err != nil {
+		return p.Provider{}, err
+	}
+
+	getSchema := prov.GetSchema
+	prov.GetSchema = func(ctx context.Context, req p.GetSchemaRequest) (p.GetSchemaResponse, error) {
+		resp, err := getSchema(ctx, req)
+		if err != nil {
+			return resp, err
+		}
+
+		fixed, err := fixSchema(resp.Schema)
+		if err != nil {
+			return resp, fmt.Errorf("finishing the schema: %w", err)
+		}
+
+		resp.Schema = fixed
+
+		return resp, nil
+	}
+
+	construct := prov.Construct
+	prov.Construct = func(ctx context.Context, req p.ConstructRequest) (p.ConstructResponse, error) {
+		if err := checkPlainInputs(req.Inputs); err != nil {
+			return p.ConstructResponse{}, err
+		}
+
+		return construct(ctx, req)
+	}
+
+	return prov, nil
+}
+
+// Schema returns the provider's schema as indented JSON, as `make schema` writes it.
+func Schema(ctx context.Context) ([]byte, error) {
+	prov, err := Provider()
+	if err != nil {
+		return nil, err
+	}
+
+	resp, err := prov.GetSchema(ctx, p.GetSchemaRequest{})
+	if err != nil {
+		return nil, err
+	}
+
+	var v any
+	if err := json.Unmarshal([]byte(resp.Schema), &v); err != nil {
+		return nil, err
+	}
+
+	out, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+
+	return append(out, '\n'), nil
+}

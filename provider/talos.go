@@ -1,0 +1,201 @@
+package provider
+
+import (
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/client"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/talosconfig"
+)
+
+// talos registers the Talos side: machine secrets, one configuration and apply per node, the
+// bootstrap of the first control plane and the kubeconfig.
+func (b *builder) talos() error {
+	c := b.cluster
+
+	secrets, err := machine.NewSecrets(b.ctx, b.child("secrets"), &machine.SecretsArgs{
+		TalosVersion: pulumi.String(c.TalosContract),
+	}, b.parent(),
+		pulumi.AdditionalSecretOutputs([]string{"machineSecrets", "clientConfiguration"}),
+		// The secrets are the cluster's PKI: regenerating them (the upstream resource would on
+		// a talosVersion change) breaks every node. They are created once and kept.
+		pulumi.IgnoreChanges([]string{"talosVersion"}),
+	)
+	if err != nil {
+		return errorf("registering the machine secrets: %w", err)
+	}
+
+	endpointURL := b.endpointHost().ApplyT(talosconfig.ClusterEndpoint).(pulumi.StringOutput)
+	manifests := b.manifestsPatch()
+
+	var cpApplies []pulumi.Resource
+
+	for _, n := range c.Nodes {
+		cfg := b.machineConfiguration(n, secrets, endpointURL, manifests)
+		ip := b.nodeIPs[n.Name]
+
+		apply, err := machine.NewConfigurationApply(b.ctx, b.child(n.Name+"-config"), &machine.ConfigurationApplyArgs{
+			ClientConfiguration:       secrets.ClientConfiguration,
+			MachineConfigurationInput: cfg,
+			Node:                      ip,
+			Endpoint:                  ip,
+		}, b.parent(),
+			pulumi.DependsOn([]pulumi.Resource{b.vms[n.Name]}),
+			// A new VM boots into maintenance mode and needs its configuration again; the
+			// upstream resource never notices a new VM by itself.
+			pulumi.ReplaceWith([]pulumi.Resource{b.vms[n.Name]}),
+			pulumi.AdditionalSecretOutputs([]string{"machineConfiguration", "machineConfigurationInput", "clientConfiguration"}),
+		)
+		if err != nil {
+			return errorf("registering the configuration of node %s: %w", n.Name, err)
+		}
+
+		if n.Role == spec.RoleControlPlane {
+			cpApplies = append(cpApplies, apply)
+		}
+	}
+
+	first := b.nodeIPs[c.BootstrapNode().Name]
+
+	bootstrap, err := machine.NewBootstrap(b.ctx, b.child("bootstrap"), &machine.BootstrapArgs{
+		ClientConfiguration: secrets.ClientConfiguration,
+		Node:                first,
+		Endpoint:            first,
+	}, b.parent(),
+		pulumi.DependsOn(cpApplies),
+		// Bootstrapping a running cluster again fails: once done, never again, whatever
+		// happens to the node list.
+		pulumi.IgnoreChanges([]string{"node", "endpoint", "clientConfiguration"}),
+		pulumi.AdditionalSecretOutputs([]string{"clientConfiguration"}),
+	)
+	if err != nil {
+		return errorf("registering the bootstrap: %w", err)
+	}
+
+	cc := secrets.ClientConfiguration
+	kubeconfig, err := cluster.NewKubeconfig(b.ctx, b.child("kubeconfig"), &cluster.KubeconfigArgs{
+		ClientConfiguration: cluster.KubeconfigClientConfigurationArgs{
+			CaCertificate:     cc.CaCertificate(),
+			ClientCertificate: cc.ClientCertificate(),
+			ClientKey:         cc.ClientKey(),
+		},
+		Node:     first,
+		Endpoint: first,
+	}, b.parent(),
+		pulumi.DependsOn([]pulumi.Resource{bootstrap}),
+		pulumi.AdditionalSecretOutputs([]string{"kubeconfigRaw", "kubernetesClientConfiguration", "clientConfiguration"}),
+	)
+	if err != nil {
+		return errorf("registering the kubeconfig: %w", err)
+	}
+
+	talosconfig := client.GetConfigurationOutput(b.ctx, client.GetConfigurationOutputArgs{
+		ClusterName: pulumi.String(c.Name),
+		ClientConfiguration: client.GetConfigurationClientConfigurationArgs{
+			CaCertificate:     cc.CaCertificate(),
+			ClientCertificate: cc.ClientCertificate(),
+			ClientKey:         cc.ClientKey(),
+		},
+		Endpoints: b.ips(c.ControlPlanes()),
+		Nodes:     b.ips(c.Nodes),
+	}, b.parent())
+
+	b.comp.Kubeconfig = pulumi.ToSecret(kubeconfig.KubeconfigRaw).(pulumi.StringOutput)
+	b.comp.Talosconfig = pulumi.ToSecret(talosconfig.TalosConfig()).(pulumi.StringOutput)
+	b.comp.Endpoint = endpointURL
+	b.comp.ClusterName = pulumi.String(c.Name).ToStringOutput()
+
+	return nil
+}
+
+// machineConfiguration generates a node's configuration: Talos' own generation, then the
+// component's patches, then the user's (cluster-wide, role, node). It is a secret: it holds
+// the cluster's keys.
+func (b *builder) machineConfiguration(n spec.Node, secrets *machine.Secrets, endpointURL pulumi.StringOutput,
+	manifests pulumi.StringOutput,
+) pulumi.StringOutput {
+	c := b.cluster
+
+	patches := pulumi.StringArray{b.nodePatch(n)}
+	if n.Role == spec.RoleControlPlane {
+		patches = append(patches, manifests)
+	}
+
+	user := []pulumi.StringArrayInput{b.args.ConfigPatches}
+	if n.Role == spec.RoleControlPlane {
+		user = append(user, b.args.ControlPlaneConfigPatches)
+	} else {
+		user = append(user, b.args.WorkerConfigPatches)
+	}
+
+	user = append(user, b.args.Nodes[n.Name].ConfigPatches)
+
+	all := patches.ToStringArrayOutput()
+	for _, u := range user {
+		if u == nil {
+			continue
+		}
+
+		all = pulumi.All(all, u).ApplyT(func(v []any) []string {
+			return append(append([]string{}, v[0].([]string)...), v[1].([]string)...)
+		}).(pulumi.StringArrayOutput)
+	}
+
+	// An empty manifests patch (no inline or extra manifests) is dropped.
+	all = all.ApplyT(func(ps []string) []string {
+		out := ps[:0:0]
+		for _, p := range ps {
+			if p != "" {
+				out = append(out, p)
+			}
+		}
+
+		return out
+	}).(pulumi.StringArrayOutput)
+
+	machineType := "worker"
+	if n.Role == spec.RoleControlPlane {
+		machineType = "controlplane"
+	}
+
+	cfg := machine.GetConfigurationOutput(b.ctx, machine.GetConfigurationOutputArgs{
+		ClusterName:       pulumi.String(c.Name),
+		ClusterEndpoint:   endpointURL,
+		MachineType:       pulumi.String(machineType),
+		MachineSecrets:    secrets.MachineSecrets,
+		ConfigPatches:     all,
+		KubernetesVersion: pulumi.String(c.KubernetesVersion),
+		TalosVersion:      pulumi.String(c.TalosContract),
+		Docs:              pulumi.Bool(false),
+		Examples:          pulumi.Bool(false),
+	}, b.parent())
+
+	return pulumi.ToSecret(cfg.MachineConfiguration()).(pulumi.StringOutput)
+}
+
+// manifestsPatch is the control plane patch with the inline and extra manifests, identical on
+// every control plane. Manifest contents may be outputs or secrets.
+func (b *builder) manifestsPatch() pulumi.StringOutput {
+	var contents []any
+	for _, m := range b.args.InlineManifests {
+		contents = append(contents, m.Contents)
+	}
+
+	names := make([]string, len(b.cluster.InlineManifests))
+	for i, m := range b.cluster.InlineManifests {
+		names[i] = m.Name
+	}
+
+	extra := b.cluster.ExtraManifests
+
+	return pulumi.All(contents...).ApplyT(func(v []any) (string, error) {
+		var ms []talosconfig.Manifest
+		for i, c := range v {
+			ms = append(ms, talosconfig.Manifest{Name: names[i], Contents: c.(string)})
+		}
+
+		return talosconfig.ManifestsPatch(ms, extra)
+	}).(pulumi.StringOutput)
+}

@@ -1,0 +1,220 @@
+package provider
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/plan"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+)
+
+// virtualMachines registers one VM per node with the settings Talos documents for Proxmox.
+func (b *builder) virtualMachines(files []*download.File) error {
+	b.nodeIPs = map[string]pulumi.StringOutput{}
+	b.vms = map[string]pulumi.Resource{}
+
+	vmIDs := map[string]pulumi.IntOutput{}
+
+	for _, p := range b.plan.VMs {
+		machine, err := vm.NewVirtualMachine(b.ctx, b.child(p.Node.Name), b.vmArgs(p, files[p.Download]),
+			b.parent(),
+			// A replacement VM keeps the node's address and often its pinned VM id, so the
+			// old one must go first.
+			pulumi.DeleteBeforeReplace(true),
+		)
+		if err != nil {
+			return errorf("registering the VM of node %s: %w", p.Node.Name, err)
+		}
+
+		b.vms[p.Node.Name] = machine
+		vmIDs[p.Node.Name] = machine.VmId
+
+		if b.cluster.Network.DHCP {
+			node := p.Node.Name
+			b.nodeIPs[node] = pulumi.All(machine.NetworkInterfaceNames, machine.Ipv4Addresses).ApplyT(
+				func(v []any) (string, error) {
+					ip := AgentAddress(v[0].([]string), v[1].([][]string))
+					if ip == "" {
+						return "", errorf("node %s: the QEMU guest agent reported no IPv4 address; check that the VM got a DHCP lease "+
+							"and that the image has the siderolabs/qemu-guest-agent extension, then run `pulumi up` again", node)
+					}
+
+					return ip, nil
+				}).(pulumi.StringOutput)
+		} else {
+			b.nodeIPs[p.Node.Name] = pulumi.String(p.Node.IP).ToStringOutput()
+		}
+	}
+
+	b.comp.ControlPlaneIps = b.ips(b.cluster.ControlPlanes())
+	b.comp.WorkerIps = b.ips(b.cluster.Workers())
+	b.comp.Nodes = b.nodeInfos(vmIDs)
+
+	return nil
+}
+
+func (b *builder) vmArgs(p plan.VM, image *download.File) *vm.VirtualMachineArgs {
+	n := p.Node
+
+	var disks vm.VirtualMachineDiskArray
+	for _, d := range p.Disks {
+		disk := vm.VirtualMachineDiskArgs{
+			Interface:   pulumi.String(d.Interface),
+			DatastoreId: pulumi.String(d.DatastoreID),
+			Size:        pulumi.Int(d.SizeGiB),
+			FileFormat:  pulumi.String("raw"),
+			Discard:     pulumi.String("on"),
+			Ssd:         pulumi.Bool(true),
+			// iothread needs virtio-scsi-single, which Talos must not use.
+			Iothread: pulumi.Bool(false),
+		}
+
+		switch {
+		case d.FromImage && b.cluster.Image.ContentType == spec.ContentISO:
+			disk.FileId = image.ID().ToStringOutput()
+		case d.FromImage:
+			disk.ImportFrom = image.ID().ToStringOutput()
+		}
+
+		if d.Serial != "" {
+			disk.Serial = pulumi.String(d.Serial)
+		}
+
+		disks = append(disks, disk)
+	}
+
+	var pcis vm.VirtualMachineHostpciArray
+	for _, h := range p.Hostpcis {
+		pci := vm.VirtualMachineHostpciArgs{
+			Device: pulumi.String(h.Device),
+			Pcie:   pulumi.Bool(h.PCIe),
+			Rombar: pulumi.Bool(h.ROMBar),
+			Xvga:   pulumi.Bool(h.XVGA),
+		}
+		if h.Mapping != "" {
+			pci.Mapping = pulumi.String(h.Mapping)
+		} else {
+			pci.Id = pulumi.String(h.ID)
+		}
+
+		pcis = append(pcis, pci)
+	}
+
+	nic := vm.VirtualMachineNetworkDeviceArgs{
+		Bridge: pulumi.String(n.Bridge),
+		Model:  pulumi.String("virtio"),
+	}
+	if n.VLANID != 0 {
+		nic.VlanId = pulumi.Int(n.VLANID)
+	}
+
+	if n.MACAddress != "" {
+		nic.MacAddress = pulumi.String(n.MACAddress)
+	}
+
+	ipv4 := vm.VirtualMachineInitializationIpConfigIpv4Args{Address: pulumi.String(p.IPv4Address)}
+	if p.IPv4Gateway != "" {
+		ipv4.Gateway = pulumi.String(p.IPv4Gateway)
+	}
+
+	init := &vm.VirtualMachineInitializationArgs{
+		DatastoreId: pulumi.String(n.DatastoreID),
+		IpConfigs:   vm.VirtualMachineInitializationIpConfigArray{vm.VirtualMachineInitializationIpConfigArgs{Ipv4: ipv4}},
+	}
+	if ns := b.cluster.Network.Nameservers; len(ns) > 0 {
+		init.Dns = vm.VirtualMachineInitializationDnsArgs{Servers: pulumi.ToStringArray(ns)}
+	}
+
+	args := &vm.VirtualMachineArgs{
+		Name:            pulumi.String(n.Name),
+		NodeName:        pulumi.String(n.HostNode),
+		Description:     pulumi.String(p.Description),
+		Tags:            pulumi.ToStringArray(n.Tags),
+		Machine:         pulumi.String(n.VMMachine),
+		Bios:            pulumi.String(n.BIOS),
+		ScsiHardware:    pulumi.String(n.SCSIHardware),
+		OperatingSystem: vm.VirtualMachineOperatingSystemArgs{Type: pulumi.String("l26")},
+		Cpu:             vm.VirtualMachineCpuArgs{Cores: pulumi.Int(n.CPU), Sockets: pulumi.Int(1), Type: pulumi.String(n.CPUType)},
+		// Talos does not support memory ballooning: all memory is dedicated.
+		Memory:         vm.VirtualMachineMemoryArgs{Dedicated: pulumi.Int(n.MemoryMiB), Floating: pulumi.Int(0)},
+		Agent:          vm.VirtualMachineAgentArgs{Enabled: pulumi.Bool(p.Agent), Trim: pulumi.Bool(p.Agent)},
+		NetworkDevices: vm.VirtualMachineNetworkDeviceArray{nic},
+		Disks:          disks,
+		Initialization: init,
+		OnBoot:         pulumi.Bool(true),
+		Started:        pulumi.Bool(true),
+		// Talos without the guest agent ignores ACPI shutdown requests slowly; a destroyed
+		// node is stopped, not shut down.
+		StopOnDestroy: pulumi.Bool(true),
+	}
+
+	if len(pcis) > 0 {
+		args.Hostpcis = pcis
+	}
+
+	if n.VMID != 0 {
+		args.VmId = pulumi.Int(n.VMID)
+	}
+
+	if p.EFIDisk {
+		args.EfiDisk = vm.VirtualMachineEfiDiskArgs{
+			DatastoreId: pulumi.String(n.DatastoreID),
+			FileFormat:  pulumi.String("raw"),
+			Type:        pulumi.String("4m"),
+		}
+	}
+
+	return args
+}
+
+func (b *builder) nodeInfos(vmIDs map[string]pulumi.IntOutput) NodeInfoMapOutput {
+	var (
+		inputs []any
+		names  []spec.Node
+	)
+
+	for _, n := range b.cluster.Nodes {
+		inputs = append(inputs, vmIDs[n.Name], b.nodeIPs[n.Name])
+		names = append(names, n)
+	}
+
+	return pulumi.All(inputs...).ApplyT(func(v []any) map[string]NodeInfo {
+		out := map[string]NodeInfo{}
+		for i, n := range names {
+			out[n.Name] = NodeInfo{VmId: v[2*i].(int), Ip: v[2*i+1].(string), HostNode: n.HostNode, Role: string(n.Role)}
+		}
+
+		return out
+	}).(NodeInfoMapOutput)
+}
+
+// AgentAddress picks a node's address from what the QEMU guest agent reports: the first IPv4
+// address of the first interface that is not the loopback interface, skipping link-local
+// addresses. Interface names and address lists are parallel, as the proxmoxve provider reports
+// them.
+func AgentAddress(names []string, addrs [][]string) string {
+	for i, list := range addrs {
+		if i < len(names) && names[i] == "lo" {
+			continue
+		}
+
+		for _, s := range list {
+			a, err := netip.ParseAddr(strings.TrimSpace(s))
+			if err != nil || !a.Is4() || a.IsLinkLocalUnicast() || a.IsUnspecified() {
+				continue
+			}
+
+			if i >= len(names) && a.IsLoopback() {
+				continue
+			}
+
+			return a.String()
+		}
+	}
+
+	return ""
+}
