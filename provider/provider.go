@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/blang/semver"
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi-go-provider/integration"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 )
 
@@ -88,7 +90,14 @@ func Schema(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 
-	resp, err := prov.GetSchema(ctx, p.GetSchemaRequest{})
+	// The in-memory server supplies the run information GetSchema needs (package name and
+	// version) without starting a plugin.
+	server, err := integration.NewServer(ctx, Name, semver.MustParse(Version), integration.WithProvider(prov))
+	if err != nil {
+		return nil, err
+	}
+
+	resp, err := server.GetSchema(p.GetSchemaRequest{})
 	if err != nil {
 		return nil, err
 	}

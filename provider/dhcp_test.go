@@ -1,0 +1,137 @@
+package provider
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConstructDHCP(t *testing.T) {
+	t.Parallel()
+
+	r := &recorder{}
+	resp, err := construct(t, r, "lab", inputsFromJSON(t, `{
+	  "clusterName": "lab", "talosVersion": "v1.10.6",
+	  "network": {"dhcp": true},
+	  "image": {"sharedDatastore": true, "contentType": "iso", "datastoreId": "nfs"},
+	  "nodes": {
+	    "cp-1": {"hostNode": "pve1", "role": "controlplane"},
+	    "w-1": {"hostNode": "pve2", "role": "worker"}
+	  }
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	downloads := r.ofType("proxmoxve:Download/file:File")
+	if len(downloads) != 1 || downloads[0].Name != "lab-image" {
+		t.Fatalf("a shared datastore needs one download, got %d", len(downloads))
+	}
+
+	d := downloads[0].Inputs
+	if d.Get("decompressionAlgorithm").AsString() != "gz" || !strings.HasSuffix(d.Get("url").AsString(), ".raw.gz") {
+		t.Errorf("iso download = %v", d)
+	}
+
+	vm := r.named("lab-cp-1")
+	os := vm.Inputs.Get("disks").AsArray().Get(0).AsMap()
+	if got := os.Get("fileId").AsString(); !strings.HasPrefix(got, "nfs:iso/lab-talos-v1.10.6-") {
+		t.Errorf("iso OS disk fileId = %q", got)
+	}
+
+	if got := vm.Inputs.Get("initialization").AsMap().Get("ipConfigs").AsArray().Get(0).AsMap().Get("ipv4").AsMap().Get("address").AsString(); got != "dhcp" {
+		t.Errorf("cloud-init address = %q", got)
+	}
+
+	// The mock guest agent reports lo = 127.0.0.1 and eth0 = 192.168.50.x.
+	cpIP := r.named("lab-cp-1-config").Inputs.Get("node").AsString()
+	if !strings.HasPrefix(cpIP, "192.168.50.") {
+		t.Fatalf("cp-1 address from the guest agent = %q", cpIP)
+	}
+
+	if got := r.named("lab-bootstrap").Inputs.Get("node").AsString(); got != cpIP {
+		t.Errorf("bootstrap node = %s, want %s", got, cpIP)
+	}
+
+	if got := resp.State.Get("endpoint").AsString(); got != "https://"+cpIP+":6443" {
+		t.Errorf("endpoint = %s", got)
+	}
+
+	if resp.State.Get("nodes").AsMap().Get("w-1").AsMap().Get("ip").AsString() == "" {
+		t.Error("worker address missing from outputs")
+	}
+}
+
+func TestAgentAddress(t *testing.T) {
+	t.Parallel()
+
+	cases := []struct {
+		names []string
+		addrs [][]string
+		want  string
+	}{
+		{[]string{"lo", "eth0"}, [][]string{{"127.0.0.1"}, {"10.0.0.5"}}, "10.0.0.5"},
+		{[]string{"lo", "ens18"}, [][]string{{"127.0.0.1"}, {"169.254.1.1", "10.0.0.6"}}, "10.0.0.6"},
+		{[]string{"lo", "eth0"}, [][]string{{"127.0.0.1"}, {"127.0.0.5"}}, "127.0.0.5"}, // the lab's loopback nodes
+		{[]string{"lo"}, [][]string{{"127.0.0.1"}}, ""},
+		{nil, [][]string{{"127.0.0.1", "10.1.1.1"}}, "10.1.1.1"},
+		{[]string{"eth0"}, [][]string{{"fe80::1", "not-an-ip"}}, ""},
+	}
+
+	for _, tc := range cases {
+		if got := AgentAddress(tc.names, tc.addrs); got != tc.want {
+			t.Errorf("AgentAddress(%v, %v) = %q, want %q", tc.names, tc.addrs, got, tc.want)
+		}
+	}
+}
+
+func TestTwoClustersInOneStack(t *testing.T) {
+	t.Parallel()
+
+	m := &mockMonitor{}
+	files := map[string]bool{}
+
+	err, names := func() (error, []string) {
+		err := runWith(m, func(ctxRun func(string, TalosProxmoxClusterArgs) error) error {
+			a := homelabArgs()
+			if err := ctxRun("blue", a); err != nil {
+				return err
+			}
+
+			b := homelabArgs()
+			b.ClusterName = "green"
+			for k, n := range b.Nodes {
+				n.VmId = nil
+				n.MacAddress = ""
+				n.Ip = strings.Replace(n.Ip, "10.0.0.", "10.0.0.1", 1)
+				b.Nodes[k] = n
+			}
+			b.Vip = "10.0.0.100"
+
+			return ctxRun("green", b)
+		})
+
+		return err, m.names
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			t.Errorf("two resources named %s", n)
+		}
+		seen[n] = true
+	}
+
+	for _, f := range m.fileNames() {
+		if files[f] {
+			t.Errorf("two clusters download to the same file %s", f)
+		}
+		files[f] = true
+	}
+
+	if len(files) != 4 {
+		t.Errorf("want 4 distinct image files (2 clusters × 2 hosts), got %v", files)
+	}
+}

@@ -1,0 +1,306 @@
+package provider
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// homelabArgs is a valid cluster; each bad-input case breaks one thing.
+func homelabArgs() TalosProxmoxClusterArgs {
+	return TalosProxmoxClusterArgs{
+		ClusterName:  "homelab",
+		TalosVersion: "v1.11.5",
+		Vip:          "10.0.0.10",
+		Network:      &Network{Gateway: "10.0.0.1"},
+		Nodes: map[string]Node{
+			"cp-1":     {HostNode: "pve1", Role: "controlplane", Ip: "10.0.0.11", VmId: ptr(111), MacAddress: "BC:24:11:00:00:11"},
+			"cp-2":     {HostNode: "pve2", Role: "controlplane", Ip: "10.0.0.12", VmId: ptr(112)},
+			"cp-3":     {HostNode: "pve1", Role: "controlplane", Ip: "10.0.0.13"},
+			"worker-1": {HostNode: "pve1", Role: "worker", Ip: "10.0.0.21", DataDisks: []DataDisk{{SizeGib: 50, MountPath: "/var/lib/longhorn"}}},
+			"worker-2": {HostNode: "pve2", Role: "worker", Ip: "10.0.0.22", PciDevices: []PciDevice{{Mapping: "gpu"}}},
+		},
+	}
+}
+
+func node(a *TalosProxmoxClusterArgs, name string, f func(*Node)) {
+	n := a.Nodes[name]
+	f(&n)
+	a.Nodes[name] = n
+}
+
+type mockMonitor struct {
+	mu    sync.Mutex
+	names []string
+	files []string
+}
+
+func (m *mockMonitor) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	m.mu.Lock()
+	m.names = append(m.names, args.TypeToken+"::"+args.Name)
+	if args.TypeToken == "proxmoxve:Download/file:File" {
+		m.files = append(m.files, args.Inputs["nodeName"].StringValue()+"/"+args.Inputs["fileName"].StringValue())
+	}
+	m.mu.Unlock()
+
+	return args.Name + "-id", args.Inputs, nil
+}
+
+func (m *mockMonitor) Call(pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	return resource.PropertyMap{}, nil
+}
+
+func (m *mockMonitor) fileNames() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+
+	return append([]string{}, m.files...)
+}
+
+// runWith runs a Go program that constructs clusters through the given function.
+func runWith(m *mockMonitor, program func(func(string, TalosProxmoxClusterArgs) error) error) error {
+	return pulumi.RunErr(func(ctx *pulumi.Context) error {
+		return program(func(name string, args TalosProxmoxClusterArgs) error {
+			_, err := NewTalosProxmoxCluster(ctx, name, args)
+			return err
+		})
+	}, pulumi.WithMocks("project", "stack", m))
+}
+
+// runArgs constructs the component from Go, as a Go program using it as a library does.
+func runArgs(args TalosProxmoxClusterArgs) (error, []string) {
+	m := &mockMonitor{}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, err := NewTalosProxmoxCluster(ctx, "homelab", args)
+		return err
+	}, pulumi.WithMocks("project", "stack", m))
+
+	return err, m.names
+}
+
+var badInputs = []struct {
+	name   string
+	mutate func(*TalosProxmoxClusterArgs)
+	path   string // the property path the error must name
+	hint   string // a word of what to do
+}{
+	{"no cluster name", func(a *TalosProxmoxClusterArgs) { a.ClusterName = "" }, "clusterName:", "required"},
+	{"cluster name not a DNS label", func(a *TalosProxmoxClusterArgs) { a.ClusterName = "Home_Lab" }, "clusterName:", "DNS label"},
+	{"cluster name too long", func(a *TalosProxmoxClusterArgs) { a.ClusterName = strings.Repeat("a", 64) }, "clusterName:", "63"},
+	{"no talos version", func(a *TalosProxmoxClusterArgs) { a.TalosVersion = "" }, "talosVersion:", "v1.10.0 to v1.11.x"},
+	{"talos version malformed", func(a *TalosProxmoxClusterArgs) { a.TalosVersion = "1.11" }, "talosVersion:", "v1.11.5"},
+	{"talos version too new", func(a *TalosProxmoxClusterArgs) { a.TalosVersion = "v1.12.0" }, "talosVersion:", "v1.10.0 to v1.11.x"},
+	{"talos version too old", func(a *TalosProxmoxClusterArgs) { a.TalosVersion = "v1.9.5" }, "talosVersion:", "supported"},
+	{"kubernetes version malformed", func(a *TalosProxmoxClusterArgs) { a.KubernetesVersion = "latest" }, "kubernetesVersion:", "v1.34.1"},
+	{"kubernetes version unsupported", func(a *TalosProxmoxClusterArgs) { a.KubernetesVersion = "v1.36.0" }, "kubernetesVersion:", "v1.29 to v1.34"},
+	{"no nodes", func(a *TalosProxmoxClusterArgs) { a.Nodes = nil }, "nodes:", "controlplane"},
+	{"no control plane", func(a *TalosProxmoxClusterArgs) {
+		for _, n := range []string{"cp-1", "cp-2", "cp-3"} {
+			delete(a.Nodes, n)
+		}
+		a.Vip = ""
+	}, "nodes:", "has no control plane"},
+	{"node name not a DNS label", func(a *TalosProxmoxClusterArgs) {
+		a.Nodes["Worker_3"] = Node{HostNode: "pve1", Role: "worker", Ip: "10.0.0.23"}
+	}, "nodes.Worker_3:", "DNS label"},
+	{"unknown role", func(a *TalosProxmoxClusterArgs) { node(a, "cp-2", func(n *Node) { n.Role = "master" }) }, "nodes.cp-2.role:", "controlplane"},
+	{"missing role", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.Role = "" }) }, "nodes.worker-1.role:", "required"},
+	{"missing host node", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.HostNode = "" }) }, "nodes.cp-1.hostNode:", "Proxmox host"},
+	{"bad host node", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.HostNode = "pve 1" }) }, "nodes.cp-1.hostNode:", "pve1"},
+	{"bad ip", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.Ip = "10.0.0.300" }) }, "nodes.cp-1.ip:", "IPv4"},
+	{"ipv6 ip", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.Ip = "fd00::11" }) }, "nodes.cp-1.ip:", "IPv4"},
+	{"duplicate ip", func(a *TalosProxmoxClusterArgs) { node(a, "cp-2", func(n *Node) { n.Ip = "10.0.0.11" }) }, "nodes.cp-2.ip:", "nodes.cp-1"},
+	{"ip outside subnet", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.Ip = "10.0.1.21" }) }, "nodes.worker-1.ip:", "10.0.0.0/24"},
+	{"ip is the gateway", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.Ip = "10.0.0.1" }) }, "nodes.worker-1.ip:", "gateway"},
+	{"ip is broadcast", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.Ip = "10.0.0.255" }) }, "nodes.worker-1.ip:", "broadcast"},
+	{"static without ip", func(a *TalosProxmoxClusterArgs) { node(a, "worker-2", func(n *Node) { n.Ip = "" }) }, "nodes.worker-2.ip:", "dhcp"},
+	{"static without gateway", func(a *TalosProxmoxClusterArgs) { a.Network.Gateway = "" }, "network.gateway:", "required"},
+	{"bad gateway", func(a *TalosProxmoxClusterArgs) { a.Network.Gateway = "router" }, "network.gateway:", "IPv4"},
+	{"bad prefix length", func(a *TalosProxmoxClusterArgs) { a.Network.PrefixLength = ptr(33) }, "network.prefixLength:", "1 to 32"},
+	{"vip equals a node ip", func(a *TalosProxmoxClusterArgs) { a.Vip = "10.0.0.12" }, "vip:", "nodes.cp-2"},
+	{"vip outside subnet", func(a *TalosProxmoxClusterArgs) { a.Vip = "192.168.1.10" }, "vip:", "subnet"},
+	{"vip malformed", func(a *TalosProxmoxClusterArgs) { a.Vip = "10.0.0" }, "vip:", "IPv4"},
+	{"duplicate vm id", func(a *TalosProxmoxClusterArgs) { node(a, "cp-3", func(n *Node) { n.VmId = ptr(111) }) }, "nodes.cp-3.vmId:", "nodes.cp-1"},
+	{"vm id too small", func(a *TalosProxmoxClusterArgs) { node(a, "cp-3", func(n *Node) { n.VmId = ptr(99) }) }, "nodes.cp-3.vmId:", "100"},
+	{"bad mac", func(a *TalosProxmoxClusterArgs) { node(a, "cp-2", func(n *Node) { n.MacAddress = "BC:24:11" }) }, "nodes.cp-2.macAddress:", "BC:24:11:00:00:01"},
+	{"multicast mac", func(a *TalosProxmoxClusterArgs) {
+		node(a, "cp-2", func(n *Node) { n.MacAddress = "01:00:5E:00:00:01" })
+	}, "nodes.cp-2.macAddress:", "unicast"},
+	{"duplicate mac", func(a *TalosProxmoxClusterArgs) {
+		node(a, "cp-2", func(n *Node) { n.MacAddress = "bc:24:11:00:00:11" })
+	}, "nodes.cp-2.macAddress:", "nodes.cp-1"},
+	{"control plane with 1 cpu", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.Cpu = ptr(1) }) }, "nodes.cp-1.cpu:", "2 or more"},
+	{"control plane with 1 GiB", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.MemoryMib = ptr(1024) }) }, "nodes.cp-1.memoryMib:", "2048"},
+	{"worker with 512 MiB", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.MemoryMib = ptr(512) }) }, "nodes.worker-1.memoryMib:", "1024"},
+	{"memory from node defaults", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{MemoryMib: ptr(1536)} }, "nodes.cp-1.memoryMib:", "from nodeDefaults.memoryMib"},
+	{"os disk too small", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.DiskSizeGib = ptr(5) }) }, "nodes.cp-1.diskSizeGib:", "10"},
+	{"dhcp without guest agent", func(a *TalosProxmoxClusterArgs) {
+		a.Network = &Network{Dhcp: ptr(true)}
+		a.Image = &Image{Extensions: []string{"siderolabs/iscsi-tools"}}
+		a.Vip = ""
+		for k, n := range a.Nodes {
+			n.Ip = ""
+			a.Nodes[k] = n
+		}
+	}, "network.dhcp:", "qemu-guest-agent"},
+	{"dhcp with a static ip", func(a *TalosProxmoxClusterArgs) { a.Network.Dhcp = ptr(true) }, "nodes.cp-1.ip:", "DHCP"},
+	{"unparseable patch", func(a *TalosProxmoxClusterArgs) { a.ConfigPatches = pulumi.ToStringArray([]string{"machine: [\n"}) }, "configPatches[0]:", "patch"},
+	{"patch with an unknown field", func(a *TalosProxmoxClusterArgs) {
+		a.ConfigPatches = pulumi.ToStringArray([]string{"machine:\n  netwrk:\n    hostname: x\n"})
+	}, "configPatches[0]:", "netwrk"},
+	{"empty patch", func(a *TalosProxmoxClusterArgs) { a.WorkerConfigPatches = pulumi.ToStringArray([]string{"  "}) }, "workerConfigPatches[0]:", "empty"},
+	{"bad control plane patch", func(a *TalosProxmoxClusterArgs) {
+		a.ControlPlaneConfigPatches = pulumi.ToStringArray([]string{"ok: 1\n", "[{\"op\": \"jump\"}]"})
+	}, "controlPlaneConfigPatches[", "patch"},
+	{"bad node patch (secret)", func(a *TalosProxmoxClusterArgs) {
+		node(a, "worker-1", func(n *Node) {
+			n.ConfigPatches = pulumi.StringArray{pulumi.ToSecret(pulumi.String("{{")).(pulumi.StringOutput)}
+		})
+	}, "nodes.worker-1.configPatches[0]:", "patch"},
+	{"relative mount path", func(a *TalosProxmoxClusterArgs) {
+		node(a, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "var/lib/longhorn" })
+	}, "nodes.worker-1.dataDisks[0].mountPath:", "absolute"},
+	{"mount path outside /var", func(a *TalosProxmoxClusterArgs) {
+		node(a, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/mnt/data" })
+	}, "nodes.worker-1.dataDisks[0].mountPath:", "/var"},
+	{"mount path in etcd's directory", func(a *TalosProxmoxClusterArgs) {
+		node(a, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/var/lib/etcd/data" })
+	}, "nodes.worker-1.dataDisks[0].mountPath:", "Talos itself uses"},
+	{"unclean mount path", func(a *TalosProxmoxClusterArgs) {
+		node(a, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/var/lib/../longhorn/" })
+	}, "nodes.worker-1.dataDisks[0].mountPath:", "clean"},
+	{"duplicate mount path", func(a *TalosProxmoxClusterArgs) {
+		node(a, "worker-1", func(n *Node) { n.DataDisks = append(n.DataDisks, DataDisk{SizeGib: 5, MountPath: "/var/lib/longhorn"}) })
+	}, "nodes.worker-1.dataDisks[1].mountPath:", "dataDisks[0]"},
+	{"zero-size data disk", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.DataDisks[0].SizeGib = 0 }) }, "nodes.worker-1.dataDisks[0].sizeGib:", "1 or more"},
+	{"pci mapping and id", func(a *TalosProxmoxClusterArgs) {
+		node(a, "worker-2", func(n *Node) { n.PciDevices[0].Id = "0000:01:00.0" })
+	}, "nodes.worker-2.pciDevices[0]:", "only one"},
+	{"pci neither mapping nor id", func(a *TalosProxmoxClusterArgs) {
+		node(a, "worker-2", func(n *Node) { n.PciDevices[0].Mapping = "" })
+	}, "nodes.worker-2.pciDevices[0]:", "neither"},
+	{"pci id malformed", func(a *TalosProxmoxClusterArgs) {
+		node(a, "worker-2", func(n *Node) { n.PciDevices[0] = PciDevice{Id: "gpu0"} })
+	}, "nodes.worker-2.pciDevices[0].id:", "0000:01:00.0"},
+	{"pcie on the pc machine", func(a *TalosProxmoxClusterArgs) {
+		a.NodeDefaults = &NodeDefaults{VmMachine: "pc"}
+		node(a, "worker-2", func(n *Node) { n.PciDevices[0].Pcie = ptr(true) })
+	}, "nodes.worker-2.pciDevices[0].pcie:", "q35"},
+	{"bad label key", func(a *TalosProxmoxClusterArgs) {
+		node(a, "cp-1", func(n *Node) { n.Labels = map[string]string{"-bad": "x"} })
+	}, "nodes.cp-1.labels:", "label name"},
+	{"reserved label", func(a *TalosProxmoxClusterArgs) {
+		node(a, "cp-1", func(n *Node) { n.Labels = map[string]string{"topology.kubernetes.io/zone": "a"} })
+	}, "nodes.cp-1.labels:", "proxmoxClusterName"},
+	{"upper-case tag", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.Tags = []string{"Prod"} }) }, "nodes.cp-1.tags[0]:", "\"prod\""},
+	{"bad default tag", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{Tags: []string{"a b"}} }, "nodeDefaults.tags[0]:", "tag"},
+	{"bad nameserver", func(a *TalosProxmoxClusterArgs) { a.Network.Nameservers = []string{"dns.google"} }, "network.nameservers[0]:", "IP address"},
+	{"bad ntp server", func(a *TalosProxmoxClusterArgs) { a.Network.NtpServers = []string{"time server"} }, "network.ntpServers[0]:", "host name"},
+	{"bad pod subnet", func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = []string{"10.244.0.0"} }, "network.podSubnets[0]:", "CIDR"},
+	{"bad service subnet", func(a *TalosProxmoxClusterArgs) { a.Network.ServiceSubnets = []string{"x"} }, "network.serviceSubnets[0]:", "CIDR"},
+	{"bad dns domain", func(a *TalosProxmoxClusterArgs) { a.Network.DnsDomain = "Cluster..local" }, "network.dnsDomain:", "cluster.local"},
+	{"bad vlan", func(a *TalosProxmoxClusterArgs) { a.Network.VlanId = ptr(5000) }, "network.vlanId:", "4094"},
+	{"bad node vlan", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.VlanId = ptr(0) }) }, "nodes.cp-1.vlanId:", "4094"},
+	{"bad bridge", func(a *TalosProxmoxClusterArgs) { a.Network.Bridge = "vmbr 0" }, "network.bridge:", "vmbr0"},
+	{"bad datastore", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.DatastoreId = "local lvm" }) }, "nodes.cp-1.datastoreId:", "local-lvm"},
+	{"unknown platform", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{Platform: "aws"} }, "image.platform:", "nocloud"},
+	{"metal with static addresses", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{Platform: "metal"} }, "image.platform:", "dhcp"},
+	{"unknown arch", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{Arch: "x86_64"} }, "image.arch:", "amd64"},
+	{"unknown content type", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{ContentType: "images"} }, "image.contentType:", "import"},
+	{"bad factory url", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{FactoryUrl: "factory.talos.dev"} }, "image.factoryUrl:", "https://factory.talos.dev"},
+	{"bad schematic", func(a *TalosProxmoxClusterArgs) {
+		a.Image = &Image{Schematic: "customization:\n  systemExtension: {}\n"}
+	}, "image.schematic:", "officialExtensions"},
+	{"bad extension name", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{Extensions: []string{"qemu-guest-agent"}} }, "image.extensions[0]:", "siderolabs/"},
+	{"duplicate extension", func(a *TalosProxmoxClusterArgs) {
+		a.Image = &Image{Extensions: []string{"siderolabs/iscsi-tools", "siderolabs/iscsi-tools"}}
+	}, "image.extensions[1]:", "twice"},
+	{"bad bios", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{Bios: "uefi"} }, "nodeDefaults.bios:", "ovmf"},
+	{"bad machine type", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{VmMachine: "i440"} }, "nodeDefaults.vmMachine:", "q35"},
+	{"bad scsi controller", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{ScsiHardware: "virtio"} }, "nodeDefaults.scsiHardware:", "virtio-scsi-pci"},
+	{"bad cpu type", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{CpuType: "host; rm"} }, "nodeDefaults.cpuType:", "host"},
+	{"bad install disk", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.InstallDisk = "sda" }) }, "nodes.cp-1.installDisk:", "/dev/sda"},
+	{"manifest without name", func(a *TalosProxmoxClusterArgs) {
+		a.InlineManifests = []InlineManifest{{Contents: pulumi.String("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n")}}
+	}, "inlineManifests[0].name:", "required"},
+	{"manifest name reserved for helm", func(a *TalosProxmoxClusterArgs) {
+		a.InlineManifests = []InlineManifest{{Name: "helm-cilium", Contents: pulumi.String("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n")}}
+	}, "inlineManifests[0].name:", "reserved"},
+	{"duplicate manifest name", func(a *TalosProxmoxClusterArgs) {
+		m := InlineManifest{Name: "ns", Contents: pulumi.String("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n")}
+		a.InlineManifests = []InlineManifest{m, m}
+	}, "inlineManifests[1].name:", "twice"},
+	{"manifest that is not YAML", func(a *TalosProxmoxClusterArgs) {
+		a.InlineManifests = []InlineManifest{{Name: "x", Contents: pulumi.String("kind: [")}}
+	}, "inlineManifests[0].contents:", "YAML"},
+	{"manifest without kind", func(a *TalosProxmoxClusterArgs) {
+		a.InlineManifests = []InlineManifest{{Name: "x", Contents: pulumi.String("apiVersion: v1\nmetadata: {name: x}\n")}}
+	}, "inlineManifests[0].contents:", "kind"},
+	{"extra manifest not a url", func(a *TalosProxmoxClusterArgs) { a.ExtraManifests = []string{"crds.yaml"} }, "extraManifests[0]:", "http"},
+	{"bad endpoint", func(a *TalosProxmoxClusterArgs) { a.Endpoint = "https://10.0.0.10:6443" }, "endpoint:", "host only"},
+	{"bad proxmox cluster name", func(a *TalosProxmoxClusterArgs) { a.ProxmoxClusterName = "my cluster" }, "proxmoxClusterName:", "label value"},
+}
+
+func TestBadInputs(t *testing.T) {
+	t.Parallel()
+
+	if len(badInputs) < 40 {
+		t.Fatalf("only %d bad inputs", len(badInputs))
+	}
+
+	if err, names := runArgs(homelabArgs()); err != nil || len(names) == 0 {
+		t.Fatalf("the base case must be valid: %v", err)
+	}
+
+	for _, tc := range badInputs {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			args := homelabArgs()
+			tc.mutate(&args)
+
+			err, names := runArgs(args)
+			if err == nil {
+				t.Fatalf("no error; want one naming %s", tc.path)
+			}
+
+			msg := err.Error()
+			if !strings.Contains(msg, tc.path) {
+				t.Errorf("error does not name %q:\n%s", tc.path, msg)
+			}
+
+			if !strings.Contains(msg, tc.hint) {
+				t.Errorf("error does not say %q:\n%s", tc.hint, msg)
+			}
+
+			if len(names) != 0 {
+				t.Errorf("resources were registered before validation failed: %v", names)
+			}
+		})
+	}
+}
+
+func TestAllProblemsAtOnce(t *testing.T) {
+	t.Parallel()
+
+	args := homelabArgs()
+	args.ClusterName = "Bad Name"
+	node(&args, "cp-1", func(n *Node) { n.MemoryMib = ptr(100) })
+	node(&args, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "relative" })
+
+	err, _ := runArgs(args)
+	if err == nil {
+		t.Fatal("no error")
+	}
+
+	for _, path := range []string{"clusterName:", "nodes.cp-1.memoryMib:", "nodes.worker-1.dataDisks[0].mountPath:", "(3 problems)"} {
+		if !strings.Contains(err.Error(), path) {
+			t.Errorf("missing %q in:\n%s", path, err)
+		}
+	}
+}
