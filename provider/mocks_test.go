@@ -168,7 +168,7 @@ func mustProperty(text string) property.Value {
 }
 
 // inputsFromJSON builds Construct inputs from JSON, as a language SDK would send them.
-func inputsFromJSON(t *testing.T, text string) property.Map {
+func inputsFromJSON(t testing.TB, text string) property.Map {
 	t.Helper()
 
 	var m map[string]any
@@ -183,15 +183,25 @@ func inputsFromJSON(t *testing.T, text string) property.Map {
 func construct(t *testing.T, r *recorder, name string, inputs property.Map) (p.ConstructResponse, error) {
 	t.Helper()
 
+	return constructIn(t, r, name, inputs)
+}
+
+func constructB(b *testing.B, r *recorder, inputs property.Map) (p.ConstructResponse, error) {
+	b.Helper()
+
+	return constructIn(b, r, "bench", inputs)
+}
+
+func constructIn(tb testing.TB, r *recorder, name string, inputs property.Map) (p.ConstructResponse, error) {
 	prov, err := Provider()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 
-	server, err := integration.NewServer(t.Context(), Name, semver.MustParse("0.1.0"),
+	server, err := integration.NewServer(tb.Context(), Name, semver.MustParse("0.1.0"),
 		integration.WithProvider(prov), integration.WithMocks(r.monitor()))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 
 	return server.Construct(p.ConstructRequest{

@@ -57,7 +57,7 @@ func buildNodes(p *problems, in Input, c *Cluster) {
 	hosts := slices.Sorted(maps.Keys(perHost))
 	if len(cps) > 1 {
 		for _, h := range hosts {
-			if len(perHost[h]) > 1 && len(hosts) > 1 {
+			if len(perHost[h]) > 1 {
 				p.warnf("nodes", "control planes %s all run on Proxmox host %q; losing that host loses etcd quorum, so spread control planes over hosts", strings.Join(perHost[h], ", "), h)
 			}
 		}
