@@ -1,0 +1,79 @@
+# pulumi-talos-proxmox — see README.md.
+#
+# The Pulumi toolchain (CLI and language hosts) is built from the Go module proxy by
+# tools/toolchain/build.sh into a per-user cache keyed by version; a warm machine skips it.
+
+SHELL        := bash
+.SHELLFLAGS  := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+GO           ?= go
+VERSION      ?= 0.1.0
+PLUGIN       := bin/pulumi-resource-talos-proxmox
+CACHE        := $(CURDIR)/.cache
+TOOLCHAIN    := $(shell tools/toolchain/build.sh --print-dir)
+PULUMI       := $(TOOLCHAIN)/pulumi
+FUZZTIME     ?= 30s
+
+# Pulumi never touches the user's own state or plugins, never calls home and never downloads
+# plugins: everything it needs is built here.
+export PULUMI_HOME                         := $(CACHE)/pulumi-home
+export PULUMI_BACKEND_URL                  := file://$(CACHE)/backend
+export PULUMI_CONFIG_PASSPHRASE            := talos-proxmox-local
+export PULUMI_SKIP_UPDATE_CHECK            := 1
+export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
+export PULUMI_TOOLCHAIN_BIN                := $(TOOLCHAIN)
+export TALOS_PROXMOX_PLUGIN                := $(CURDIR)/$(PLUGIN)
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+.PHONY: tools
+tools: ## Build the pinned Pulumi CLI and language hosts (cached by version)
+	@tools/toolchain/build.sh >/dev/null
+
+.PHONY: provider
+provider: ## Build the plugin into bin/
+	$(GO) build -ldflags "-X github.com/talos-proxmox/pulumi-talos-proxmox/provider.Version=$(VERSION)" \
+		-o $(PLUGIN) ./provider/cmd/pulumi-resource-talos-proxmox
+
+.PHONY: schema
+schema: tools provider ## Regenerate schema.json from the built plugin
+	$(PULUMI) package get-schema ./$(PLUGIN) > schema.json.tmp
+	mv schema.json.tmp schema.json
+
+.PHONY: codegen
+codegen: schema ## Regenerate every generated file (schema.json)
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@test -z "$$(gofmt -l provider tests)" || { gofmt -l provider tests; echo "run gofmt -w"; exit 1; }
+	$(GO) vet ./...
+
+.PHONY: unit
+unit: ## Unit, Construct and schema tests (no toolchain needed)
+	$(GO) test -count=1 ./...
+
+.PHONY: fuzz
+fuzz: ## Fuzz input validation for FUZZTIME
+	$(GO) test ./provider/internal/spec -run '^$$' -fuzz FuzzBuild -fuzztime $(FUZZTIME)
+
+.PHONY: e2e
+e2e: tools provider ## Tests through the real Pulumi CLI and the built plugin
+	$(GO) test -count=1 -tags e2e ./tests/...
+
+.PHONY: test
+test: tools provider lint unit fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
+
+.PHONY: bench
+bench: ## Benchmarks (Construct of 3, 50 and 100 nodes)
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./provider/...
+
+.PHONY: demo
+demo: tools provider ## Set up and run the demo (pulumi up of the example cluster on the local lab)
+	@tests/demo-pending.sh
+
+.PHONY: clean
+clean: ## Remove build output and local Pulumi state
+	rm -rf bin $(CACHE)
