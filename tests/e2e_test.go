@@ -188,3 +188,44 @@ func TestPreviewNamesPlainProperty(t *testing.T) {
 		t.Errorf("preview output does not name clusterName:\n%s", out)
 	}
 }
+
+// TestYAMLExamplePreview previews examples/yaml unchanged through the real CLI: the project
+// file validates, the YAML host type-checks the program against the plugin's schema, and the
+// component constructs (with its warning). The child providers' plugins (talos, proxmoxve) do
+// not exist on this machine until the lab (issues 5 and 6), so the preview must stop exactly
+// there and nowhere earlier.
+func TestYAMLExamplePreview(t *testing.T) {
+	e := newEnv(t)
+
+	raw, err := os.ReadFile("../examples/yaml/Pulumi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	text := strings.Replace(string(raw), "runtime: yaml\n", "runtime: yaml\nplugins:\n  providers:\n    - name: talos-proxmox\n      path: "+
+		filepath.Dir(e.plugin)+"\n", 1)
+	if err := os.WriteFile(filepath.Join(e.dir, "Pulumi.yaml"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if out, err := e.pulumi("stack", "init", "dev"); err != nil {
+		t.Fatalf("stack init: %v\n%s", err, out)
+	}
+
+	out, _ := e.pulumi("preview")
+	for _, want := range []string{
+		"talos-proxmox:index:TalosProxmoxCluster homelab create",
+		"warning: nodes: control planes cp-1, cp-3 all run on Proxmox host \"pve1\"",
+		"no resource plugin 'pulumi-resource-talos' found",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("preview output lacks %q:\n%s", want, out)
+		}
+	}
+
+	for _, bad := range []string{"could not validate", "invalid TalosProxmoxCluster inputs", "has no property", "type mismatch"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("preview failed before the child providers (%q):\n%s", bad, out)
+		}
+	}
+}
