@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+type mocks struct {
+	mu    sync.Mutex
+	types map[string]int
+}
+
+func (m *mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	m.mu.Lock()
+	m.types[args.TypeToken]++
+	m.mu.Unlock()
+
+	return args.Name + "-id", args.Inputs, nil
+}
+
+func (m *mocks) Call(pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	return resource.PropertyMap{}, nil
+}
+
+// TestProgramBuildsTheCluster runs the inline program with mocked children and default config.
+func TestProgramBuildsTheCluster(t *testing.T) {
+	m := &mocks{types: map[string]int{}}
+
+	err := pulumi.RunErr(program, pulumi.WithMocks(project, "homelab", m))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if got := m.types["proxmoxve:VM/virtualMachine:VirtualMachine"]; got != 5 {
+		t.Errorf("%d VMs, want 5", got)
+	}
+
+	if got := m.types["talos:machine/bootstrap:Bootstrap"]; got != 1 {
+		t.Errorf("%d bootstraps, want 1", got)
+	}
+}
+
+func TestKubeconfigIsPrivate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "homelab.kubeconfig")
+
+	// An existing, world-readable file is replaced by a private one.
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	err := writeKubeconfig(dir, "homelab", auto.OutputMap{
+		"kubeconfig": {Value: "apiVersion: v1\nkind: Config\n", Secret: true},
+		"endpoint":   {Value: "https://192.168.10.10:6443"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode = %v, want 0600", st.Mode().Perm())
+	}
+
+	if b, _ := os.ReadFile(path); string(b) != "apiVersion: v1\nkind: Config\n" {
+		t.Fatalf("contents = %q", b)
+	}
+
+	if err := writeKubeconfig(dir, "homelab", auto.OutputMap{}); err == nil {
+		t.Fatal("no error without a kubeconfig output")
+	}
+}
