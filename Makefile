@@ -43,17 +43,31 @@ schema: tools provider ## Regenerate schema.json from the built plugin
 	$(PULUMI) package get-schema ./$(PLUGIN) > schema.json.tmp
 	mv schema.json.tmp schema.json
 
+.PHONY: sdk
+sdk: ## Regenerate sdk/{go,nodejs,python} from schema.json
+	$(GO) -C tools/sdkgen run . -schema ../../schema.json -out ../../sdk
+
 .PHONY: codegen
-codegen: schema ## Regenerate every generated file (schema.json)
+codegen: schema sdk ## Regenerate every generated file (schema.json, sdk/)
 
 .PHONY: lint
 lint: ## gofmt and go vet
-	@test -z "$$(gofmt -l provider tests)" || { gofmt -l provider tests; echo "run gofmt -w"; exit 1; }
+	@test -z "$$(gofmt -l provider tests examples tools/sdkgen tools/sdkcheck)" || \
+		{ gofmt -l provider tests examples tools/sdkgen tools/sdkcheck; echo "run gofmt -w"; exit 1; }
 	$(GO) vet ./...
 
 .PHONY: unit
 unit: ## Unit, Construct and schema tests (no toolchain needed)
 	$(GO) test -count=1 ./...
+
+.PHONY: sdk-check
+sdk-check: ## Fail on stale sdk/; build and type-check the SDKs and the examples in every language
+	$(GO) -C tools/sdkgen run . -schema ../../schema.json -out ../../sdk -check
+	$(GO) -C tools/sdkgen vet ./...
+	$(GO) -C tools/sdkgen test -count=1 ./...
+	$(GO) -C examples/go build -o /dev/null .
+	$(GO) -C examples/go vet .
+	tools/sdkcheck/check.sh
 
 .PHONY: fuzz
 fuzz: ## Fuzz input validation for FUZZTIME
@@ -64,7 +78,7 @@ e2e: tools provider ## Tests through the real Pulumi CLI and the built plugin
 	$(GO) test -count=1 -tags e2e ./tests/...
 
 .PHONY: test
-test: tools provider lint unit fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
+test: tools provider lint unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
 
 .PHONY: bench
 bench: ## Benchmarks (Construct of 3, 50 and 100 nodes)

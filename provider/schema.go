@@ -84,6 +84,10 @@ func fixSchema(text string) (string, error) {
 
 			if isPlainField(ft) {
 				markPlain(prop.(map[string]any))
+			} else {
+				// infer marks the elements of a top-level StringArrayInput plain; Construct
+				// accepts an output or secret per element, so the SDKs should too.
+				unmarkPlain(prop.(map[string]any))
 			}
 		}
 	}
@@ -94,6 +98,19 @@ func fixSchema(text string) (string, error) {
 	}
 
 	return string(out), nil
+}
+
+// unmarkPlain clears plain from a type spec and its element types.
+func unmarkPlain(t map[string]any) {
+	delete(t, "plain")
+
+	if items, ok := t["items"].(map[string]any); ok {
+		unmarkPlain(items)
+	}
+
+	if ap, ok := t["additionalProperties"].(map[string]any); ok {
+		unmarkPlain(ap)
+	}
 }
 
 // markPlain marks a type spec and its element types plain.

@@ -108,6 +108,10 @@ func TestSchemaPlainMatchesGoFields(t *testing.T) {
 		if prop(p)["plain"] == true {
 			t.Errorf("%s must accept outputs and secrets", p)
 		}
+
+		if items, ok := prop(p)["items"].(map[string]any); ok && items["plain"] == true {
+			t.Errorf("%s must accept an output or secret per element", p)
+		}
 	}
 
 	if ap := prop("cluster.nodes")["additionalProperties"].(map[string]any); ap["plain"] != true {

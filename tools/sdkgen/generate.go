@@ -32,9 +32,10 @@ func generate(specJSON []byte) (map[string][]byte, []string, error) {
 
 	files := map[string][]byte{}
 	var warnings []string
-	for _, lang := range languages {
+	for i, lang := range languages {
 		// Bind afresh for each language: the generators record their language settings in the
-		// bound package.
+		// bound package. The null loader resolves no other package (it panics on a reference to
+		// one); this schema references none.
 		pkg, diags, err := schema.BindSpec(spec, schema.NewNullLoader(), schema.ValidationOptions{})
 		if err != nil {
 			return nil, nil, fmt.Errorf("binding schema: %w", err)
@@ -42,7 +43,7 @@ func generate(specJSON []byte) (map[string][]byte, []string, error) {
 		if diags.HasErrors() {
 			return nil, nil, fmt.Errorf("binding schema: %w", diags)
 		}
-		if lang == languages[0] {
+		if i == 0 { // every binding reports the same warnings
 			for _, d := range diags {
 				warnings = append(warnings, d.Error())
 			}
@@ -68,12 +69,15 @@ func generateLanguage(lang string, pkg *schema.Package) (map[string][]byte, erro
 			return nil, err
 		}
 		return addGoModule(pkg, files)
-	// The loaders resolve the schema's dependencies on other packages; it has none (binding with a
-	// null loader would have failed).
+	// The nil loaders would resolve dependencies on other packages, which the schema has none of.
 	case "nodejs":
 		return nodejsgen.GeneratePackage(tool, pkg, nil, nil, false, nil)
 	case "python":
-		return pythongen.GeneratePackage(tool, pkg, nil, nil)
+		files, err := pythongen.GeneratePackage(tool, pkg, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		return addPythonReadme(pkg, files)
 	default:
 		return nil, fmt.Errorf("unknown language %q", lang)
 	}
@@ -99,5 +103,24 @@ func addGoModule(pkg *schema.Package, files map[string][]byte) (map[string][]byt
 	}
 	files["go.mod"] = goSDKModFile
 	files["go.sum"] = goSDKSumFile
+	return files, nil
+}
+
+// addPythonReadme copies the package's README.md beside pyproject.toml, which names it as the
+// distribution's long description: the Python generator writes it into the package directory
+// only.
+func addPythonReadme(pkg *schema.Package, files map[string][]byte) (map[string][]byte, error) {
+	info, _ := pkg.Language["python"].(pythongen.PackageInfo)
+	if info.PackageName == "" {
+		return nil, errors.New("schema.json sets no language.python.packageName")
+	}
+	readme, ok := files[path.Join(info.PackageName, "README.md")]
+	if !ok {
+		return nil, fmt.Errorf("the Python generator wrote no %s/README.md", info.PackageName)
+	}
+	if _, ok := files["README.md"]; ok {
+		return nil, errors.New("the Python generator now emits its own README.md: drop sdkgen's copy")
+	}
+	files["README.md"] = readme
 	return files, nil
 }

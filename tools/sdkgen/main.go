@@ -4,8 +4,8 @@
 //
 // The output directory is owned by sdkgen: every file under -out/{go,nodejs,python} comes from
 // this tool, including the files the code generators do not emit (the Go SDK's go.mod and
-// go.sum), so the whole directory is reproducible from schema.json and this module alone. Running
-// it twice gives identical bytes.
+// go.sum, the Python README.md beside pyproject.toml), so the whole directory is reproducible from
+// schema.json and this module alone. Running it twice gives identical bytes.
 //
 // Usage, from this directory (paths are relative to the working directory):
 //
@@ -13,7 +13,10 @@
 //	go run . -schema ../../schema.json -out ../../sdk -check  # exit 1 and list files if sdk/ is stale
 //
 // Dependencies and compiler output left by building an SDK in place (node_modules, __pycache__,
-// nodejs/bin, …) are neither deleted nor reported; see isBuildArtifact.
+// nodejs/bin, …) are neither deleted nor reported; see isBuildArtifact. `go test` here also fails
+// when the repository's sdk/ is stale. tools/sdkcheck builds and type-checks the generated SDKs.
+//
+// Versions the SDKs depend on are pinned in pins.go.
 package main
 
 import (

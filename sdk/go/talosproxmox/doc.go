@@ -1,0 +1,2 @@
+// Talos Linux Kubernetes clusters on Proxmox VE, as one Pulumi component.
+package talosproxmox
