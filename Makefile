@@ -24,6 +24,7 @@ export PULUMI_SKIP_UPDATE_CHECK            := 1
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 export PULUMI_TOOLCHAIN_BIN                := $(TOOLCHAIN)
 export TALOS_PROXMOX_PLUGIN                := $(CURDIR)/$(PLUGIN)
+export TALOS_LAB_BIN                       := $(CURDIR)/bin/lab
 
 .PHONY: help
 help: ## List the targets
@@ -37,6 +38,10 @@ tools: ## Build the pinned Pulumi CLI and language hosts (cached by version)
 provider: ## Build the plugin into bin/
 	$(GO) build -ldflags "-X github.com/talos-proxmox/pulumi-talos-proxmox/provider.Version=$(VERSION)" \
 		-o $(PLUGIN) ./provider/cmd/pulumi-resource-talos-proxmox
+
+.PHONY: lab
+lab: ## Build the lab's stand-in plugins into bin/lab/ (never shipped)
+	$(GO) build -o bin/lab/pulumi-resource-talos ./lab/cmd/pulumi-resource-talos
 
 .PHONY: schema
 schema: tools provider ## Regenerate schema.json from the built plugin
@@ -52,8 +57,8 @@ codegen: schema sdk ## Regenerate every generated file (schema.json, sdk/)
 
 .PHONY: lint
 lint: ## gofmt and go vet
-	@test -z "$$(gofmt -l provider tests examples tools/sdkgen tools/sdkcheck)" || \
-		{ gofmt -l provider tests examples tools/sdkgen tools/sdkcheck; echo "run gofmt -w"; exit 1; }
+	@test -z "$$(gofmt -l provider tests examples lab tools/sdkgen tools/sdkcheck)" || \
+		{ gofmt -l provider tests examples lab tools/sdkgen tools/sdkcheck; echo "run gofmt -w"; exit 1; }
 	$(GO) vet ./...
 
 .PHONY: unit
@@ -74,11 +79,11 @@ fuzz: ## Fuzz input validation for FUZZTIME
 	$(GO) test ./provider/internal/spec -run '^$$' -fuzz FuzzBuild -fuzztime $(FUZZTIME)
 
 .PHONY: e2e
-e2e: tools provider ## Tests through the real Pulumi CLI and the built plugin
+e2e: tools provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab
 	$(GO) test -count=1 -tags e2e ./tests/...
 
 .PHONY: test
-test: tools provider lint unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
+test: tools provider lab lint unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
 
 .PHONY: bench
 bench: ## Benchmarks (Construct of 3, 50 and 100 nodes)
