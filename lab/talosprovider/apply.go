@@ -47,13 +47,10 @@ func applyConfiguration(ctx context.Context, inputs property.Map, engineTimeout 
 		cfg = string(b)
 	}
 
-	creds, err := credentialsFrom(inputs.Get("clientConfiguration"))
+	node, endpoint, creds, err := target(inputs)
 	if err != nil {
 		return property.Map{}, err
 	}
-
-	node := str(inputs, "node")
-	endpoint := firstNonEmpty(str(inputs, "endpoint"), node)
 
 	ctx, cancel := context.WithTimeout(ctx, timeout(inputs, op, engineTimeout))
 	defer cancel()
@@ -82,13 +79,10 @@ func resetOnDestroy(ctx context.Context, props property.Map, engineTimeout float
 		return nil
 	}
 
-	creds, err := credentialsFrom(props.Get("clientConfiguration"))
+	node, endpoint, creds, err := target(props)
 	if err != nil {
 		return err
 	}
-
-	node := str(props, "node")
-	endpoint := firstNonEmpty(str(props, "endpoint"), node)
 	graceful := !props.Get("onDestroy").IsMap() || !props.Get("onDestroy").AsMap().Get("graceful").IsBool() ||
 		props.Get("onDestroy").AsMap().Get("graceful").AsBool()
 	reboot := nestedBool(props, "onDestroy", "reboot")

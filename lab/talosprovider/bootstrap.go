@@ -16,13 +16,10 @@ import (
 // timeout. InvalidArgument is terminal, as upstream; so is AlreadyExists (etcd already runs),
 // which upstream would only report after its timeout.
 func bootstrap(ctx context.Context, inputs property.Map, engineTimeout float64) (property.Map, error) {
-	creds, err := credentialsFrom(inputs.Get("clientConfiguration"))
+	node, endpoint, creds, err := target(inputs)
 	if err != nil {
 		return property.Map{}, err
 	}
-
-	node := str(inputs, "node")
-	endpoint := firstNonEmpty(str(inputs, "endpoint"), node)
 
 	ctx, cancel := context.WithTimeout(ctx, timeout(inputs, "create", engineTimeout))
 	defer cancel()
@@ -46,13 +43,10 @@ func bootstrap(ctx context.Context, inputs property.Map, engineTimeout float64) 
 // kubeconfig implements Kubeconfig create: read the admin kubeconfig from the node (a tar.gz
 // with one `kubeconfig` file), retrying until the timeout.
 func kubeconfig(ctx context.Context, inputs property.Map, engineTimeout float64) (property.Map, error) {
-	creds, err := credentialsFrom(inputs.Get("clientConfiguration"))
+	node, endpoint, creds, err := target(inputs)
 	if err != nil {
 		return property.Map{}, err
 	}
-
-	node := str(inputs, "node")
-	endpoint := firstNonEmpty(str(inputs, "endpoint"), node)
 
 	ctx, cancel := context.WithTimeout(ctx, timeout(inputs, "create", engineTimeout))
 	defer cancel()

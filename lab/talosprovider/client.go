@@ -44,6 +44,16 @@ func credentialsFrom(v property.Value) (credentials, error) {
 	return c, nil
 }
 
+// target reads the node a resource talks to: its address, the API endpoint (default the node)
+// and the client credentials.
+func target(inputs property.Map) (node, endpoint string, creds credentials, err error) {
+	creds, err = credentialsFrom(inputs.Get("clientConfiguration"))
+	node = str(inputs, "node")
+	endpoint = firstNonEmpty(str(inputs, "endpoint"), node)
+
+	return node, endpoint, creds, err
+}
+
 func (c credentials) tlsConfig() (*tls.Config, error) {
 	pool := stdx509.NewCertPool()
 	if !pool.AppendCertsFromPEM(c.ca) {
