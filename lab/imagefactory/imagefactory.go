@@ -5,6 +5,8 @@
 package imagefactory
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +19,8 @@ import (
 	"time"
 
 	"github.com/siderolabs/image-factory/pkg/schematic"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
 )
 
 // Server is a running Image Factory stand-in.
@@ -191,11 +195,26 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// Image is the placeholder served for an image URL: deterministic, 4 KiB.
+// Image is the placeholder served for an image URL, deterministic: a valid qcow2 header with a
+// 1 GiB virtual size for `.qcow2` (what Proxmox imports), gzip for `.gz`, else 4 KiB of text.
 func Image(schematicID, version, file string) []byte {
 	head := fmt.Sprintf("talos-proxmox lab image\nschematic %s\nversion %s\nfile %s\n", schematicID, version, file)
 	body := make([]byte, 4096)
 	copy(body, head)
+
+	switch {
+	case strings.HasSuffix(file, ".qcow2"):
+		return pvefake.QCOW2Image(1 << 30)
+	case strings.HasSuffix(file, ".gz"):
+		var buf bytes.Buffer
+
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		zw.ModTime = time.Unix(0, 0)
+		_, _ = zw.Write(body)
+		_ = zw.Close()
+
+		return buf.Bytes()
+	}
 
 	return body
 }

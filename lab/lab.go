@@ -1,0 +1,135 @@
+// Package lab runs the local lab on loopback: a Proxmox VE API fake with its hosts and
+// storages, an Image Factory stand-in, and a controller that boots an emulated Talos node
+// whenever a VM starts. With the lab's talos stand-in plugin and the bridged bpg proxmoxve
+// plugin, `pulumi up` of the example cluster runs on this machine. See README.md ("The lab").
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/controller"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/imagefactory"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosnode"
+)
+
+// Options configure a lab.
+type Options struct {
+	// Hosts are the Proxmox host names (default pve1, pve2).
+	Hosts []string
+	// Subnet is the third octet of the 127.0.<Subnet>.0/24 network the cluster's nodes use
+	// (default 2), so labs of parallel tests do not collide.
+	Subnet int
+	// PVE adjusts the Proxmox fake's options (latency, failures, …) before it starts.
+	PVE func(*pvefake.Options)
+	// Node adjusts every emulated Talos node's options before it starts.
+	Node func(vmid int, opts *talosnode.Options)
+	// Logf receives the lab's log lines.
+	Logf func(format string, args ...any)
+}
+
+// Lab is a running lab.
+type Lab struct {
+	Factory    *imagefactory.Server
+	PVE        *pvefake.Server
+	Controller *controller.Controller
+	opts       Options
+}
+
+// The API token the lab's Proxmox accepts (a test credential, not a secret).
+const (
+	tokenID     = "root@pam!lab"
+	tokenSecret = "00000000-0000-4000-8000-000000000000"
+)
+
+// Start starts the lab; it stops when ctx ends or on Close.
+func Start(ctx context.Context, opts Options) (*Lab, error) {
+	if len(opts.Hosts) == 0 {
+		opts.Hosts = []string{"pve1", "pve2"}
+	}
+
+	if opts.Subnet == 0 {
+		opts.Subnet = 2
+	}
+
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+
+	factory, err := imagefactory.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("starting the Image Factory stand-in: %w", err)
+	}
+
+	ctrl := controller.New(ctx, controller.Options{Node: opts.Node, Logf: opts.Logf,
+		DHCPPool: dhcpPool(opts.Subnet)})
+
+	pveOpts := pvefake.Options{
+		Addr:    "127.0.0.1:0",
+		Nodes:   opts.Hosts,
+		Tokens:  map[string]string{tokenID: tokenSecret},
+		OnEvent: ctrl.Handle,
+	}
+	if opts.PVE != nil {
+		opts.PVE(&pveOpts)
+	}
+
+	pve, err := pvefake.Start(ctx, pveOpts)
+	if err != nil {
+		_ = factory.Close()
+		return nil, fmt.Errorf("starting the Proxmox VE fake: %w", err)
+	}
+
+	ctrl.Attach(pve)
+
+	return &Lab{Factory: factory, PVE: pve, Controller: ctrl, opts: opts}, nil
+}
+
+// Close stops the nodes, the fake and the factory.
+func (l *Lab) Close() {
+	l.Controller.Close()
+	_ = l.PVE.Close()
+	_ = l.Factory.Close()
+}
+
+// Address is the address of the i-th cluster address (10 = VIP, 11… nodes).
+func (l *Lab) Address(i int) string { return fmt.Sprintf("127.0.%d.%d", l.opts.Subnet, i) }
+
+// ConfigValue is one stack configuration value.
+type ConfigValue struct {
+	Value  string
+	Secret bool
+}
+
+// StackConfig is the configuration that points the examples at the lab: the Proxmox endpoint
+// and API token (the proxmoxve provider's own config keys), the factory, the hosts and the
+// loopback addresses of the VIP and the five nodes. Only these values differ from a real site.
+func (l *Lab) StackConfig() map[string]ConfigValue {
+	addrs := []string{l.Address(11), l.Address(12), l.Address(13), l.Address(21), l.Address(22)}
+
+	return map[string]ConfigValue{
+		"proxmoxve:endpoint": {Value: l.PVE.URL()},
+		"proxmoxve:apiToken": {Value: tokenID + "=" + tokenSecret, Secret: true},
+		"proxmoxve:insecure": {Value: "true"},
+		"factoryUrl":         {Value: l.Factory.URL()},
+		"hosts":              {Value: jsonList(l.opts.Hosts)},
+		"gateway":            {Value: l.Address(1)},
+		"prefixLength":       {Value: "24"},
+		"vip":                {Value: l.Address(10)},
+		"addresses":          {Value: jsonList(addrs)},
+		"loadBalancerPool":   {Value: fmt.Sprintf("127.0.%d.240/28", l.opts.Subnet)},
+	}
+}
+
+func jsonList(v []string) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// dhcpPool is the upper half of the lab subnet, where DHCP leases come from.
+func dhcpPool(subnet int) netip.Prefix {
+	return netip.MustParsePrefix(fmt.Sprintf("127.0.%d.128/25", subnet))
+}

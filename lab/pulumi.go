@@ -1,0 +1,113 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+)
+
+// Pulumi runs the Pulumi CLI in a project directory, as the demo and the lab's end-to-end
+// tests do.
+type Pulumi struct {
+	// Bin is the directory holding `pulumi` and the language hosts.
+	Bin string
+	// Dir is the project directory.
+	Dir string
+	// Env is the complete environment (PULUMI_HOME, PULUMI_BACKEND_URL, …).
+	Env []string
+	// Output, when set, also receives everything the CLI prints (progress for the demo).
+	Output io.Writer
+}
+
+// Run runs `pulumi <args> --non-interactive` and returns its combined output.
+func (p *Pulumi) Run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(p.Bin, "pulumi"), append(args, "--non-interactive")...)
+	cmd.Dir = p.Dir
+	cmd.Env = p.Env
+
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if p.Output != nil {
+		w := io.MultiWriter(&buf, p.Output)
+		cmd.Stdout, cmd.Stderr = w, w
+	}
+
+	err := cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("pulumi %v: %w", args, err)
+	}
+
+	return buf.String(), err
+}
+
+// Plugin is a provider plugin binary to install under a name and version.
+type Plugin struct {
+	Name, Version, File string
+}
+
+// LabPlugins are the plugins a program needs in the lab: the component, and the two child
+// providers' lab builds under the versions the component's children ask for.
+func LabPlugins(componentPlugin, labBin string) []Plugin {
+	return []Plugin{
+		{Name: "talos-proxmox", Version: "0.1.0", File: componentPlugin},
+		{Name: "talos", Version: "0.7.1", File: filepath.Join(labBin, "pulumi-resource-talos")},
+		{Name: "proxmoxve", Version: "7.13.0", File: filepath.Join(labBin, "pulumi-resource-proxmoxve")},
+	}
+}
+
+// InstallPlugins installs plugin binaries into PULUMI_HOME, replacing earlier builds.
+func (p *Pulumi) InstallPlugins(ctx context.Context, plugins []Plugin) error {
+	for _, pl := range plugins {
+		if out, err := p.Run(ctx, "plugin", "install", "resource", pl.Name, pl.Version, "--file", pl.File, "--reinstall"); err != nil {
+			return fmt.Errorf("installing the %s plugin: %w\n%s", pl.Name, err, out)
+		}
+	}
+
+	return nil
+}
+
+// SetConfig sets stack configuration; JSON lists become YAML lists (so typed `array` config
+// reads them), secrets are encrypted.
+func (p *Pulumi) SetConfig(ctx context.Context, config map[string]ConfigValue) error {
+	keys := make([]string, 0, len(config))
+	for k := range config {
+		keys = append(keys, k)
+	}
+
+	slices.Sort(keys)
+
+	for _, k := range keys {
+		v := config[k]
+
+		var list []string
+		if json.Unmarshal([]byte(v.Value), &list) == nil {
+			for i, e := range list {
+				if out, err := p.Run(ctx, "config", "set", "--path", fmt.Sprintf("%s[%d]", k, i), e); err != nil {
+					return fmt.Errorf("%w\n%s", err, out)
+				}
+			}
+
+			continue
+		}
+
+		args := []string{"config", "set", k, v.Value}
+		if v.Secret {
+			args = append(args, "--secret")
+		}
+
+		if k == "prefixLength" {
+			args = append(args, "--type", "int")
+		}
+
+		if out, err := p.Run(ctx, args...); err != nil {
+			return fmt.Errorf("%w\n%s", err, out)
+		}
+	}
+
+	return nil
+}

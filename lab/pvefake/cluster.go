@@ -1,0 +1,198 @@
+package pvefake
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// pool is a resource pool.
+type pool struct {
+	id      string
+	comment string
+	members []int
+}
+
+// getVersion serves GET /version.
+func (s *Server) getVersion(*call) (any, *apiError) {
+	parts := strings.SplitN(s.opts.Version, ".", 3)
+	release := parts[0]
+
+	if len(parts) > 1 {
+		release += "." + parts[1]
+	}
+
+	return map[string]any{"version": s.opts.Version, "release": release, "repoid": "c1a2b3d4e5f60718"}, nil
+}
+
+// getNextID serves GET /cluster/nextid: the lowest free id from FirstVMID, or a check of the
+// proposed vmid (400 "VM <id> already exists" when taken).
+func (s *Server) getNextID(c *call) (any, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if v, ok := c.param("vmid"); ok {
+		id, err := strconv.Atoi(v)
+		if err != nil || id < 100 || id > 999999999 {
+			return nil, paramErr1("vmid", "invalid format - value does not look like a valid VM ID")
+		}
+
+		if s.vms[id] != nil {
+			return nil, paramErr1("vmid", fmt.Sprintf("VM %d already exists", id))
+		}
+
+		return strconv.Itoa(id), nil
+	}
+
+	for id := s.opts.FirstVMID; ; id++ {
+		if s.vms[id] == nil {
+			return strconv.Itoa(id), nil
+		}
+	}
+}
+
+// listNodes serves GET /nodes.
+func (s *Server) listNodes(*call) (any, *apiError) {
+	out := []map[string]any{}
+
+	for _, n := range s.nodes {
+		out = append(out, map[string]any{
+			"node": n, "id": "node/" + n, "type": "node", "status": "online", "level": "",
+			"maxcpu": 16, "cpu": 0.02, "maxmem": int64(64) << 30, "mem": int64(4) << 30,
+			"maxdisk": int64(100) << 30, "disk": int64(10) << 30, "uptime": 86400,
+			"ssl_fingerprint": "00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF",
+		})
+	}
+
+	return out, nil
+}
+
+// getClusterResources serves GET /cluster/resources (type: vm, storage, node; or all).
+func (s *Server) getClusterResources(c *call) (any, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	typ, filtered := c.param("type")
+	if filtered && !slices.Contains([]string{"vm", "storage", "node", "sdn", "pool"}, typ) {
+		return nil, paramErr1("type", "value '"+typ+"' does not have a value in the enumeration 'vm, storage, node, sdn'")
+	}
+
+	out := []map[string]any{}
+
+	if !filtered || typ == "vm" {
+		for _, v := range s.sortedVMs() {
+			e := s.vmStatus(v)
+			e["id"] = fmt.Sprintf("qemu/%d", v.id)
+			e["type"] = "qemu"
+			e["node"] = v.node
+			e["maxcpu"] = e["cpus"]
+			e["template"] = boolInt(v.config["template"] == "1")
+			delete(e, "cpus")
+			delete(e, "qmpstatus")
+
+			if p := s.poolOf(v.id); p != "" {
+				e["pool"] = p
+			}
+
+			out = append(out, e)
+		}
+	}
+
+	if !filtered || typ == "node" {
+		nodes, _ := s.listNodes(c)
+		out = append(out, nodes.([]map[string]any)...)
+	}
+
+	if !filtered || typ == "storage" {
+		for _, n := range s.nodes {
+			for _, st := range s.storagesOn(n) {
+				out = append(out, map[string]any{
+					"id": "storage/" + n + "/" + st.cfg.ID, "type": "storage", "storage": st.cfg.ID, "node": n,
+					"status": "available", "plugintype": st.cfg.Type, "content": strings.Join(st.cfg.Content, ","),
+					"shared": boolInt(st.shared), "disk": st.used(), "maxdisk": st.cfg.TotalBytes,
+				})
+			}
+		}
+	}
+
+	return out, nil
+}
+
+func (s *Server) poolOf(vmid int) string {
+	for _, p := range s.sortedPools() {
+		if slices.Contains(p.members, vmid) {
+			return p.id
+		}
+	}
+
+	return ""
+}
+
+func (s *Server) sortedPools() []*pool {
+	out := make([]*pool, 0, len(s.pools))
+	for _, p := range s.pools {
+		out = append(out, p)
+	}
+
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+
+	return out
+}
+
+func (s *Server) poolMembers(p *pool) []map[string]any {
+	members := []map[string]any{}
+
+	for _, id := range p.members {
+		v := s.vms[id]
+		if v == nil || v.creating {
+			continue
+		}
+
+		e := s.vmStatus(v)
+		e["id"] = fmt.Sprintf("qemu/%d", id)
+		e["type"] = "qemu"
+		e["node"] = v.node
+		members = append(members, e)
+	}
+
+	sort.Slice(members, func(i, j int) bool { return members[i]["id"].(string) < members[j]["id"].(string) })
+
+	return members
+}
+
+// listPools serves GET /pools, and with ?poolid= the one pool with its members (PVE 8's form).
+func (s *Server) listPools(c *call) (any, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	if id, ok := c.param("poolid"); ok {
+		p := s.pools[id]
+		if p == nil {
+			return nil, errf("pool '%s' does not exist", id)
+		}
+
+		return []map[string]any{{"poolid": p.id, "comment": p.comment, "members": s.poolMembers(p)}}, nil
+	}
+
+	out := []map[string]any{}
+	for _, p := range s.sortedPools() {
+		out = append(out, map[string]any{"poolid": p.id, "comment": p.comment})
+	}
+
+	return out, nil
+}
+
+// getPoolLegacy serves GET /pools/{poolid} (the form before PVE 8.1).
+func (s *Server) getPoolLegacy(c *call) (any, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	p := s.pools[c.vars["poolid"]]
+	if p == nil {
+		return nil, errf("pool '%s' does not exist", c.vars["poolid"])
+	}
+
+	return map[string]any{"comment": p.comment, "members": s.poolMembers(p)}, nil
+}

@@ -1,0 +1,206 @@
+package pvefake
+
+import (
+	"net/netip"
+	"strings"
+	"sync"
+)
+
+// EventType names a VM lifecycle event.
+type EventType string
+
+// VM lifecycle events.
+const (
+	// EventCreated: the create task finished; the VM exists, stopped.
+	EventCreated EventType = "created"
+	// EventStarted: a start task finished; the guest is "booting".
+	EventStarted EventType = "started"
+	// EventRebooted: a reboot task finished on a running VM.
+	EventRebooted EventType = "rebooted"
+	// EventStopped: a stop or shutdown task stopped a running VM.
+	EventStopped EventType = "stopped"
+	// EventDeleted: a destroy task removed the VM and its disks.
+	EventDeleted EventType = "deleted"
+)
+
+// Event reports a VM lifecycle change to a lab controller, e.g. to boot or halt the emulated
+// Talos node that stands for the VM.
+type Event struct {
+	Type EventType
+	Node string
+	VMID int
+	Name string
+	// IPConfig0 is the raw cloud-init "ipconfig0" value, e.g. "gw=10.0.0.1,ip=10.0.0.11/24" or
+	// "ip=dhcp" (empty when unset).
+	IPConfig0 string
+	// Nameserver is the raw cloud-init "nameserver" value (space separated addresses).
+	Nameserver string
+	// AgentEnabled reports whether the QEMU guest agent is enabled in the configuration.
+	AgentEnabled bool
+	// MAC is net0's MAC address (upper case, as PVE prints it).
+	MAC string
+	// Config is a copy of the VM configuration as PVE stores it.
+	Config map[string]string
+}
+
+// eventQueue delivers events in order on its own goroutine, so that a slow handler never
+// blocks the API.
+type eventQueue struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	items   []Event
+	handler func(Event)
+	closed  bool
+	done    chan struct{}
+}
+
+func newEventQueue(h func(Event)) *eventQueue {
+	q := &eventQueue{handler: h, done: make(chan struct{})}
+	q.cond = sync.NewCond(&q.mu)
+
+	go q.loop()
+
+	return q
+}
+
+func (q *eventQueue) loop() {
+	defer close(q.done)
+
+	for {
+		q.mu.Lock()
+		for len(q.items) == 0 && !q.closed {
+			q.cond.Wait()
+		}
+
+		if len(q.items) == 0 {
+			q.mu.Unlock()
+			return
+		}
+
+		e := q.items[0]
+		q.items = q.items[1:]
+		h := q.handler
+		q.mu.Unlock()
+
+		if h != nil {
+			h(e)
+		}
+	}
+}
+
+func (q *eventQueue) push(e Event) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+
+	if q.closed {
+		return
+	}
+
+	q.items = append(q.items, e)
+	q.cond.Signal()
+}
+
+// close delivers what is queued and stops the loop.
+func (q *eventQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.cond.Signal()
+	q.mu.Unlock()
+	<-q.done
+}
+
+// SetEventHandler replaces Options.OnEvent; events queued but not yet delivered go to h.
+func (s *Server) SetEventHandler(h func(Event)) {
+	s.events.mu.Lock()
+	s.events.handler = h
+	s.events.mu.Unlock()
+}
+
+// emit queues an event for v. Callers hold s.mu.
+func (s *Server) emit(typ EventType, v *vm) {
+	e := Event{
+		Type:         typ,
+		Node:         v.node,
+		VMID:         v.id,
+		Name:         v.config["name"],
+		IPConfig0:    v.config["ipconfig0"],
+		Nameserver:   v.config["nameserver"],
+		AgentEnabled: agentEnabled(v.config["agent"]),
+		MAC:          netMAC(v.config["net0"]),
+		Config:       cloneConfig(v.config),
+	}
+
+	s.opts.Logf("pvefake: VM %d on %s %s", v.id, v.node, typ)
+	s.events.push(e)
+}
+
+// guestAddress is what the guest agent reports on eth0.
+type guestAddress struct {
+	prefix netip.Prefix
+}
+
+// SetGuestAddress makes the guest agent of VM vmid report addr on eth0 (with DHCP, the address
+// the guest got). The agent answers only while the VM runs and has the agent enabled. Without
+// a supplied address the agent reports the static address of ipconfig0, and with "ip=dhcp" it
+// answers "QEMU guest agent is not running" (the guest is still booting).
+//
+// bpg only accepts a global unicast address (not 127.0.0.0/8) and otherwise keeps polling until
+// agent.timeout (default 15 minutes); a loopback address is therefore reported together with a
+// TEST-NET-2 stand-in (see agentNetworkInterfaces).
+func (s *Server) SetGuestAddress(vmid int, addr netip.Prefix) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.guestAddr[vmid] = guestAddress{prefix: addr}
+}
+
+// ClearGuestAddress forgets the address supplied with SetGuestAddress.
+func (s *Server) ClearGuestAddress(vmid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	delete(s.guestAddr, vmid)
+}
+
+// reportedAddress is the address the agent of v reports. Callers hold s.mu.
+func (s *Server) reportedAddress(v *vm) (netip.Prefix, bool) {
+	if a, ok := s.guestAddr[v.id]; ok && a.prefix.IsValid() {
+		return a.prefix, true
+	}
+
+	ip, ok := parsePropertyString(v.config["ipconfig0"], "")["ip"]
+	if !ok || ip == "dhcp" {
+		return netip.Prefix{}, false
+	}
+
+	p, err := netip.ParsePrefix(ip)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+
+	return p, true
+}
+
+// agentEnabled reads the "agent" option ("1", "enabled=1,type=virtio", …).
+func agentEnabled(v string) bool {
+	props := parsePropertyString(v, "enabled")
+	b, _ := parseBool(props["enabled"])
+
+	return b
+}
+
+// netMAC reads the MAC of a net option ("virtio=BC:24:11:…,bridge=vmbr0").
+func netMAC(v string) string {
+	for _, part := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(part, "=")
+		if ok && netModels[k] {
+			return strings.ToUpper(val)
+		}
+
+		if ok && k == "macaddr" {
+			return strings.ToUpper(val)
+		}
+	}
+
+	return ""
+}
