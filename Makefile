@@ -40,8 +40,9 @@ provider: ## Build the plugin into bin/
 		-o $(PLUGIN) ./provider/cmd/pulumi-resource-talos-proxmox
 
 .PHONY: lab
-lab: ## Build the lab's stand-in plugins into bin/lab/ (never shipped)
+lab: ## Build the lab's plugins into bin/lab/ (never shipped): talos stand-in, bridged bpg proxmoxve
 	$(GO) build -o bin/lab/pulumi-resource-talos ./lab/cmd/pulumi-resource-talos
+	lab/proxmoxve/build.sh bin/lab/pulumi-resource-proxmoxve
 
 .PHONY: schema
 schema: tools provider ## Regenerate schema.json from the built plugin
@@ -62,8 +63,12 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 .PHONY: unit
-unit: ## Unit, Construct and schema tests (no toolchain needed)
+unit: ## Unit, Construct and schema tests (no toolchain needed); the lab's own modules too
 	$(GO) test -count=1 ./...
+	$(GO) -C lab/pvecontract vet ./...
+	$(GO) -C lab/pvecontract test -count=1 ./...
+	$(GO) -C lab/proxmoxve vet ./...
+	$(GO) -C lab/proxmoxve test -count=1 ./...
 
 .PHONY: sdk-check
 sdk-check: ## Fail on stale sdk/; build and type-check the SDKs and the examples in every language
@@ -90,8 +95,8 @@ bench: ## Benchmarks (Construct of 3, 50 and 100 nodes)
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./provider/...
 
 .PHONY: demo
-demo: tools provider ## Set up and run the demo (pulumi up of the example cluster on the local lab)
-	@tests/demo-pending.sh
+demo: tools provider lab ## Set up and run the demo: pulumi up of the example cluster on the local lab
+	$(GO) run ./lab/cmd/lab-demo -example examples/yaml -workdir $(CACHE)/demo
 
 .PHONY: clean
 clean: ## Remove build output and local Pulumi state

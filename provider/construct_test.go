@@ -109,6 +109,10 @@ func TestConstructHomelab(t *testing.T) {
 			t.Error("VMs must be deleted before they are replaced (same address, pinned id)")
 		}
 
+		if !slices.Equal(w1.IgnoreChanges, []string{"disks[0].speed", "disks[1].speed"}) {
+			t.Errorf("ignoreChanges = %v, want every disk's speed block (the provider reads it back differently)", w1.IgnoreChanges)
+		}
+
 		disks := w1.Inputs.Get("disks").AsArray()
 		if disks.Len() != 2 {
 			t.Fatalf("worker-1 disks = %v", disks)

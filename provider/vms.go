@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 
@@ -25,6 +26,10 @@ func (b *builder) virtualMachines(files []*download.File) error {
 			// A replacement VM keeps the node's address and often its pinned VM id, so the
 			// old one must go first.
 			pulumi.DeleteBeforeReplace(true),
+			// The proxmoxve provider defaults a disk's speed limits to a block of zeros but
+			// reads disks back without one when none is set, so every disk would show a diff on
+			// every preview. The component never sets speed limits.
+			pulumi.IgnoreChanges(diskSpeedPaths(len(p.Disks))),
 		)
 		if err != nil {
 			return errorf("registering the VM of node %s: %w", p.Node.Name, err)
@@ -55,6 +60,17 @@ func (b *builder) virtualMachines(files []*download.File) error {
 	b.comp.Nodes = b.nodeInfos(vmIDs)
 
 	return nil
+}
+
+// diskSpeedPaths are the property paths of every disk's speed block (the bridged provider does
+// not honour a `disks[*]` wildcard).
+func diskSpeedPaths(disks int) []string {
+	paths := make([]string, disks)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("disks[%d].speed", i)
+	}
+
+	return paths
 }
 
 func (b *builder) vmArgs(p plan.VM, image *download.File) *vm.VirtualMachineArgs {

@@ -1,0 +1,89 @@
+// Package proxmoxve is the lab-only stand-in for the published pulumi-resource-proxmoxve v7.13.0
+// plugin. It runs the real bpg Terraform provider (github.com/bpg/terraform-provider-proxmox)
+// through pulumi-terraform-bridge, serving the published v7.13.0 schema unchanged. It is built for
+// the local lab only and is never shipped.
+//
+// The published plugin cannot be built or downloaded here (its provider module is not reachable),
+// so no tfgen step is run: the schema is the published file, and the mux dispatch table that tfgen
+// would normally write into bridge-metadata.json is computed at start-up instead.
+package proxmoxve
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/bpg/terraform-provider-proxmox/fwprovider"
+	bpgsdk "github.com/bpg/terraform-provider-proxmox/proxmoxtf/provider"
+	pftfbridge "github.com/pulumi/pulumi-terraform-bridge/v3/pkg/pf/tfbridge"
+	"github.com/pulumi/pulumi-terraform-bridge/v3/pkg/tfbridge"
+	shimv2 "github.com/pulumi/pulumi-terraform-bridge/v3/pkg/tfshim/sdk-v2"
+	"github.com/pulumi/pulumi-terraform-bridge/v3/pkg/x/muxer"
+	"github.com/pulumi/pulumi-terraform-bridge/v3/unstable/metadata"
+)
+
+const (
+	// Package is the Pulumi package name, the prefix of every token and config key.
+	Package = "proxmoxve"
+	// Version is the published plugin version this stand-in answers as. It must equal the
+	// version the plugin is installed under (pulumi plugin install resource proxmoxve 7.13.0).
+	Version = "7.13.0"
+	// BPGVersion is the version of github.com/bpg/terraform-provider-proxmox in go.mod. The
+	// plugin-framework half reports it as its own version.
+	BPGVersion = "0.111.1"
+)
+
+// Tokens of the resources this stand-in backs: the ones the component registers.
+const (
+	VirtualMachineToken = "proxmoxve:VM/virtualMachine:VirtualMachine"
+	FileToken           = "proxmoxve:Download/file:File"
+)
+
+// Schema is the published pulumi-proxmoxve v7.13.0 package schema, byte for byte.
+//
+//go:embed proxmoxve-v7.13.0.schema.json
+var Schema []byte
+
+// dispatcher is what MuxShimWithPF returns; its concrete type is internal to the bridge.
+type dispatcher interface {
+	ResolveDispatch(*tfbridge.ProviderInfo) (muxer.DispatchTable, error)
+}
+
+// Info builds the bridge's provider info: bpg's SDKv2 and plugin-framework halves muxed into one
+// shim (as bpg's own main.go muxes them for Terraform), the two resource mappings, and metadata
+// carrying the mux dispatch table that pf/tfbridge.MainWithMuxer requires.
+//
+// Only the two resources in the mappings are backed. The other resources and functions in the
+// served schema exist on the wire but fail when used.
+func Info(ctx context.Context) (tfbridge.ProviderInfo, error) {
+	p := pftfbridge.MuxShimWithPF(ctx,
+		shimv2.NewProvider(bpgsdk.ProxmoxVirtualEnvironment()),
+		fwprovider.New(BPGVersion)())
+
+	info := tfbridge.ProviderInfo{
+		P:            p,
+		Name:         "proxmox",
+		Version:      Version,
+		MetadataInfo: tfbridge.NewProviderMetadata([]byte("{}")),
+		Resources: map[string]*tfbridge.ResourceInfo{
+			"proxmox_virtual_environment_vm":            {Tok: VirtualMachineToken}, // SDKv2 half
+			"proxmox_virtual_environment_download_file": {Tok: FileToken},           // PF half
+		},
+	}
+
+	d, ok := p.(dispatcher)
+	if !ok {
+		return info, fmt.Errorf("muxed shim %T cannot resolve a dispatch table", p)
+	}
+
+	table, err := d.ResolveDispatch(&info)
+	if err != nil {
+		return info, fmt.Errorf("resolving the mux dispatch table: %w", err)
+	}
+
+	if err := metadata.Set(info.GetMetadata(), "mux", table); err != nil {
+		return info, fmt.Errorf("storing the mux dispatch table: %w", err)
+	}
+
+	return info, nil
+}
