@@ -100,6 +100,19 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 		t.Errorf("preview after up shows changes: %v\n%s", err, out)
 	}
 
+	exported, err := p.Run(ctx, "stack", "export")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Key material (base64 PEM in the talos schema: "-----BEGIN" is "LS0tLS1CRUdJTi"), the
+	// bootstrap token, the kubeconfig and the talosconfig are all encrypted in the state.
+	for _, plain := range []string{"LS0tLS1CRUdJTi", "BEGIN", "bootstrapToken\": \"", "certificate-authority-data", "client-key-data", "crt: "} {
+		if strings.Contains(exported, plain) {
+			t.Errorf("the exported state holds %q in plaintext", plain)
+		}
+	}
+
 	// The first refresh after create rewrites an import disk's `speed` from null to absent in the
 	// state: a representation difference between the bridged bpg provider's create and read of
 	// disks with import_from, with no change on Proxmox. Nothing else may change.
@@ -135,5 +148,58 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 		if vols := l.PVE.Volumes(host, "local"); len(vols) != 0 {
 			t.Errorf("%s still holds %v after destroy", host, vols)
 		}
+	}
+}
+
+// TestBadInputOnTheLab: an invalid program fails at preview naming the property, and the
+// Proxmox fake stays empty.
+func TestBadInputOnTheLab(t *testing.T) {
+	e := newEnv(t)
+
+	l, err := lab.Start(t.Context(), lab.Options{Subnet: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	program, err := os.ReadFile("../examples/yaml/Pulumi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// storage-1's data disk gets a relative mount path.
+	bad := strings.Replace(string(program), "mountPath: /var/lib/longhorn", "mountPath: var/lib/longhorn", 1)
+	if err := os.WriteFile(filepath.Join(e.dir, "Pulumi.yaml"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	p := &lab.Pulumi{Bin: e.bin, Dir: e.dir, Env: e.environ}
+	ctx := t.Context()
+
+	if err := p.InstallPlugins(ctx, lab.LabPlugins(e.plugin, os.Getenv("TALOS_LAB_BIN"))); err != nil {
+		t.Fatal(err)
+	}
+
+	if out, err := p.Run(ctx, "stack", "init", "lab"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	if err := p.SetConfig(ctx, l.StackConfig()); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, cmd := range [][]string{{"preview"}, {"up", "--yes"}} {
+		out, err := p.Run(ctx, cmd...)
+		if err == nil || !strings.Contains(out, `nodes.storage-1.dataDisks[0].mountPath: "var/lib/longhorn" must be an absolute path`) {
+			t.Errorf("%v: err %v, output lacks the property path:\n%s", cmd, err, out)
+		}
+	}
+
+	if n := len(l.PVE.VMs()); n != 0 {
+		t.Errorf("the fake has %d VMs after a rejected program", n)
+	}
+
+	if calls := l.PVE.Calls(); len(calls) != 0 {
+		t.Errorf("the Proxmox API was called: %v", calls)
 	}
 }
