@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
@@ -42,6 +44,27 @@ func program(ctx *pulumi.Context) error {
 		prefixLength = 24
 	}
 
+	nodes := map[string]provider.Node{
+		"cp-1": {HostNode: hosts[0], Role: "controlplane", Ip: addrs[0]},
+		"cp-2": {HostNode: hosts[1], Role: "controlplane", Ip: addrs[1]},
+		"cp-3": {HostNode: hosts[0], Role: "controlplane", Ip: addrs[2]},
+		"storage-1": {
+			HostNode: hosts[0], Role: "worker", Ip: addrs[3],
+			Labels:    map[string]string{"node.longhorn.io/create-default-disk": "true"},
+			DataDisks: []provider.DataDisk{{SizeGib: 200, MountPath: "/var/lib/longhorn"}},
+		},
+		"gpu-1": {
+			HostNode: hosts[1], Role: "worker", Ip: addrs[4], MemoryMib: ptr(16384),
+			Labels:     map[string]string{"nvidia.com/gpu.present": "true"},
+			PciDevices: []provider.PciDevice{{Mapping: "gpu"}},
+		},
+	}
+
+	// Scale out with plain workers: one per address in `workerAddresses`, spread over the hosts.
+	for i, ip := range stringsOr(cfg, "workerAddresses", nil) {
+		nodes[fmt.Sprintf("worker-%d", i+1)] = provider.Node{HostNode: hosts[i%len(hosts)], Role: "worker", Ip: ip}
+	}
+
 	cluster, err := provider.NewTalosProxmoxCluster(ctx, ctx.Stack(), provider.TalosProxmoxClusterArgs{
 		ClusterName:  ctx.Stack(),
 		TalosVersion: talosVersion,
@@ -57,21 +80,7 @@ func program(ctx *pulumi.Context) error {
 			Extensions: []string{"siderolabs/qemu-guest-agent", "siderolabs/iscsi-tools"},
 		},
 		NodeDefaults: &provider.NodeDefaults{Cpu: ptr(4), MemoryMib: ptr(8192), Tags: []string{"homelab"}},
-		Nodes: map[string]provider.Node{
-			"cp-1": {HostNode: hosts[0], Role: "controlplane", Ip: addrs[0]},
-			"cp-2": {HostNode: hosts[1], Role: "controlplane", Ip: addrs[1]},
-			"cp-3": {HostNode: hosts[0], Role: "controlplane", Ip: addrs[2]},
-			"storage-1": {
-				HostNode: hosts[0], Role: "worker", Ip: addrs[3],
-				Labels:    map[string]string{"node.longhorn.io/create-default-disk": "true"},
-				DataDisks: []provider.DataDisk{{SizeGib: 200, MountPath: "/var/lib/longhorn"}},
-			},
-			"gpu-1": {
-				HostNode: hosts[1], Role: "worker", Ip: addrs[4], MemoryMib: ptr(16384),
-				Labels:     map[string]string{"nvidia.com/gpu.present": "true"},
-				PciDevices: []provider.PciDevice{{Mapping: "gpu"}},
-			},
-		},
+		Nodes:        nodes,
 		InlineManifests: []provider.InlineManifest{{
 			Name:     "cilium-l2",
 			Contents: pulumi.Sprintf(l2Manifests, or(cfg.Get("loadBalancerPool"), "192.168.10.240/28")),

@@ -43,6 +43,7 @@ func main() {
 	var stacks stackNames
 
 	workdir := flag.String("workdir", ".", "directory holding Pulumi.<stack>.yaml config files and written kubeconfigs")
+	expectNoChanges := flag.Bool("expect-no-changes", false, "with preview or refresh: fail if anything would change")
 	flag.Var(&stacks, "stack", "stack (cluster) to manage; repeat for several")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [-workdir DIR] -stack NAME [-stack NAME…] up|preview|refresh|destroy|kubeconfig\n", os.Args[0])
@@ -60,7 +61,7 @@ func main() {
 
 	var failed []string
 	for _, name := range stacks {
-		if err := run(ctx, *workdir, name, flag.Arg(0)); err != nil {
+		if err := run(ctx, *workdir, name, flag.Arg(0), *expectNoChanges); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 			failed = append(failed, name)
 		}
@@ -72,7 +73,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, workdir, name, command string) error {
+func run(ctx context.Context, workdir, name, command string, expectNoChanges bool) error {
 	dir, err := filepath.Abs(workdir)
 	if err != nil {
 		return err
@@ -92,7 +93,13 @@ func run(ctx context.Context, workdir, name, command string) error {
 
 	switch command {
 	case "preview":
-		_, err = stack.Preview(ctx, optpreview.ProgressStreams(os.Stdout), optpreview.ErrorProgressStreams(os.Stderr))
+		opts := []optpreview.Option{optpreview.ProgressStreams(os.Stdout), optpreview.ErrorProgressStreams(os.Stderr)}
+		if expectNoChanges {
+			opts = append(opts, optpreview.ExpectNoChanges())
+		}
+
+		_, err = stack.Preview(ctx, opts...)
+
 		return err
 	case "up":
 		res, err := stack.Up(ctx, optup.ProgressStreams(os.Stdout), optup.ErrorProgressStreams(os.Stderr))
@@ -102,7 +109,13 @@ func run(ctx context.Context, workdir, name, command string) error {
 
 		return writeKubeconfig(dir, name, res.Outputs)
 	case "refresh":
-		_, err = stack.Refresh(ctx, optrefresh.ProgressStreams(os.Stdout), optrefresh.ErrorProgressStreams(os.Stderr))
+		opts := []optrefresh.Option{optrefresh.ProgressStreams(os.Stdout), optrefresh.ErrorProgressStreams(os.Stderr)}
+		if expectNoChanges {
+			opts = append(opts, optrefresh.ExpectNoChanges())
+		}
+
+		_, err = stack.Refresh(ctx, opts...)
+
 		return err
 	case "destroy":
 		_, err = stack.Destroy(ctx, optdestroy.ProgressStreams(os.Stdout), optdestroy.ErrorProgressStreams(os.Stderr))
