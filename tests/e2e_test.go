@@ -18,14 +18,14 @@ import (
 // env is a Pulumi environment isolated in a temporary directory: file backend, own
 // PULUMI_HOME, no update checks, no plugin downloads.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	bin     string
 	plugin  string
 	dir     string
 	environ []string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 
 	bin, plugin := os.Getenv("PULUMI_TOOLCHAIN_BIN"), os.Getenv("TALOS_PROXMOX_PLUGIN")
