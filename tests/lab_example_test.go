@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 )
 
 // TestYAMLExampleOnTheLab runs examples/yaml, unchanged, through the real CLI, our plugin, the
@@ -17,17 +15,6 @@ import (
 // show no changes; destroy leaves the fake with no VM and no downloaded file.
 func TestYAMLExampleOnTheLab(t *testing.T) {
 	e := newEnv(t)
-
-	labBin := os.Getenv("TALOS_LAB_BIN")
-	if labBin == "" {
-		t.Fatal("TALOS_LAB_BIN must be set: run `make e2e`")
-	}
-
-	l, err := lab.Start(t.Context(), lab.Options{Subnet: 3, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
 
 	program, err := os.ReadFile("../examples/yaml/Pulumi.yaml")
 	if err != nil {
@@ -38,20 +25,8 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := &lab.Pulumi{Bin: e.bin, Dir: e.dir, Env: append(e.environ, "PULUMI_TALOS_LAB_TIMEOUT=1m")}
+	l, p := onLab(t, e, e.dir, 3)
 	ctx := t.Context()
-
-	if err := p.InstallPlugins(ctx, lab.LabPlugins(e.plugin, labBin)); err != nil {
-		t.Fatal(err)
-	}
-
-	if out, err := p.Run(ctx, "stack", "init", "lab"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-
-	if err := p.SetConfig(ctx, l.StackConfig()); err != nil {
-		t.Fatal(err)
-	}
 
 	out, err := p.Run(ctx, "up", "--yes", "--skip-preview")
 	if err != nil {
@@ -156,12 +131,6 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 func TestBadInputOnTheLab(t *testing.T) {
 	e := newEnv(t)
 
-	l, err := lab.Start(t.Context(), lab.Options{Subnet: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-
 	program, err := os.ReadFile("../examples/yaml/Pulumi.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -173,20 +142,8 @@ func TestBadInputOnTheLab(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := &lab.Pulumi{Bin: e.bin, Dir: e.dir, Env: e.environ}
+	l, p := onLab(t, e, e.dir, 4)
 	ctx := t.Context()
-
-	if err := p.InstallPlugins(ctx, lab.LabPlugins(e.plugin, os.Getenv("TALOS_LAB_BIN"))); err != nil {
-		t.Fatal(err)
-	}
-
-	if out, err := p.Run(ctx, "stack", "init", "lab"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-
-	if err := p.SetConfig(ctx, l.StackConfig()); err != nil {
-		t.Fatal(err)
-	}
 
 	for _, cmd := range [][]string{{"preview"}, {"up", "--yes"}} {
 		out, err := p.Run(ctx, cmd...)
