@@ -89,6 +89,10 @@ func TestConstructHomelab(t *testing.T) {
 				t.Errorf("%s does not wait for the schematic: %v", d.Name, d.Dependencies)
 			}
 
+			if !d.DeleteBeforeReplace || d.Inputs.Get("overwrite").AsBool() {
+				t.Errorf("%s: a replaced download keeps its file name, so the old one must go first, and overwrite must be off", d.Name)
+			}
+
 			if got := d.Inputs.Get("contentType").AsString(); got != "import" {
 				t.Errorf("%s contentType = %s", d.Name, got)
 			}
@@ -109,8 +113,9 @@ func TestConstructHomelab(t *testing.T) {
 			t.Error("VMs must be deleted before they are replaced (same address, pinned id)")
 		}
 
-		if !slices.Equal(w1.IgnoreChanges, []string{"disks[0].speed", "disks[1].speed"}) {
-			t.Errorf("ignoreChanges = %v, want every disk's speed block (the provider reads it back differently)", w1.IgnoreChanges)
+		if !slices.Equal(w1.IgnoreChanges, []string{"disks[0].fileId", "disks[0].importFrom", "disks[0].speed", "disks[1].speed"}) {
+			t.Errorf("ignoreChanges = %v, want the OS disk's source image (a new version must not re-create running VMs) "+
+				"and every disk's speed block (the provider reads it back differently)", w1.IgnoreChanges)
 		}
 
 		disks := w1.Inputs.Get("disks").AsArray()
@@ -127,7 +132,7 @@ func TestConstructHomelab(t *testing.T) {
 			t.Errorf("OS disk = %v", os)
 		}
 
-		if got := disks.Get(1).AsMap().Get("serial").AsString(); got != "data-0" {
+		if got := disks.Get(1).AsMap().Get("serial").AsString(); got != "data-3e793e00" { // from the mount path
 			t.Errorf("data disk serial = %q", got)
 		}
 
@@ -228,6 +233,10 @@ func TestConstructHomelab(t *testing.T) {
 			t.Error("bootstrap waits for a worker")
 		}
 
+		if len(boot.ReplaceWith) != 0 {
+			t.Errorf("with three control planes a replaced VM joins the running etcd; the bootstrap must stay: replaceWith = %v", boot.ReplaceWith)
+		}
+
 		for _, f := range []string{"node", "endpoint", "clientConfiguration"} {
 			if !slices.Contains(boot.IgnoreChanges, f) {
 				t.Errorf("bootstrap does not ignore changes to %s: it would be re-created", f)
@@ -285,7 +294,7 @@ func TestConstructHomelab(t *testing.T) {
 			t.Error("inline manifests on a worker")
 		}
 
-		if !strings.Contains(w[0], "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_data-0") || !strings.Contains(w[0], "rshared") {
+		if !strings.Contains(w[0], "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_data-3e793e00") || !strings.Contains(w[0], "rshared") {
 			t.Errorf("worker-1 data disk mount missing: %s", w[0])
 		}
 	})

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,7 +33,15 @@ func TestConstructDHCP(t *testing.T) {
 		t.Errorf("iso download = %v", d)
 	}
 
+	if !slices.Equal(downloads[0].IgnoreChanges, []string{"nodeName"}) {
+		t.Errorf("the shared download must not move when the first host changes: ignoreChanges = %v", downloads[0].IgnoreChanges)
+	}
+
 	vm := r.named("lab-cp-1")
+	if !vm.Inputs.Get("agent").AsMap().Get("waitForIp").AsMap().Get("ipv4").AsBool() {
+		t.Error("with DHCP the provider must wait for an IPv4 address, not any global one")
+	}
+
 	os := vm.Inputs.Get("disks").AsArray().Get(0).AsMap()
 	if got := os.Get("fileId").AsString(); !strings.HasPrefix(got, "nfs:iso/lab-talos-v1.10.6-") {
 		t.Errorf("iso OS disk fileId = %q", got)
@@ -48,8 +57,13 @@ func TestConstructDHCP(t *testing.T) {
 		t.Fatalf("cp-1 address from the guest agent = %q", cpIP)
 	}
 
-	if got := r.named("lab-bootstrap").Inputs.Get("node").AsString(); got != cpIP {
+	boot := r.named("lab-bootstrap")
+	if got := boot.Inputs.Get("node").AsString(); got != cpIP {
 		t.Errorf("bootstrap node = %s, want %s", got, cpIP)
+	}
+
+	if !slices.Equal(boot.ReplaceWith, []string{urnOf(r, "lab-cp-1")}) {
+		t.Errorf("with a single control plane, a new VM for it needs a new bootstrap: replaceWith = %v", boot.ReplaceWith)
 	}
 
 	if got := resp.State.Get("endpoint").AsString(); got != "https://"+cpIP+":6443" {

@@ -49,7 +49,20 @@ func (b *builder) downloads(schematic pulumi.Resource) ([]*download.File, error)
 			args.DecompressionAlgorithm = pulumi.String(d.Decompression)
 		}
 
-		f, err := download.NewFile(b.ctx, b.child(d.Key), args, b.parent(), pulumi.DependsOn([]pulumi.Resource{schematic}))
+		// The file name stays the same across a replacement (a new factory URL, for one), so the
+		// old file must go first; Proxmox keeps imported disks, which are copies. With
+		// overwrite on, the provider would compare the compressed size upstream with the
+		// decompressed file on disk and replace an iso image after every refresh.
+		args.Overwrite = pulumi.Bool(false)
+
+		opts := []pulumi.ResourceOption{b.parent(), pulumi.DependsOn([]pulumi.Resource{schematic}), pulumi.DeleteBeforeReplace(true)}
+		if b.cluster.Image.SharedDatastore {
+			// One file serves every host: which host downloaded it must not matter later
+			// (adding a host that sorts first would otherwise move, and so replace, it).
+			opts = append(opts, pulumi.IgnoreChanges([]string{"nodeName"}))
+		}
+
+		f, err := download.NewFile(b.ctx, b.child(d.Key), args, opts...)
 		if err != nil {
 			return nil, errorf("registering the image download on %s: %w", d.HostNode, err)
 		}

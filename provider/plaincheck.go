@@ -3,6 +3,7 @@ package provider
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 
@@ -23,8 +24,8 @@ func checkPlainInputs(inputs property.Map) error {
 
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 
-	msg := "invalid TalosProxmoxCluster inputs: these properties must be plain values known before " +
-		"deployment (they decide which resources exist), not outputs of other resources, secrets or unknowns:"
+	msg := "invalid TalosProxmoxCluster inputs: these properties must be plain values of the documented type, known " +
+		"before deployment (they decide which resources exist), not outputs of other resources, secrets or unknowns:"
 	for _, e := range errs {
 		msg += "\n  - " + e.Error()
 	}
@@ -57,10 +58,15 @@ func walkPlain(t reflect.Type, v property.Value, path string, errs *[]error) {
 		t = t.Elem()
 	}
 
+	wrong := func(want string) {
+		*errs = append(*errs, fmt.Errorf("%s: expected %s, got %s", orRoot(path), want, describe(v)))
+	}
+
 	switch t.Kind() {
 	case reflect.Struct:
 		if !v.IsMap() {
-			return // type mismatches are reported by input decoding
+			wrong("an object")
+			return
 		}
 
 		fields := fieldsByName(t)
@@ -71,6 +77,7 @@ func walkPlain(t reflect.Type, v property.Value, path string, errs *[]error) {
 		}
 	case reflect.Map:
 		if !v.IsMap() {
+			wrong("a map")
 			return
 		}
 
@@ -79,13 +86,43 @@ func walkPlain(t reflect.Type, v property.Value, path string, errs *[]error) {
 		}
 	case reflect.Slice:
 		if !v.IsArray() {
+			wrong("a list")
 			return
 		}
 
 		for i, ev := range v.AsArray().All {
 			walkPlain(t.Elem(), ev, fmt.Sprintf("%s[%d]", path, i), errs)
 		}
+	case reflect.String:
+		if !v.IsString() {
+			wrong("a string")
+		}
+	case reflect.Bool:
+		if !v.IsBool() {
+			wrong("true or false")
+		}
+	case reflect.Int:
+		if !v.IsNumber() || v.AsNumber() != math.Trunc(v.AsNumber()) {
+			wrong("a whole number")
+		}
 	default:
+	}
+}
+
+func describe(v property.Value) string {
+	switch {
+	case v.IsString():
+		return fmt.Sprintf("the string %q", v.AsString())
+	case v.IsNumber():
+		return fmt.Sprintf("the number %v", v.AsNumber())
+	case v.IsBool():
+		return fmt.Sprintf("%v", v.AsBool())
+	case v.IsArray():
+		return "a list"
+	case v.IsMap():
+		return "an object"
+	default:
+		return "another kind of value"
 	}
 }
 

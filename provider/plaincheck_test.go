@@ -24,6 +24,16 @@ func TestPlainInputsNameTheProperty(t *testing.T) {
 			cp := nodes.Get("cp-1").AsMap().Set("ip", property.New(property.Computed))
 			return m.Set("nodes", property.New(nodes.Set("cp-1", property.New(cp))))
 		}, "nodes.cp-1.ip: is unknown"},
+		{"a string where a number goes", func(m property.Map) property.Map {
+			nodes := m.Get("nodes").AsMap()
+			cp := nodes.Get("cp-1").AsMap().Set("cpu", property.New("2"))
+			return m.Set("nodes", property.New(nodes.Set("cp-1", property.New(cp))))
+		}, `nodes.cp-1.cpu: expected a whole number, got the string "2"`},
+		{"a fraction for a VM id", func(m property.Map) property.Map {
+			nodes := m.Get("nodes").AsMap()
+			cp := nodes.Get("cp-1").AsMap().Set("vmId", property.New(100.5))
+			return m.Set("nodes", property.New(nodes.Set("cp-1", property.New(cp))))
+		}, "nodes.cp-1.vmId: expected a whole number, got the number 100.5"},
 		{"output of another resource", func(m property.Map) property.Map {
 			return m.Set("vip", m.Get("vip").WithDependencies([]resource.URN{"urn:pulumi:stack::project::random:index:RandomPet::pet"}))
 		}, "vip: is an output of urn:pulumi:stack::project::random:index:RandomPet::pet"},

@@ -59,17 +59,25 @@ func (b *builder) talos() error {
 
 	first := b.nodeIPs[c.BootstrapNode().Name]
 
-	bootstrap, err := machine.NewBootstrap(b.ctx, b.child("bootstrap"), &machine.BootstrapArgs{
-		ClientConfiguration: secrets.ClientConfiguration,
-		Node:                first,
-		Endpoint:            first,
-	}, b.parent(),
+	bootstrapOpts := []pulumi.ResourceOption{
+		b.parent(),
 		pulumi.DependsOn(cpApplies),
 		// Bootstrapping a running cluster again fails: once done, never again, whatever
 		// happens to the node list.
 		pulumi.IgnoreChanges([]string{"node", "endpoint", "clientConfiguration"}),
 		pulumi.AdditionalSecretOutputs([]string{"clientConfiguration"}),
-	)
+	}
+	if cps := c.ControlPlanes(); len(cps) == 1 {
+		// With a single control plane, a new VM for it starts an empty etcd: the cluster
+		// must be bootstrapped again. (With more, the new VM joins the running etcd.)
+		bootstrapOpts = append(bootstrapOpts, pulumi.ReplaceWith([]pulumi.Resource{b.vms[cps[0].Name]}))
+	}
+
+	bootstrap, err := machine.NewBootstrap(b.ctx, b.child("bootstrap"), &machine.BootstrapArgs{
+		ClientConfiguration: secrets.ClientConfiguration,
+		Node:                first,
+		Endpoint:            first,
+	}, bootstrapOpts...)
 	if err != nil {
 		return errorf("registering the bootstrap: %w", err)
 	}

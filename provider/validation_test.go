@@ -125,6 +125,14 @@ var badInputs = []struct {
 	{"vip equals a node ip", func(a *TalosProxmoxClusterArgs) { a.Vip = "10.0.0.12" }, "vip:", "nodes.cp-2"},
 	{"vip outside subnet", func(a *TalosProxmoxClusterArgs) { a.Vip = "192.168.1.10" }, "vip:", "subnet"},
 	{"vip malformed", func(a *TalosProxmoxClusterArgs) { a.Vip = "10.0.0" }, "vip:", "IPv4"},
+	{"multicast vip", func(a *TalosProxmoxClusterArgs) { a.Network = &Network{Dhcp: ptr(true)}; a.Vip = "224.0.0.1" }, "vip:", "unicast"},
+	{"pod subnet overlaps the nodes", func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = []string{"10.0.0.0/16"} }, "network.podSubnets[0]:", "node subnet"},
+	{"service subnet overlaps the pods", func(a *TalosProxmoxClusterArgs) {
+		a.Network.PodSubnets = []string{"10.96.0.0/16"}
+	}, "network.serviceSubnets[0]:", "pod subnet"},
+	{"mount path hides Talos' directories", func(a *TalosProxmoxClusterArgs) {
+		node(a, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/var/lib" })
+	}, "nodes.worker-1.dataDisks[0].mountPath:", "would hide"},
 	{"duplicate vm id", func(a *TalosProxmoxClusterArgs) { node(a, "cp-3", func(n *Node) { n.VmId = ptr(111) }) }, "nodes.cp-3.vmId:", "nodes.cp-1"},
 	{"vm id too small", func(a *TalosProxmoxClusterArgs) { node(a, "cp-3", func(n *Node) { n.VmId = ptr(99) }) }, "nodes.cp-3.vmId:", "100"},
 	{"bad mac", func(a *TalosProxmoxClusterArgs) { node(a, "cp-2", func(n *Node) { n.MacAddress = "BC:24:11" }) }, "nodes.cp-2.macAddress:", "BC:24:11:00:00:01"},

@@ -26,10 +26,7 @@ func (b *builder) virtualMachines(files []*download.File) error {
 			// A replacement VM keeps the node's address and often its pinned VM id, so the
 			// old one must go first.
 			pulumi.DeleteBeforeReplace(true),
-			// The proxmoxve provider defaults a disk's speed limits to a block of zeros but
-			// reads disks back without one when none is set, so every disk would show a diff on
-			// every preview. The component never sets speed limits.
-			pulumi.IgnoreChanges(diskSpeedPaths(len(p.Disks))),
+			pulumi.IgnoreChanges(vmIgnoredPaths(len(p.Disks))),
 		)
 		if err != nil {
 			return errorf("registering the VM of node %s: %w", p.Node.Name, err)
@@ -45,7 +42,7 @@ func (b *builder) virtualMachines(files []*download.File) error {
 					ip := AgentAddress(v[0].([]string), v[1].([][]string))
 					if ip == "" {
 						return "", errorf("node %s: the QEMU guest agent reported no IPv4 address; check that the VM got a DHCP lease "+
-							"and that the image has the siderolabs/qemu-guest-agent extension, then run `pulumi up` again", node)
+							"and that the image has the siderolabs/qemu-guest-agent extension, then run `pulumi up --refresh` (a plain up reuses the stale address)", node)
 					}
 
 					return ip, nil
@@ -62,12 +59,17 @@ func (b *builder) virtualMachines(files []*download.File) error {
 	return nil
 }
 
-// diskSpeedPaths are the property paths of every disk's speed block (the bridged provider does
-// not honour a `disks[*]` wildcard).
-func diskSpeedPaths(disks int) []string {
-	paths := make([]string, disks)
-	for i := range paths {
-		paths[i] = fmt.Sprintf("disks[%d].speed", i)
+// vmIgnoredPaths are the VM properties whose changes the component ignores (the bridged
+// provider does not honour a `disks[*]` wildcard, so every disk is listed):
+//   - the OS disk's source image: it only matters when the VM is created. A new Talos version or
+//     schematic must not re-create running VMs (fileId forces a new VM, and all of them at once
+//     would lose etcd); new nodes get the new image, running ones are upgraded through Talos.
+//   - every disk's speed block: the proxmoxve provider defaults it to zeros but reads disks back
+//     without one, so every disk would show a diff on every preview. The component never sets it.
+func vmIgnoredPaths(disks int) []string {
+	paths := []string{"disks[0].fileId", "disks[0].importFrom"}
+	for i := range disks {
+		paths = append(paths, fmt.Sprintf("disks[%d].speed", i))
 	}
 
 	return paths
@@ -157,7 +159,7 @@ func (b *builder) vmArgs(p plan.VM, image *download.File) *vm.VirtualMachineArgs
 		Cpu:             vm.VirtualMachineCpuArgs{Cores: pulumi.Int(n.CPU), Sockets: pulumi.Int(1), Type: pulumi.String(n.CPUType)},
 		// Talos does not support memory ballooning: all memory is dedicated.
 		Memory:         vm.VirtualMachineMemoryArgs{Dedicated: pulumi.Int(n.MemoryMiB), Floating: pulumi.Int(0)},
-		Agent:          vm.VirtualMachineAgentArgs{Enabled: pulumi.Bool(p.Agent), Trim: pulumi.Bool(p.Agent)},
+		Agent:          b.agentArgs(p),
 		NetworkDevices: vm.VirtualMachineNetworkDeviceArray{nic},
 		Disks:          disks,
 		Initialization: init,
@@ -182,6 +184,18 @@ func (b *builder) vmArgs(p plan.VM, image *download.File) *vm.VirtualMachineArgs
 			FileFormat:  pulumi.String("raw"),
 			Type:        pulumi.String("4m"),
 		}
+	}
+
+	return args
+}
+
+// agentArgs enables the QEMU guest agent when the image has it. With DHCP the component needs
+// the node's IPv4 address from the agent, so the provider waits for one (not just any global
+// address: on a dual-stack network IPv6 may come first).
+func (b *builder) agentArgs(p plan.VM) vm.VirtualMachineAgentArgs {
+	args := vm.VirtualMachineAgentArgs{Enabled: pulumi.Bool(p.Agent), Trim: pulumi.Bool(p.Agent)}
+	if p.Agent && b.cluster.Network.DHCP {
+		args.WaitForIp = vm.VirtualMachineAgentWaitForIpArgs{Ipv4: pulumi.Bool(true)}
 	}
 
 	return args

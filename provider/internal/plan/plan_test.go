@@ -100,7 +100,7 @@ func TestVMLayout(t *testing.T) {
 	}
 
 	if len(w.Disks) != 2 || !w.Disks[0].FromImage || w.Disks[0].Interface != "scsi0" ||
-		w.Disks[1].Interface != "scsi1" || w.Disks[1].Serial != "data-0" || w.Disks[1].SizeGiB != 50 {
+		w.Disks[1].Interface != "scsi1" || w.Disks[1].Serial != "data-3e793e00" || w.Disks[1].SizeGiB != 50 {
 		t.Fatalf("disks = %+v", w.Disks)
 	}
 
@@ -110,6 +110,16 @@ func TestVMLayout(t *testing.T) {
 
 	if w.IPv4Address != "10.0.0.21/24" || w.IPv4Gateway != "10.0.0.1" || !w.Agent || w.EFIDisk {
 		t.Fatalf("vm = %+v", w)
+	}
+
+	// A mounted disk keeps its serial when another disk is removed from the list.
+	moved := Build(cluster(t, func(in *spec.Input) {
+		w := in.Nodes["w-1"]
+		w.DataDisks = []spec.DataDiskInput{{SizeGiB: 10, MountPath: "/var/mnt/scratch"}, {SizeGiB: 50, MountPath: "/var/lib/longhorn"}}
+		in.Nodes["w-1"] = w
+	}))
+	if got := moved.VMs[3].Disks[2].Serial; got != "data-3e793e00" {
+		t.Errorf("the longhorn disk's serial changed with its position: %s", got)
 	}
 
 	dhcp := Build(cluster(t, func(in *spec.Input) {

@@ -163,6 +163,7 @@ func buildNetwork(p *problems, in Input, c *Cluster) {
 
 	checkCIDRs(p, "network.podSubnets", out.PodSubnets)
 	checkCIDRs(p, "network.serviceSubnets", out.ServiceSubnets)
+	checkOverlaps(p, out)
 
 	if n.VLANID != nil && (*n.VLANID < 1 || *n.VLANID > 4094) {
 		p.errorf("network.vlanId", "%d is not a VLAN id; use 1 to 4094, or leave it unset for untagged traffic", *n.VLANID)
@@ -173,6 +174,44 @@ func buildNetwork(p *problems, in Input, c *Cluster) {
 	}
 
 	c.Network = out
+}
+
+// checkOverlaps rejects pod and service networks that overlap the node subnet or each other:
+// routing to nodes or services would break.
+func checkOverlaps(p *problems, n Network) {
+	gw, ok := parseIPv4(n.Gateway)
+	if !ok || n.PrefixLength < 1 || n.PrefixLength > 32 {
+		return
+	}
+
+	nodes := netip.PrefixFrom(gw, n.PrefixLength).Masked()
+
+	var pods []netip.Prefix
+	for i, s := range n.PodSubnets {
+		if c, err := netip.ParsePrefix(s); err == nil {
+			pods = append(pods, c.Masked())
+			if c.Overlaps(nodes) {
+				p.errorf(fmt.Sprintf("network.podSubnets[%d]", i), "%s overlaps the node subnet %s; pick a range the nodes do not use, e.g. 10.244.0.0/16", s, nodes)
+			}
+		}
+	}
+
+	for i, s := range n.ServiceSubnets {
+		c, err := netip.ParsePrefix(s)
+		if err != nil {
+			continue
+		}
+
+		if c.Overlaps(nodes) {
+			p.errorf(fmt.Sprintf("network.serviceSubnets[%d]", i), "%s overlaps the node subnet %s; pick a range the nodes do not use, e.g. 10.96.0.0/12", s, nodes)
+		}
+
+		for _, pod := range pods {
+			if c.Overlaps(pod) {
+				p.errorf(fmt.Sprintf("network.serviceSubnets[%d]", i), "%s overlaps the pod subnet %s; services and pods need separate ranges", s, pod)
+			}
+		}
+	}
 }
 
 func checkCIDRs(p *problems, path string, cidrs []string) {

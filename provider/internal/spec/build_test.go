@@ -107,7 +107,7 @@ func TestWarningsAreNotErrors(t *testing.T) {
 	}
 
 	all := strings.Join(c.Warnings, "\n")
-	for _, w := range []string{"has 2 control planes", "control planes cp-1, cp-2 all run on Proxmox host \"pve1\"",
+	for _, w := range []string{"has 2 control planes", "endpoint: is not set and there is no vip", "control planes cp-1, cp-2 all run on Proxmox host \"pve1\"",
 		"nodeDefaults.scsiHardware: \"virtio-scsi-single\" makes Talos installs hang", "nodes.w-1.pciDevices[0].id:",
 		"image.extensions: is ignored"} {
 		if !strings.Contains(all, w) {

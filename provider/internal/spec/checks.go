@@ -110,6 +110,10 @@ func checkMountPath(p string) string {
 		if p == reserved || strings.HasPrefix(p, reserved+"/") {
 			return "is inside " + reserved + ", which Talos itself uses; pick another path such as /var/lib/longhorn or /var/mnt/data"
 		}
+
+		if strings.HasPrefix(reserved, p+"/") {
+			return "would hide " + reserved + ", which Talos itself uses; mount the disk one level deeper, e.g. /var/lib/longhorn or /var/mnt/data"
+		}
 	}
 
 	return ""

@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -236,7 +238,7 @@ func buildDataDisks(p *problems, path string, in []DataDiskInput, datastore stri
 			SizeGiB:     dd.SizeGiB,
 			DatastoreID: firstString(dd.DatastoreID, datastore),
 			MountPath:   dd.MountPath,
-			Serial:      fmt.Sprintf("data-%d", i),
+			Serial:      diskSerial(i, dd.MountPath),
 		}
 
 		if dd.SizeGiB < 1 {
@@ -264,6 +266,18 @@ func buildDataDisks(p *problems, path string, in []DataDiskInput, datastore stri
 	}
 
 	return out
+}
+
+// diskSerial identifies a data disk inside the VM. A mounted disk's serial derives from its
+// mount path, so removing another disk from the list never points Talos at the wrong disk.
+func diskSerial(index int, mountPath string) string {
+	if mountPath == "" {
+		return fmt.Sprintf("data-%d", index)
+	}
+
+	sum := sha256.Sum256([]byte(mountPath))
+
+	return "data-" + hex.EncodeToString(sum[:4])
 }
 
 func buildPCIDevices(p *problems, path string, in []PCIDeviceInput, machine string) []PCIDevice {
@@ -401,7 +415,9 @@ func buildAddresses(p *problems, in Input, c *Cluster) {
 	}
 
 	if in.VIP != "" {
-		if a, ok := checkIP("vip", in.VIP); ok {
+		if a, ok := parseIPv4(in.VIP); ok && (!a.IsGlobalUnicast() && !a.IsLoopback() && !a.IsPrivate()) {
+			p.errorf("vip", "%s is not a unicast host address; use a free address in the node subnet", in.VIP)
+		} else if a, ok := checkIP("vip", in.VIP); ok {
 			if other, dup := used[a]; dup {
 				p.errorf("vip", "%s is also the address of %s; the VIP must be a free address shared by the control planes", in.VIP, other)
 			}
@@ -415,8 +431,15 @@ func buildAddresses(p *problems, in Input, c *Cluster) {
 		c.Endpoint = c.VIP
 	}
 
-	if cps := c.ControlPlanes(); c.Endpoint == "" && !dhcp && len(cps) > 0 {
+	cps := c.ControlPlanes()
+	if c.Endpoint == "" && !dhcp && len(cps) > 0 {
 		c.Endpoint = cps[0].IP
+	}
+
+	if in.VIP == "" && in.Endpoint == "" && (len(cps) > 1 || dhcp) {
+		p.warnf("endpoint", "is not set and there is no vip, so the Kubernetes API endpoint is the first control plane's address%s; "+
+			"adding or removing control planes would move it and rewrite every node's configuration: set vip (or endpoint to a load balancer)",
+			map[bool]string{true: ", which DHCP may change", false: ""}[dhcp])
 	}
 }
 
