@@ -1,8 +1,5 @@
 //go:build e2e
 
-// End-to-end tests: the built plugin through the real Pulumi CLI and YAML language host,
-// as users run it. `make e2e` (part of `make test`) builds both and sets PULUMI_TOOLCHAIN_BIN and
-// TALOS_PROXMOX_PLUGIN.
 package tests
 
 import (

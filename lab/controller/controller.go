@@ -131,13 +131,11 @@ func (c *Controller) boot(e pvefake.Event) error {
 	}
 
 	opts := talosnode.Options{
-		Address:  addr.Addr().String(),
-		Cluster:  c.cluster(e),
-		Hostname: e.Name,
-		Logf:     c.opts.Logf,
-	}
-	for _, d := range dataDisks(e.Config) {
-		opts.DataDisks = append(opts.DataDisks, d)
+		Address:   addr.Addr().String(),
+		Cluster:   c.cluster(e),
+		Hostname:  e.Name,
+		Logf:      c.opts.Logf,
+		DataDisks: dataDisks(e.Config),
 	}
 
 	if c.opts.Node != nil {
