@@ -26,6 +26,8 @@ type TalosProxmoxClusterArgs struct {
 	WorkerConfigPatches            pulumi.StringArrayInput `pulumi:"workerConfigPatches,optional"`
 	InlineManifests                []InlineManifest        `pulumi:"inlineManifests,optional"`
 	ExtraManifests                 []string                `pulumi:"extraManifests,optional"`
+	Cilium                         *Cilium                 `pulumi:"cilium,optional"`
+	HelmCharts                     []HelmChart             `pulumi:"helmCharts,optional"`
 }
 
 // Annotate documents the inputs.
@@ -62,6 +64,68 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 		"missing objects but never updates or deletes them afterwards.")
 	an.Describe(&a.ExtraManifests, "URLs of Kubernetes manifests Talos downloads and applies at bootstrap. "+
 		"An unreachable URL makes the bootstrap fail.")
+	an.Describe(&a.Cilium, "Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is "+
+		"rendered by the component (no helm binary) with the Talos values and embedded in the control planes' "+
+		"configuration, so the cluster boots with its network ready. Set `{}` for the defaults.")
+	an.Describe(&a.HelmCharts, "Helm charts rendered by the component (like `helm template`, at preview) and "+
+		"embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and "+
+		"before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates "+
+		"missing objects but never updates or deletes them.")
+}
+
+// Cilium installs Cilium from its Helm chart with the values Talos documents.
+type Cilium struct {
+	Version    string         `pulumi:"version,optional"`
+	Repository string         `pulumi:"repository,optional"`
+	Digest     string         `pulumi:"digest,optional"`
+	Values     map[string]any `pulumi:"values,optional"`
+	ValuesYaml string         `pulumi:"valuesYaml,optional"`
+}
+
+// Annotate documents the Cilium input.
+func (c *Cilium) Annotate(an infer.Annotator) {
+	an.Describe(c, "Cilium as the cluster's CNI and kube-proxy replacement, rendered from its Helm chart.")
+	an.Describe(&c.Version, "Chart version. Default: `1.18.0`.")
+	an.Describe(&c.Repository, "Chart repository (https:// with an index.yaml, or oci://). "+
+		"Default: `https://helm.cilium.io`.")
+	an.Describe(&c.Digest, "Optional `sha256:<hex>` of the chart archive; a different archive is refused.")
+	an.Describe(&c.Values, "Chart values, deep-merged over the Talos preset (IPAM `kubernetes`, kube-proxy "+
+		"replacement through KubePrism on localhost:7445, Talos' cgroup and capability settings, Hubble "+
+		"certificates made by a CronJob, at most one operator replica per control plane) and over `valuesYaml`.")
+	an.Describe(&c.ValuesYaml, "Chart values as YAML (a values.yaml file's contents), merged over the preset; "+
+		"`values` win.")
+}
+
+// HelmChart is a Helm chart rendered into the control planes' inline manifests.
+type HelmChart struct {
+	Name        string         `pulumi:"name"`
+	Chart       string         `pulumi:"chart"`
+	Repository  string         `pulumi:"repository,optional"`
+	Version     string         `pulumi:"version,optional"`
+	Namespace   string         `pulumi:"namespace,optional"`
+	Values      map[string]any `pulumi:"values,optional"`
+	ValuesYaml  string         `pulumi:"valuesYaml,optional"`
+	Digest      string         `pulumi:"digest,optional"`
+	IncludeCrds *bool          `pulumi:"includeCrds,optional"`
+}
+
+// Annotate documents a Helm chart.
+func (h *HelmChart) Annotate(an infer.Annotator) {
+	an.Describe(h, "A Helm chart rendered by the component and applied by Talos at bootstrap.")
+	an.Describe(&h.Name, "Release name (at most 53 lower-case letters, digits and '-'); the inline manifest "+
+		"is named `helm-<name>`.")
+	an.Describe(&h.Chart, "Chart name in `repository`; or, when `repository` is empty, a local chart directory "+
+		"or .tgz (absolute, or relative to the program's directory).")
+	an.Describe(&h.Repository, "Chart repository: https:// (classic, with an index.yaml) or oci://<registry>/<path>. "+
+		"Empty: `chart` is a local path.")
+	an.Describe(&h.Version, "Exact chart version, e.g. `3.13.0`. Required with `repository`.")
+	an.Describe(&h.Namespace, "Namespace of the release; created first unless it is `default` or `kube-system`. "+
+		"Default: `default`.")
+	an.Describe(&h.Values, "Chart values, deep-merged over `valuesYaml`.")
+	an.Describe(&h.ValuesYaml, "Chart values as YAML (a values.yaml file's contents).")
+	an.Describe(&h.Digest, "Optional `sha256:<hex>` of the chart archive; a different archive is refused "+
+		"(Helm itself does not check).")
+	an.Describe(&h.IncludeCrds, "Render the chart's crds/ directory too. Default: true.")
 }
 
 // Node is one machine of the cluster.

@@ -31,16 +31,21 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 
 	p := plan.Build(c)
 
+	helm, helmWarnings, err := renderHelm(ctx.Context(), c)
+	if err != nil {
+		return nil, err
+	}
+
 	comp := &TalosProxmoxCluster{}
 	if err := ctx.RegisterComponentResource(ClusterToken, name, comp, opts...); err != nil {
 		return nil, err
 	}
 
-	for _, w := range c.Warnings {
+	for _, w := range append(c.Warnings, helmWarnings...) {
 		_ = ctx.Log.Warn(w, &pulumi.LogArgs{Resource: comp})
 	}
 
-	b := &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: p, args: &args}
+	b := &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: p, args: &args, helm: helm}
 	if err := b.build(); err != nil {
 		return nil, err
 	}
@@ -70,6 +75,8 @@ type builder struct {
 	cluster *spec.Cluster
 	plan    *plan.Plan
 	args    *TalosProxmoxClusterArgs
+	// helm is the rendered Helm releases, one inline manifest each, Cilium first.
+	helm []talosconfig.Manifest
 
 	// nodeIPs is every node's address, by name: plain strings with static addressing, the
 	// guest agent's report with DHCP.

@@ -101,6 +101,19 @@ func specInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs) (spec.Input, err
 		in.InlineManifests = append(in.InlineManifests, spec.InlineManifestInput{Name: m.Name, Contents: contents})
 	}
 
+	if c := a.Cilium; c != nil {
+		in.Cilium = &spec.CiliumInput{
+			Version: c.Version, Repository: c.Repository, Digest: c.Digest, Values: c.Values, ValuesYAML: c.ValuesYaml,
+		}
+	}
+
+	for _, h := range a.HelmCharts {
+		in.HelmCharts = append(in.HelmCharts, spec.HelmChartInput{
+			Name: h.Name, Chart: h.Chart, Repository: h.Repository, Version: h.Version, Namespace: h.Namespace,
+			Digest: h.Digest, Values: h.Values, ValuesYAML: h.ValuesYaml, IncludeCRDs: h.IncludeCrds,
+		})
+	}
+
 	return in, nil
 }
 

@@ -105,6 +105,18 @@ func walkPlain(t reflect.Type, v property.Value, path string, errs *[]error) {
 		if !v.IsNumber() || v.AsNumber() != math.Trunc(v.AsNumber()) {
 			wrong("a whole number")
 		}
+	case reflect.Interface:
+		// Free-form values (Helm chart values): any shape, but plain all the way down.
+		switch {
+		case v.IsMap():
+			for k, ev := range v.AsMap().All {
+				walkPlain(t, ev, join(path, k), errs)
+			}
+		case v.IsArray():
+			for i, ev := range v.AsArray().All {
+				walkPlain(t, ev, fmt.Sprintf("%s[%d]", path, i), errs)
+			}
+		}
 	default:
 	}
 }

@@ -21,6 +21,8 @@ var inputTypes = map[string]reflect.Type{
 	"talos-proxmox:index:DataDisk":       reflect.TypeFor[DataDisk](),
 	"talos-proxmox:index:PciDevice":      reflect.TypeFor[PciDevice](),
 	"talos-proxmox:index:InlineManifest": reflect.TypeFor[InlineManifest](),
+	"talos-proxmox:index:Cilium":         reflect.TypeFor[Cilium](),
+	"talos-proxmox:index:HelmChart":      reflect.TypeFor[HelmChart](),
 }
 
 var inputInterface = reflect.TypeFor[pulumi.Input]()

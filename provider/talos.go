@@ -183,8 +183,8 @@ func (b *builder) machineConfiguration(n spec.Node, secrets *machine.Secrets, en
 	return pulumi.ToSecret(cfg.MachineConfiguration()).(pulumi.StringOutput)
 }
 
-// manifestsPatch is the control plane patch with the inline and extra manifests, identical on
-// every control plane. Manifest contents may be outputs or secrets.
+// manifestsPatch is the control plane patch with the rendered Helm releases, then the inline
+// manifests, and the extra manifests, identical on every control plane. Manifest contents may be outputs or secrets.
 func (b *builder) manifestsPatch() pulumi.StringOutput {
 	var contents []any
 	for _, m := range b.args.InlineManifests {
@@ -198,8 +198,10 @@ func (b *builder) manifestsPatch() pulumi.StringOutput {
 
 	extra := b.cluster.ExtraManifests
 
+	helm := b.helm
+
 	return pulumi.All(contents...).ApplyT(func(v []any) (string, error) {
-		var ms []talosconfig.Manifest
+		ms := append([]talosconfig.Manifest{}, helm...)
 		for i, c := range v {
 			ms = append(ms, talosconfig.Manifest{Name: names[i], Contents: c.(string)})
 		}

@@ -82,11 +82,13 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
                 throw new Error("Missing required property 'talosVersion'");
             }
             resourceInputs["allowSchedulingOnControlPlanes"] = args?.allowSchedulingOnControlPlanes;
+            resourceInputs["cilium"] = args?.cilium;
             resourceInputs["clusterName"] = args?.clusterName;
             resourceInputs["configPatches"] = args?.configPatches;
             resourceInputs["controlPlaneConfigPatches"] = args?.controlPlaneConfigPatches;
             resourceInputs["endpoint"] = args?.endpoint;
             resourceInputs["extraManifests"] = args?.extraManifests;
+            resourceInputs["helmCharts"] = args?.helmCharts;
             resourceInputs["image"] = args?.image;
             resourceInputs["inlineManifests"] = args?.inlineManifests;
             resourceInputs["kubernetesVersion"] = args?.kubernetesVersion;
@@ -130,6 +132,10 @@ export interface TalosProxmoxClusterArgs {
      */
     allowSchedulingOnControlPlanes?: boolean;
     /**
+     * Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
+     */
+    cilium?: inputs.CiliumArgs;
+    /**
      * Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.
      */
     clusterName: string;
@@ -149,6 +155,10 @@ export interface TalosProxmoxClusterArgs {
      * URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
      */
     extraManifests?: string[];
+    /**
+     * Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them.
+     */
+    helmCharts?: inputs.HelmChartArgs[];
     /**
      * Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
      */

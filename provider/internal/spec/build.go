@@ -25,6 +25,7 @@ func Build(in Input) (*Cluster, error) {
 	buildNodes(&p, in, c)
 	buildAddresses(&p, in, c)
 	buildManifests(&p, in, c)
+	buildHelm(&p, in, c)
 	checkPatches(&p, "configPatches", in.ConfigPatches)
 	checkPatches(&p, "controlPlaneConfigPatches", in.ControlPlaneConfigPatches)
 	checkPatches(&p, "workerConfigPatches", in.WorkerConfigPatches)

@@ -40,6 +40,10 @@ type Cluster struct {
 	Nodes           []Node
 	InlineManifests []InlineManifest
 	ExtraManifests  []string
+	// Cilium is set when the `cilium` input is: CNI none, kube-proxy off.
+	Cilium bool
+	// HelmReleases are the charts rendered into inline manifests, Cilium first.
+	HelmReleases []HelmRelease
 	// Warnings are problems that do not stop the deployment.
 	Warnings []string
 }

@@ -22,6 +22,8 @@ type Input struct {
 	WorkerConfigPatches            []Patch
 	InlineManifests                []InlineManifestInput
 	ExtraManifests                 []string
+	Cilium                         *CiliumInput
+	HelmCharts                     []HelmChartInput
 }
 
 // Patch is a Talos machine configuration patch (YAML or JSON). A patch that is not known yet

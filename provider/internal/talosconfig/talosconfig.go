@@ -142,12 +142,18 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 		machine["kubelet"] = kubelet
 	}
 
-	cluster := map[string]any{
-		"network": map[string]any{
-			"dnsDomain":      c.Network.DNSDomain,
-			"podSubnets":     c.Network.PodSubnets,
-			"serviceSubnets": c.Network.ServiceSubnets,
-		},
+	clusterNetwork := map[string]any{
+		"dnsDomain":      c.Network.DNSDomain,
+		"podSubnets":     c.Network.PodSubnets,
+		"serviceSubnets": c.Network.ServiceSubnets,
+	}
+
+	cluster := map[string]any{"network": clusterNetwork}
+
+	if c.Cilium {
+		// Cilium is the CNI and replaces kube-proxy (Talos' Cilium guide).
+		clusterNetwork["cni"] = map[string]any{"name": "none"}
+		cluster["proxy"] = map[string]any{"disabled": true}
 	}
 
 	if n.Role == spec.RoleControlPlane {

@@ -73,8 +73,17 @@ func staticAddrs(c *spec.Cluster, n spec.Node) Addresses {
 	return Addresses{NodeIP: n.IP, ControlPlaneIPs: cps, Endpoint: c.Endpoint}
 }
 
+// ciliumCluster is the homelab with Cilium as its CNI.
+func ciliumCluster() spec.Input {
+	in := homelab()
+	in.Cilium = &spec.CiliumInput{}
+
+	return in
+}
+
 var cases = []patchCase{
 	{"homelab", homelab(), staticAddrs},
+	{"cilium", ciliumCluster(), staticAddrs},
 	{"dhcp", dhcpCluster(), func(*spec.Cluster, spec.Node) Addresses {
 		return Addresses{NodeIP: "192.168.50.77", ControlPlaneIPs: []string{"192.168.50.77"}, Endpoint: "192.168.50.77"}
 	}},
@@ -243,6 +252,15 @@ func TestPatchesValidateWithTalos(t *testing.T) {
 
 			if got := m.NodeLabels()["topology.kubernetes.io/zone"]; got != n.HostNode {
 				t.Errorf("%s/%s: zone label = %q", tc.name, n.Name, got)
+			}
+
+			cni, proxy := patched.Cluster().Network().CNI().Name(), patched.Cluster().Proxy().Enabled()
+			if c.Cilium && (cni != "none" || proxy) {
+				t.Errorf("%s/%s: with Cilium, CNI = %q and kube-proxy enabled = %v; want none and false", tc.name, n.Name, cni, proxy)
+			}
+
+			if !c.Cilium && (cni != "flannel" || !proxy) {
+				t.Errorf("%s/%s: without Cilium, CNI = %q and kube-proxy enabled = %v; want flannel and true", tc.name, n.Name, cni, proxy)
 			}
 		}
 	}

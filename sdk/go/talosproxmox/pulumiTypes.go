@@ -13,6 +13,222 @@ import (
 
 var _ = internal.GetEnvOrDefault
 
+// Cilium as the cluster's CNI and kube-proxy replacement, rendered from its Helm chart.
+type Cilium struct {
+	// Optional `sha256:<hex>` of the chart archive; a different archive is refused.
+	Digest *string `pulumi:"digest"`
+	// Chart repository (https:// with an index.yaml, or oci://). Default: `https://helm.cilium.io`.
+	Repository *string `pulumi:"repository"`
+	// Chart values, deep-merged over the Talos preset (IPAM `kubernetes`, kube-proxy replacement through KubePrism on localhost:7445, Talos' cgroup and capability settings, Hubble certificates made by a CronJob, at most one operator replica per control plane) and over `valuesYaml`.
+	Values map[string]interface{} `pulumi:"values"`
+	// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+	ValuesYaml *string `pulumi:"valuesYaml"`
+	// Chart version. Default: `1.18.0`.
+	Version *string `pulumi:"version"`
+}
+
+// CiliumInput is an input type that accepts CiliumArgs and CiliumOutput values.
+// You can construct a concrete instance of `CiliumInput` via:
+//
+//	CiliumArgs{...}
+type CiliumInput interface {
+	pulumi.Input
+
+	ToCiliumOutput() CiliumOutput
+	ToCiliumOutputWithContext(context.Context) CiliumOutput
+}
+
+// Cilium as the cluster's CNI and kube-proxy replacement, rendered from its Helm chart.
+type CiliumArgs struct {
+	// Optional `sha256:<hex>` of the chart archive; a different archive is refused.
+	Digest *string `pulumi:"digest"`
+	// Chart repository (https:// with an index.yaml, or oci://). Default: `https://helm.cilium.io`.
+	Repository *string `pulumi:"repository"`
+	// Chart values, deep-merged over the Talos preset (IPAM `kubernetes`, kube-proxy replacement through KubePrism on localhost:7445, Talos' cgroup and capability settings, Hubble certificates made by a CronJob, at most one operator replica per control plane) and over `valuesYaml`.
+	Values map[string]interface{} `pulumi:"values"`
+	// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+	ValuesYaml *string `pulumi:"valuesYaml"`
+	// Chart version. Default: `1.18.0`.
+	Version *string `pulumi:"version"`
+}
+
+func (CiliumArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*Cilium)(nil)).Elem()
+}
+
+func (i CiliumArgs) ToCiliumOutput() CiliumOutput {
+	return i.ToCiliumOutputWithContext(context.Background())
+}
+
+func (i CiliumArgs) ToCiliumOutputWithContext(ctx context.Context) CiliumOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(CiliumOutput)
+}
+
+func (i CiliumArgs) ToCiliumPtrOutput() CiliumPtrOutput {
+	return i.ToCiliumPtrOutputWithContext(context.Background())
+}
+
+func (i CiliumArgs) ToCiliumPtrOutputWithContext(ctx context.Context) CiliumPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(CiliumOutput).ToCiliumPtrOutputWithContext(ctx)
+}
+
+// CiliumPtrInput is an input type that accepts CiliumArgs, CiliumPtr and CiliumPtrOutput values.
+// You can construct a concrete instance of `CiliumPtrInput` via:
+//
+//	        CiliumArgs{...}
+//
+//	or:
+//
+//	        nil
+type CiliumPtrInput interface {
+	pulumi.Input
+
+	ToCiliumPtrOutput() CiliumPtrOutput
+	ToCiliumPtrOutputWithContext(context.Context) CiliumPtrOutput
+}
+
+type ciliumPtrType CiliumArgs
+
+func CiliumPtr(v *CiliumArgs) CiliumPtrInput {
+	return (*ciliumPtrType)(v)
+}
+
+func (*ciliumPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**Cilium)(nil)).Elem()
+}
+
+func (i *ciliumPtrType) ToCiliumPtrOutput() CiliumPtrOutput {
+	return i.ToCiliumPtrOutputWithContext(context.Background())
+}
+
+func (i *ciliumPtrType) ToCiliumPtrOutputWithContext(ctx context.Context) CiliumPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(CiliumPtrOutput)
+}
+
+// Cilium as the cluster's CNI and kube-proxy replacement, rendered from its Helm chart.
+type CiliumOutput struct{ *pulumi.OutputState }
+
+func (CiliumOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*Cilium)(nil)).Elem()
+}
+
+func (o CiliumOutput) ToCiliumOutput() CiliumOutput {
+	return o
+}
+
+func (o CiliumOutput) ToCiliumOutputWithContext(ctx context.Context) CiliumOutput {
+	return o
+}
+
+func (o CiliumOutput) ToCiliumPtrOutput() CiliumPtrOutput {
+	return o.ToCiliumPtrOutputWithContext(context.Background())
+}
+
+func (o CiliumOutput) ToCiliumPtrOutputWithContext(ctx context.Context) CiliumPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v Cilium) *Cilium {
+		return &v
+	}).(CiliumPtrOutput)
+}
+
+// Optional `sha256:<hex>` of the chart archive; a different archive is refused.
+func (o CiliumOutput) Digest() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Cilium) *string { return v.Digest }).(pulumi.StringPtrOutput)
+}
+
+// Chart repository (https:// with an index.yaml, or oci://). Default: `https://helm.cilium.io`.
+func (o CiliumOutput) Repository() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Cilium) *string { return v.Repository }).(pulumi.StringPtrOutput)
+}
+
+// Chart values, deep-merged over the Talos preset (IPAM `kubernetes`, kube-proxy replacement through KubePrism on localhost:7445, Talos' cgroup and capability settings, Hubble certificates made by a CronJob, at most one operator replica per control plane) and over `valuesYaml`.
+func (o CiliumOutput) Values() pulumi.MapOutput {
+	return o.ApplyT(func(v Cilium) map[string]interface{} { return v.Values }).(pulumi.MapOutput)
+}
+
+// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+func (o CiliumOutput) ValuesYaml() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Cilium) *string { return v.ValuesYaml }).(pulumi.StringPtrOutput)
+}
+
+// Chart version. Default: `1.18.0`.
+func (o CiliumOutput) Version() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Cilium) *string { return v.Version }).(pulumi.StringPtrOutput)
+}
+
+type CiliumPtrOutput struct{ *pulumi.OutputState }
+
+func (CiliumPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**Cilium)(nil)).Elem()
+}
+
+func (o CiliumPtrOutput) ToCiliumPtrOutput() CiliumPtrOutput {
+	return o
+}
+
+func (o CiliumPtrOutput) ToCiliumPtrOutputWithContext(ctx context.Context) CiliumPtrOutput {
+	return o
+}
+
+func (o CiliumPtrOutput) Elem() CiliumOutput {
+	return o.ApplyT(func(v *Cilium) Cilium {
+		if v != nil {
+			return *v
+		}
+		var ret Cilium
+		return ret
+	}).(CiliumOutput)
+}
+
+// Optional `sha256:<hex>` of the chart archive; a different archive is refused.
+func (o CiliumPtrOutput) Digest() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Cilium) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Digest
+	}).(pulumi.StringPtrOutput)
+}
+
+// Chart repository (https:// with an index.yaml, or oci://). Default: `https://helm.cilium.io`.
+func (o CiliumPtrOutput) Repository() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Cilium) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Repository
+	}).(pulumi.StringPtrOutput)
+}
+
+// Chart values, deep-merged over the Talos preset (IPAM `kubernetes`, kube-proxy replacement through KubePrism on localhost:7445, Talos' cgroup and capability settings, Hubble certificates made by a CronJob, at most one operator replica per control plane) and over `valuesYaml`.
+func (o CiliumPtrOutput) Values() pulumi.MapOutput {
+	return o.ApplyT(func(v *Cilium) map[string]interface{} {
+		if v == nil {
+			return nil
+		}
+		return v.Values
+	}).(pulumi.MapOutput)
+}
+
+// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+func (o CiliumPtrOutput) ValuesYaml() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Cilium) *string {
+		if v == nil {
+			return nil
+		}
+		return v.ValuesYaml
+	}).(pulumi.StringPtrOutput)
+}
+
+// Chart version. Default: `1.18.0`.
+func (o CiliumPtrOutput) Version() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Cilium) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Version
+	}).(pulumi.StringPtrOutput)
+}
+
 // An extra virtual disk of a node, identified inside the VM by a serial number.
 type DataDisk struct {
 	// Proxmox storage for the disk. Default: the node's `datastoreId`.
@@ -129,6 +345,178 @@ func (o DataDiskArrayOutput) Index(i pulumi.IntInput) DataDiskOutput {
 	return pulumi.All(o, i).ApplyT(func(vs []interface{}) DataDisk {
 		return vs[0].([]DataDisk)[vs[1].(int)]
 	}).(DataDiskOutput)
+}
+
+// A Helm chart rendered by the component and applied by Talos at bootstrap.
+type HelmChart struct {
+	// Chart name in `repository`; or, when `repository` is empty, a local chart directory or .tgz (absolute, or relative to the program's directory).
+	Chart string `pulumi:"chart"`
+	// Optional `sha256:<hex>` of the chart archive; a different archive is refused (Helm itself does not check).
+	Digest *string `pulumi:"digest"`
+	// Render the chart's crds/ directory too. Default: true.
+	IncludeCrds *bool `pulumi:"includeCrds"`
+	// Release name (at most 53 lower-case letters, digits and '-'); the inline manifest is named `helm-<name>`.
+	Name string `pulumi:"name"`
+	// Namespace of the release; created first unless it is `default` or `kube-system`. Default: `default`.
+	Namespace *string `pulumi:"namespace"`
+	// Chart repository: https:// (classic, with an index.yaml) or oci://<registry>/<path>. Empty: `chart` is a local path.
+	Repository *string `pulumi:"repository"`
+	// Chart values, deep-merged over `valuesYaml`.
+	Values map[string]interface{} `pulumi:"values"`
+	// Chart values as YAML (a values.yaml file's contents).
+	ValuesYaml *string `pulumi:"valuesYaml"`
+	// Exact chart version, e.g. `3.13.0`. Required with `repository`.
+	Version *string `pulumi:"version"`
+}
+
+// HelmChartInput is an input type that accepts HelmChartArgs and HelmChartOutput values.
+// You can construct a concrete instance of `HelmChartInput` via:
+//
+//	HelmChartArgs{...}
+type HelmChartInput interface {
+	pulumi.Input
+
+	ToHelmChartOutput() HelmChartOutput
+	ToHelmChartOutputWithContext(context.Context) HelmChartOutput
+}
+
+// A Helm chart rendered by the component and applied by Talos at bootstrap.
+type HelmChartArgs struct {
+	// Chart name in `repository`; or, when `repository` is empty, a local chart directory or .tgz (absolute, or relative to the program's directory).
+	Chart string `pulumi:"chart"`
+	// Optional `sha256:<hex>` of the chart archive; a different archive is refused (Helm itself does not check).
+	Digest *string `pulumi:"digest"`
+	// Render the chart's crds/ directory too. Default: true.
+	IncludeCrds *bool `pulumi:"includeCrds"`
+	// Release name (at most 53 lower-case letters, digits and '-'); the inline manifest is named `helm-<name>`.
+	Name string `pulumi:"name"`
+	// Namespace of the release; created first unless it is `default` or `kube-system`. Default: `default`.
+	Namespace *string `pulumi:"namespace"`
+	// Chart repository: https:// (classic, with an index.yaml) or oci://<registry>/<path>. Empty: `chart` is a local path.
+	Repository *string `pulumi:"repository"`
+	// Chart values, deep-merged over `valuesYaml`.
+	Values map[string]interface{} `pulumi:"values"`
+	// Chart values as YAML (a values.yaml file's contents).
+	ValuesYaml *string `pulumi:"valuesYaml"`
+	// Exact chart version, e.g. `3.13.0`. Required with `repository`.
+	Version *string `pulumi:"version"`
+}
+
+func (HelmChartArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*HelmChart)(nil)).Elem()
+}
+
+func (i HelmChartArgs) ToHelmChartOutput() HelmChartOutput {
+	return i.ToHelmChartOutputWithContext(context.Background())
+}
+
+func (i HelmChartArgs) ToHelmChartOutputWithContext(ctx context.Context) HelmChartOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(HelmChartOutput)
+}
+
+// HelmChartArrayInput is an input type that accepts HelmChartArray and HelmChartArrayOutput values.
+// You can construct a concrete instance of `HelmChartArrayInput` via:
+//
+//	HelmChartArray{ HelmChartArgs{...} }
+type HelmChartArrayInput interface {
+	pulumi.Input
+
+	ToHelmChartArrayOutput() HelmChartArrayOutput
+	ToHelmChartArrayOutputWithContext(context.Context) HelmChartArrayOutput
+}
+
+type HelmChartArray []HelmChartInput
+
+func (HelmChartArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]HelmChart)(nil)).Elem()
+}
+
+func (i HelmChartArray) ToHelmChartArrayOutput() HelmChartArrayOutput {
+	return i.ToHelmChartArrayOutputWithContext(context.Background())
+}
+
+func (i HelmChartArray) ToHelmChartArrayOutputWithContext(ctx context.Context) HelmChartArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(HelmChartArrayOutput)
+}
+
+// A Helm chart rendered by the component and applied by Talos at bootstrap.
+type HelmChartOutput struct{ *pulumi.OutputState }
+
+func (HelmChartOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*HelmChart)(nil)).Elem()
+}
+
+func (o HelmChartOutput) ToHelmChartOutput() HelmChartOutput {
+	return o
+}
+
+func (o HelmChartOutput) ToHelmChartOutputWithContext(ctx context.Context) HelmChartOutput {
+	return o
+}
+
+// Chart name in `repository`; or, when `repository` is empty, a local chart directory or .tgz (absolute, or relative to the program's directory).
+func (o HelmChartOutput) Chart() pulumi.StringOutput {
+	return o.ApplyT(func(v HelmChart) string { return v.Chart }).(pulumi.StringOutput)
+}
+
+// Optional `sha256:<hex>` of the chart archive; a different archive is refused (Helm itself does not check).
+func (o HelmChartOutput) Digest() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v HelmChart) *string { return v.Digest }).(pulumi.StringPtrOutput)
+}
+
+// Render the chart's crds/ directory too. Default: true.
+func (o HelmChartOutput) IncludeCrds() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v HelmChart) *bool { return v.IncludeCrds }).(pulumi.BoolPtrOutput)
+}
+
+// Release name (at most 53 lower-case letters, digits and '-'); the inline manifest is named `helm-<name>`.
+func (o HelmChartOutput) Name() pulumi.StringOutput {
+	return o.ApplyT(func(v HelmChart) string { return v.Name }).(pulumi.StringOutput)
+}
+
+// Namespace of the release; created first unless it is `default` or `kube-system`. Default: `default`.
+func (o HelmChartOutput) Namespace() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v HelmChart) *string { return v.Namespace }).(pulumi.StringPtrOutput)
+}
+
+// Chart repository: https:// (classic, with an index.yaml) or oci://<registry>/<path>. Empty: `chart` is a local path.
+func (o HelmChartOutput) Repository() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v HelmChart) *string { return v.Repository }).(pulumi.StringPtrOutput)
+}
+
+// Chart values, deep-merged over `valuesYaml`.
+func (o HelmChartOutput) Values() pulumi.MapOutput {
+	return o.ApplyT(func(v HelmChart) map[string]interface{} { return v.Values }).(pulumi.MapOutput)
+}
+
+// Chart values as YAML (a values.yaml file's contents).
+func (o HelmChartOutput) ValuesYaml() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v HelmChart) *string { return v.ValuesYaml }).(pulumi.StringPtrOutput)
+}
+
+// Exact chart version, e.g. `3.13.0`. Required with `repository`.
+func (o HelmChartOutput) Version() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v HelmChart) *string { return v.Version }).(pulumi.StringPtrOutput)
+}
+
+type HelmChartArrayOutput struct{ *pulumi.OutputState }
+
+func (HelmChartArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]HelmChart)(nil)).Elem()
+}
+
+func (o HelmChartArrayOutput) ToHelmChartArrayOutput() HelmChartArrayOutput {
+	return o
+}
+
+func (o HelmChartArrayOutput) ToHelmChartArrayOutputWithContext(ctx context.Context) HelmChartArrayOutput {
+	return o
+}
+
+func (o HelmChartArrayOutput) Index(i pulumi.IntInput) HelmChartOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) HelmChart {
+		return vs[0].([]HelmChart)[vs[1].(int)]
+	}).(HelmChartOutput)
 }
 
 // The Talos image: the Image Factory builds it from a schematic (the list of system extensions and customisations) and Proxmox downloads it once per host.
@@ -1583,8 +1971,12 @@ func (o PciDeviceArrayOutput) Index(i pulumi.IntInput) PciDeviceOutput {
 }
 
 func init() {
+	pulumi.RegisterInputType(reflect.TypeOf((*CiliumInput)(nil)).Elem(), CiliumArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*CiliumPtrInput)(nil)).Elem(), CiliumArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DataDiskInput)(nil)).Elem(), DataDiskArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DataDiskArrayInput)(nil)).Elem(), DataDiskArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*HelmChartInput)(nil)).Elem(), HelmChartArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*HelmChartArrayInput)(nil)).Elem(), HelmChartArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ImageInput)(nil)).Elem(), ImageArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ImagePtrInput)(nil)).Elem(), ImageArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*InlineManifestInput)(nil)).Elem(), InlineManifestArgs{})
@@ -1597,8 +1989,12 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeDefaultsPtrInput)(nil)).Elem(), NodeDefaultsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceInput)(nil)).Elem(), PciDeviceArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceArrayInput)(nil)).Elem(), PciDeviceArray{})
+	pulumi.RegisterOutputType(CiliumOutput{})
+	pulumi.RegisterOutputType(CiliumPtrOutput{})
 	pulumi.RegisterOutputType(DataDiskOutput{})
 	pulumi.RegisterOutputType(DataDiskArrayOutput{})
+	pulumi.RegisterOutputType(HelmChartOutput{})
+	pulumi.RegisterOutputType(HelmChartArrayOutput{})
 	pulumi.RegisterOutputType(ImageOutput{})
 	pulumi.RegisterOutputType(ImagePtrOutput{})
 	pulumi.RegisterOutputType(InlineManifestOutput{})

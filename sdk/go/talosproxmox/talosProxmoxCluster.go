@@ -63,6 +63,8 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context,
 type talosProxmoxClusterArgs struct {
 	// Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
 	AllowSchedulingOnControlPlanes *bool `pulumi:"allowSchedulingOnControlPlanes"`
+	// Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
+	Cilium *Cilium `pulumi:"cilium"`
 	// Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.
 	ClusterName string `pulumi:"clusterName"`
 	// Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
@@ -73,6 +75,8 @@ type talosProxmoxClusterArgs struct {
 	Endpoint *string `pulumi:"endpoint"`
 	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
 	ExtraManifests []string `pulumi:"extraManifests"`
+	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them.
+	HelmCharts []HelmChart `pulumi:"helmCharts"`
 	// Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
 	Image *Image `pulumi:"image"`
 	// Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
@@ -99,6 +103,8 @@ type talosProxmoxClusterArgs struct {
 type TalosProxmoxClusterArgs struct {
 	// Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
 	AllowSchedulingOnControlPlanes *bool
+	// Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
+	Cilium *CiliumArgs
 	// Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.
 	ClusterName string
 	// Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
@@ -109,6 +115,8 @@ type TalosProxmoxClusterArgs struct {
 	Endpoint *string
 	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
 	ExtraManifests []string
+	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them.
+	HelmCharts []HelmChartArgs
 	// Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
 	Image *ImageArgs
 	// Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.

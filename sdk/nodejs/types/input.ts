@@ -6,6 +6,32 @@ import * as inputs from "../types/input";
 import * as outputs from "../types/output";
 
 /**
+ * Cilium as the cluster's CNI and kube-proxy replacement, rendered from its Helm chart.
+ */
+export interface CiliumArgs {
+    /**
+     * Optional `sha256:<hex>` of the chart archive; a different archive is refused.
+     */
+    digest?: string;
+    /**
+     * Chart repository (https:// with an index.yaml, or oci://). Default: `https://helm.cilium.io`.
+     */
+    repository?: string;
+    /**
+     * Chart values, deep-merged over the Talos preset (IPAM `kubernetes`, kube-proxy replacement through KubePrism on localhost:7445, Talos' cgroup and capability settings, Hubble certificates made by a CronJob, at most one operator replica per control plane) and over `valuesYaml`.
+     */
+    values?: {[key: string]: any};
+    /**
+     * Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+     */
+    valuesYaml?: string;
+    /**
+     * Chart version. Default: `1.18.0`.
+     */
+    version?: string;
+}
+
+/**
  * An extra virtual disk of a node, identified inside the VM by a serial number.
  */
 export interface DataDiskArgs {
@@ -21,6 +47,48 @@ export interface DataDiskArgs {
      * Size in GiB.
      */
     sizeGib: number;
+}
+
+/**
+ * A Helm chart rendered by the component and applied by Talos at bootstrap.
+ */
+export interface HelmChartArgs {
+    /**
+     * Chart name in `repository`; or, when `repository` is empty, a local chart directory or .tgz (absolute, or relative to the program's directory).
+     */
+    chart: string;
+    /**
+     * Optional `sha256:<hex>` of the chart archive; a different archive is refused (Helm itself does not check).
+     */
+    digest?: string;
+    /**
+     * Render the chart's crds/ directory too. Default: true.
+     */
+    includeCrds?: boolean;
+    /**
+     * Release name (at most 53 lower-case letters, digits and '-'); the inline manifest is named `helm-<name>`.
+     */
+    name: string;
+    /**
+     * Namespace of the release; created first unless it is `default` or `kube-system`. Default: `default`.
+     */
+    namespace?: string;
+    /**
+     * Chart repository: https:// (classic, with an index.yaml) or oci://<registry>/<path>. Empty: `chart` is a local path.
+     */
+    repository?: string;
+    /**
+     * Chart values, deep-merged over `valuesYaml`.
+     */
+    values?: {[key: string]: any};
+    /**
+     * Chart values as YAML (a values.yaml file's contents).
+     */
+    valuesYaml?: string;
+    /**
+     * Exact chart version, e.g. `3.13.0`. Required with `repository`.
+     */
+    version?: string;
 }
 
 /**

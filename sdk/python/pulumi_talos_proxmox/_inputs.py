@@ -15,8 +15,12 @@ else:
 from . import _utilities
 
 __all__ = [
+    'CiliumArgs',
+    'CiliumArgsDict',
     'DataDiskArgs',
     'DataDiskArgsDict',
+    'HelmChartArgs',
+    'HelmChartArgsDict',
     'ImageArgs',
     'ImageArgsDict',
     'InlineManifestArgs',
@@ -30,6 +34,120 @@ __all__ = [
     'PciDeviceArgs',
     'PciDeviceArgsDict',
 ]
+
+class CiliumArgsDict(TypedDict):
+    """
+    Cilium as the cluster's CNI and kube-proxy replacement, rendered from its Helm chart.
+    """
+    digest: NotRequired[_builtins.str]
+    """
+    Optional `sha256:<hex>` of the chart archive; a different archive is refused.
+    """
+    repository: NotRequired[_builtins.str]
+    """
+    Chart repository (https:// with an index.yaml, or oci://). Default: `https://helm.cilium.io`.
+    """
+    values: NotRequired[Mapping[str, Any]]
+    """
+    Chart values, deep-merged over the Talos preset (IPAM `kubernetes`, kube-proxy replacement through KubePrism on localhost:7445, Talos' cgroup and capability settings, Hubble certificates made by a CronJob, at most one operator replica per control plane) and over `valuesYaml`.
+    """
+    values_yaml: NotRequired[_builtins.str]
+    """
+    Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+    """
+    version: NotRequired[_builtins.str]
+    """
+    Chart version. Default: `1.18.0`.
+    """
+
+@pulumi.input_type
+class CiliumArgs:
+    def __init__(__self__, *,
+                 digest: Optional[_builtins.str] = None,
+                 repository: Optional[_builtins.str] = None,
+                 values: Optional[Mapping[str, Any]] = None,
+                 values_yaml: Optional[_builtins.str] = None,
+                 version: Optional[_builtins.str] = None):
+        """
+        Cilium as the cluster's CNI and kube-proxy replacement, rendered from its Helm chart.
+
+        :param _builtins.str digest: Optional `sha256:<hex>` of the chart archive; a different archive is refused.
+        :param _builtins.str repository: Chart repository (https:// with an index.yaml, or oci://). Default: `https://helm.cilium.io`.
+        :param Mapping[str, Any] values: Chart values, deep-merged over the Talos preset (IPAM `kubernetes`, kube-proxy replacement through KubePrism on localhost:7445, Talos' cgroup and capability settings, Hubble certificates made by a CronJob, at most one operator replica per control plane) and over `valuesYaml`.
+        :param _builtins.str values_yaml: Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+        :param _builtins.str version: Chart version. Default: `1.18.0`.
+        """
+        if digest is not None:
+            pulumi.set(__self__, "digest", digest)
+        if repository is not None:
+            pulumi.set(__self__, "repository", repository)
+        if values is not None:
+            pulumi.set(__self__, "values", values)
+        if values_yaml is not None:
+            pulumi.set(__self__, "values_yaml", values_yaml)
+        if version is not None:
+            pulumi.set(__self__, "version", version)
+
+    @_builtins.property
+    @pulumi.getter
+    def digest(self) -> Optional[_builtins.str]:
+        """
+        Optional `sha256:<hex>` of the chart archive; a different archive is refused.
+        """
+        return pulumi.get(self, "digest")
+
+    @digest.setter
+    def digest(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "digest", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def repository(self) -> Optional[_builtins.str]:
+        """
+        Chart repository (https:// with an index.yaml, or oci://). Default: `https://helm.cilium.io`.
+        """
+        return pulumi.get(self, "repository")
+
+    @repository.setter
+    def repository(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "repository", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def values(self) -> Optional[Mapping[str, Any]]:
+        """
+        Chart values, deep-merged over the Talos preset (IPAM `kubernetes`, kube-proxy replacement through KubePrism on localhost:7445, Talos' cgroup and capability settings, Hubble certificates made by a CronJob, at most one operator replica per control plane) and over `valuesYaml`.
+        """
+        return pulumi.get(self, "values")
+
+    @values.setter
+    def values(self, value: Optional[Mapping[str, Any]]):
+        pulumi.set(self, "values", value)
+
+    @_builtins.property
+    @pulumi.getter(name="valuesYaml")
+    def values_yaml(self) -> Optional[_builtins.str]:
+        """
+        Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+        """
+        return pulumi.get(self, "values_yaml")
+
+    @values_yaml.setter
+    def values_yaml(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "values_yaml", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def version(self) -> Optional[_builtins.str]:
+        """
+        Chart version. Default: `1.18.0`.
+        """
+        return pulumi.get(self, "version")
+
+    @version.setter
+    def version(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "version", value)
+
 
 class DataDiskArgsDict(TypedDict):
     """
@@ -102,6 +220,198 @@ class DataDiskArgs:
     @mount_path.setter
     def mount_path(self, value: Optional[_builtins.str]):
         pulumi.set(self, "mount_path", value)
+
+
+class HelmChartArgsDict(TypedDict):
+    """
+    A Helm chart rendered by the component and applied by Talos at bootstrap.
+    """
+    chart: _builtins.str
+    """
+    Chart name in `repository`; or, when `repository` is empty, a local chart directory or .tgz (absolute, or relative to the program's directory).
+    """
+    name: _builtins.str
+    """
+    Release name (at most 53 lower-case letters, digits and '-'); the inline manifest is named `helm-<name>`.
+    """
+    digest: NotRequired[_builtins.str]
+    """
+    Optional `sha256:<hex>` of the chart archive; a different archive is refused (Helm itself does not check).
+    """
+    include_crds: NotRequired[_builtins.bool]
+    """
+    Render the chart's crds/ directory too. Default: true.
+    """
+    namespace: NotRequired[_builtins.str]
+    """
+    Namespace of the release; created first unless it is `default` or `kube-system`. Default: `default`.
+    """
+    repository: NotRequired[_builtins.str]
+    """
+    Chart repository: https:// (classic, with an index.yaml) or oci://<registry>/<path>. Empty: `chart` is a local path.
+    """
+    values: NotRequired[Mapping[str, Any]]
+    """
+    Chart values, deep-merged over `valuesYaml`.
+    """
+    values_yaml: NotRequired[_builtins.str]
+    """
+    Chart values as YAML (a values.yaml file's contents).
+    """
+    version: NotRequired[_builtins.str]
+    """
+    Exact chart version, e.g. `3.13.0`. Required with `repository`.
+    """
+
+@pulumi.input_type
+class HelmChartArgs:
+    def __init__(__self__, *,
+                 chart: _builtins.str,
+                 name: _builtins.str,
+                 digest: Optional[_builtins.str] = None,
+                 include_crds: Optional[_builtins.bool] = None,
+                 namespace: Optional[_builtins.str] = None,
+                 repository: Optional[_builtins.str] = None,
+                 values: Optional[Mapping[str, Any]] = None,
+                 values_yaml: Optional[_builtins.str] = None,
+                 version: Optional[_builtins.str] = None):
+        """
+        A Helm chart rendered by the component and applied by Talos at bootstrap.
+
+        :param _builtins.str chart: Chart name in `repository`; or, when `repository` is empty, a local chart directory or .tgz (absolute, or relative to the program's directory).
+        :param _builtins.str name: Release name (at most 53 lower-case letters, digits and '-'); the inline manifest is named `helm-<name>`.
+        :param _builtins.str digest: Optional `sha256:<hex>` of the chart archive; a different archive is refused (Helm itself does not check).
+        :param _builtins.bool include_crds: Render the chart's crds/ directory too. Default: true.
+        :param _builtins.str namespace: Namespace of the release; created first unless it is `default` or `kube-system`. Default: `default`.
+        :param _builtins.str repository: Chart repository: https:// (classic, with an index.yaml) or oci://<registry>/<path>. Empty: `chart` is a local path.
+        :param Mapping[str, Any] values: Chart values, deep-merged over `valuesYaml`.
+        :param _builtins.str values_yaml: Chart values as YAML (a values.yaml file's contents).
+        :param _builtins.str version: Exact chart version, e.g. `3.13.0`. Required with `repository`.
+        """
+        pulumi.set(__self__, "chart", chart)
+        pulumi.set(__self__, "name", name)
+        if digest is not None:
+            pulumi.set(__self__, "digest", digest)
+        if include_crds is not None:
+            pulumi.set(__self__, "include_crds", include_crds)
+        if namespace is not None:
+            pulumi.set(__self__, "namespace", namespace)
+        if repository is not None:
+            pulumi.set(__self__, "repository", repository)
+        if values is not None:
+            pulumi.set(__self__, "values", values)
+        if values_yaml is not None:
+            pulumi.set(__self__, "values_yaml", values_yaml)
+        if version is not None:
+            pulumi.set(__self__, "version", version)
+
+    @_builtins.property
+    @pulumi.getter
+    def chart(self) -> _builtins.str:
+        """
+        Chart name in `repository`; or, when `repository` is empty, a local chart directory or .tgz (absolute, or relative to the program's directory).
+        """
+        return pulumi.get(self, "chart")
+
+    @chart.setter
+    def chart(self, value: _builtins.str):
+        pulumi.set(self, "chart", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def name(self) -> _builtins.str:
+        """
+        Release name (at most 53 lower-case letters, digits and '-'); the inline manifest is named `helm-<name>`.
+        """
+        return pulumi.get(self, "name")
+
+    @name.setter
+    def name(self, value: _builtins.str):
+        pulumi.set(self, "name", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def digest(self) -> Optional[_builtins.str]:
+        """
+        Optional `sha256:<hex>` of the chart archive; a different archive is refused (Helm itself does not check).
+        """
+        return pulumi.get(self, "digest")
+
+    @digest.setter
+    def digest(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "digest", value)
+
+    @_builtins.property
+    @pulumi.getter(name="includeCrds")
+    def include_crds(self) -> Optional[_builtins.bool]:
+        """
+        Render the chart's crds/ directory too. Default: true.
+        """
+        return pulumi.get(self, "include_crds")
+
+    @include_crds.setter
+    def include_crds(self, value: Optional[_builtins.bool]):
+        pulumi.set(self, "include_crds", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def namespace(self) -> Optional[_builtins.str]:
+        """
+        Namespace of the release; created first unless it is `default` or `kube-system`. Default: `default`.
+        """
+        return pulumi.get(self, "namespace")
+
+    @namespace.setter
+    def namespace(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "namespace", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def repository(self) -> Optional[_builtins.str]:
+        """
+        Chart repository: https:// (classic, with an index.yaml) or oci://<registry>/<path>. Empty: `chart` is a local path.
+        """
+        return pulumi.get(self, "repository")
+
+    @repository.setter
+    def repository(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "repository", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def values(self) -> Optional[Mapping[str, Any]]:
+        """
+        Chart values, deep-merged over `valuesYaml`.
+        """
+        return pulumi.get(self, "values")
+
+    @values.setter
+    def values(self, value: Optional[Mapping[str, Any]]):
+        pulumi.set(self, "values", value)
+
+    @_builtins.property
+    @pulumi.getter(name="valuesYaml")
+    def values_yaml(self) -> Optional[_builtins.str]:
+        """
+        Chart values as YAML (a values.yaml file's contents).
+        """
+        return pulumi.get(self, "values_yaml")
+
+    @values_yaml.setter
+    def values_yaml(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "values_yaml", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def version(self) -> Optional[_builtins.str]:
+        """
+        Exact chart version, e.g. `3.13.0`. Required with `repository`.
+        """
+        return pulumi.get(self, "version")
+
+    @version.setter
+    def version(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "version", value)
 
 
 class ImageArgsDict(TypedDict):

@@ -25,10 +25,12 @@ class TalosProxmoxClusterArgs:
                  nodes: Mapping[str, 'NodeArgs'],
                  talos_version: _builtins.str,
                  allow_scheduling_on_control_planes: Optional[_builtins.bool] = None,
+                 cilium: Optional['CiliumArgs'] = None,
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  endpoint: Optional[_builtins.str] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
+                 helm_charts: Optional[Sequence['HelmChartArgs']] = None,
                  image: Optional['ImageArgs'] = None,
                  inline_manifests: Optional[Sequence['InlineManifestArgs']] = None,
                  kubernetes_version: Optional[_builtins.str] = None,
@@ -44,10 +46,12 @@ class TalosProxmoxClusterArgs:
         :param Mapping[str, 'NodeArgs'] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later.
         :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x.
         :param _builtins.bool allow_scheduling_on_control_planes: Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
+        :param 'CiliumArgs' cilium: Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
+        :param Sequence['HelmChartArgs'] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them.
         :param 'ImageArgs' image: Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
         :param Sequence['InlineManifestArgs'] inline_manifests: Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
         :param _builtins.str kubernetes_version: Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11).
@@ -62,6 +66,8 @@ class TalosProxmoxClusterArgs:
         pulumi.set(__self__, "talos_version", talos_version)
         if allow_scheduling_on_control_planes is not None:
             pulumi.set(__self__, "allow_scheduling_on_control_planes", allow_scheduling_on_control_planes)
+        if cilium is not None:
+            pulumi.set(__self__, "cilium", cilium)
         if config_patches is not None:
             pulumi.set(__self__, "config_patches", config_patches)
         if control_plane_config_patches is not None:
@@ -70,6 +76,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "endpoint", endpoint)
         if extra_manifests is not None:
             pulumi.set(__self__, "extra_manifests", extra_manifests)
+        if helm_charts is not None:
+            pulumi.set(__self__, "helm_charts", helm_charts)
         if image is not None:
             pulumi.set(__self__, "image", image)
         if inline_manifests is not None:
@@ -136,6 +144,18 @@ class TalosProxmoxClusterArgs:
         pulumi.set(self, "allow_scheduling_on_control_planes", value)
 
     @_builtins.property
+    @pulumi.getter
+    def cilium(self) -> Optional['CiliumArgs']:
+        """
+        Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
+        """
+        return pulumi.get(self, "cilium")
+
+    @cilium.setter
+    def cilium(self, value: Optional['CiliumArgs']):
+        pulumi.set(self, "cilium", value)
+
+    @_builtins.property
     @pulumi.getter(name="configPatches")
     def config_patches(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
         """
@@ -182,6 +202,18 @@ class TalosProxmoxClusterArgs:
     @extra_manifests.setter
     def extra_manifests(self, value: Optional[Sequence[_builtins.str]]):
         pulumi.set(self, "extra_manifests", value)
+
+    @_builtins.property
+    @pulumi.getter(name="helmCharts")
+    def helm_charts(self) -> Optional[Sequence['HelmChartArgs']]:
+        """
+        Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them.
+        """
+        return pulumi.get(self, "helm_charts")
+
+    @helm_charts.setter
+    def helm_charts(self, value: Optional[Sequence['HelmChartArgs']]):
+        pulumi.set(self, "helm_charts", value)
 
     @_builtins.property
     @pulumi.getter
@@ -287,11 +319,13 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
                  allow_scheduling_on_control_planes: Optional[_builtins.bool] = None,
+                 cilium: Optional[Union['CiliumArgs', 'CiliumArgsDict']] = None,
                  cluster_name: Optional[_builtins.str] = None,
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  endpoint: Optional[_builtins.str] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
+                 helm_charts: Optional[Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']]] = None,
                  image: Optional[Union['ImageArgs', 'ImageArgsDict']] = None,
                  inline_manifests: Optional[Sequence[Union['InlineManifestArgs', 'InlineManifestArgsDict']]] = None,
                  kubernetes_version: Optional[_builtins.str] = None,
@@ -309,11 +343,13 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param str resource_name: The name of the resource.
         :param pulumi.ResourceOptions opts: Options for the resource.
         :param _builtins.bool allow_scheduling_on_control_planes: Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
+        :param Union['CiliumArgs', 'CiliumArgsDict'] cilium: Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
         :param _builtins.str cluster_name: Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
+        :param Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them.
         :param Union['ImageArgs', 'ImageArgsDict'] image: Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
         :param Sequence[Union['InlineManifestArgs', 'InlineManifestArgsDict']] inline_manifests: Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
         :param _builtins.str kubernetes_version: Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11).
@@ -350,11 +386,13 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
                  allow_scheduling_on_control_planes: Optional[_builtins.bool] = None,
+                 cilium: Optional[Union['CiliumArgs', 'CiliumArgsDict']] = None,
                  cluster_name: Optional[_builtins.str] = None,
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  endpoint: Optional[_builtins.str] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
+                 helm_charts: Optional[Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']]] = None,
                  image: Optional[Union['ImageArgs', 'ImageArgsDict']] = None,
                  inline_manifests: Optional[Sequence[Union['InlineManifestArgs', 'InlineManifestArgsDict']]] = None,
                  kubernetes_version: Optional[_builtins.str] = None,
@@ -377,6 +415,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__ = TalosProxmoxClusterArgs.__new__(TalosProxmoxClusterArgs)
 
             __props__.__dict__["allow_scheduling_on_control_planes"] = allow_scheduling_on_control_planes
+            __props__.__dict__["cilium"] = cilium
             if cluster_name is None and not opts.urn:
                 raise TypeError("Missing required property 'cluster_name'")
             __props__.__dict__["cluster_name"] = cluster_name
@@ -384,6 +423,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["control_plane_config_patches"] = control_plane_config_patches
             __props__.__dict__["endpoint"] = endpoint
             __props__.__dict__["extra_manifests"] = extra_manifests
+            __props__.__dict__["helm_charts"] = helm_charts
             __props__.__dict__["image"] = image
             __props__.__dict__["inline_manifests"] = inline_manifests
             __props__.__dict__["kubernetes_version"] = kubernetes_version

@@ -1,0 +1,155 @@
+// Package helmrender renders Helm charts in-process, the way `helm template` does, into the
+// YAML streams Talos applies as inline manifests at bootstrap.
+//
+// A chart comes from a classic HTTP repository (index.yaml), an OCI registry (oci://), a local
+// directory or a local .tgz. Remote archives are kept in a content-addressed cache, so a second
+// render makes no network call. Every render is done twice and compared: a chart that generates
+// random values (certificates, passwords) would change the machine configuration on every
+// `pulumi up`, so such a chart is refused with the objects that differ.
+//
+// The package imports no Pulumi package; errors name the property path of the release.
+package helmrender
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Source locates a chart.
+type Source struct {
+	// Chart is the chart's name in its repository, or a local directory or .tgz path when
+	// Repository is empty.
+	Chart string
+	// Repository is an http(s):// chart repository (with an index.yaml) or an oci:// registry
+	// path. Empty means Chart is a local path.
+	Repository string
+	// Version is the exact chart version. Required for remote charts.
+	Version string
+	// Digest optionally pins the chart archive: "sha256:<64 hex digits>".
+	Digest string
+}
+
+// IsLocal reports whether the chart is read from the file system.
+func (s Source) IsLocal() bool { return s.Repository == "" }
+
+func (s Source) String() string {
+	switch {
+	case s.IsLocal():
+		return s.Chart
+	case s.Version != "":
+		return fmt.Sprintf("%s %s from %s", s.Chart, s.Version, s.Repository)
+	default:
+		return fmt.Sprintf("%s from %s", s.Chart, s.Repository)
+	}
+}
+
+// Release is one chart to render.
+type Release struct {
+	// Path is the property path of the release in the component's inputs, e.g.
+	// `helmCharts[1]`; every error starts with it.
+	Path        string
+	Name        string
+	Namespace   string
+	Source      Source
+	Values      map[string]any
+	IncludeCRDs bool
+	// Hint is appended to the determinism gate's error: how to make this chart render the same
+	// bytes twice.
+	Hint string
+}
+
+// Object identifies one rendered Kubernetes object.
+type Object struct {
+	APIVersion string
+	Kind       string
+	Namespace  string
+	Name       string
+}
+
+func (o Object) String() string {
+	if o.Namespace == "" {
+		return o.Kind + " " + o.Name
+	}
+
+	return o.Kind + " " + o.Namespace + "/" + o.Name
+}
+
+// Manifest is a rendered release.
+type Manifest struct {
+	Release   string
+	Namespace string
+	// Contents is the normalised YAML stream: documents separated by `---`, no comments, every
+	// namespaced object with its namespace, the release namespace created first when needed.
+	Contents string
+	Objects  []Object
+	// Chart, ChartVersion and Digest describe the archive rendered; Digest is empty for an
+	// unpacked local directory.
+	Chart        string
+	ChartVersion string
+	Digest       string
+}
+
+// Renderer fetches and renders charts.
+type Renderer struct {
+	// Cache keeps remote chart archives; nil disables caching.
+	Cache *Cache
+	// HTTPClient fetches repository indexes, archives and OCI blobs. Default: a client with a
+	// two-minute timeout.
+	HTTPClient *http.Client
+	// WorkDir is the base of relative local chart paths. Default: the process's directory.
+	WorkDir string
+	// KubeVersion is the cluster's Kubernetes version (e.g. v1.34.1). Required: Helm's library
+	// default (v1.20) is older than most charts accept.
+	KubeVersion string
+}
+
+func (r *Renderer) client() *http.Client {
+	if r.HTTPClient != nil {
+		return r.HTTPClient
+	}
+
+	return &http.Client{Timeout: 2 * time.Minute}
+}
+
+// Render fetches a release's chart and renders it twice, refusing output that differs between
+// the two passes.
+func (r *Renderer) Render(ctx context.Context, rel Release) (*Manifest, error) {
+	a, err := r.Fetch(ctx, rel.Source)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", rel.Path, err)
+	}
+
+	first, err := RenderArchive(ctx, a, rel, r.KubeVersion)
+	if err != nil {
+		return nil, err
+	}
+
+	second, err := RenderArchive(ctx, a, rel, r.KubeVersion)
+	if err != nil {
+		return nil, err
+	}
+
+	if err := sameRender(rel, first, second); err != nil {
+		return nil, err
+	}
+
+	return first, nil
+}
+
+// RenderAll renders releases in order, stopping at the first error.
+func (r *Renderer) RenderAll(ctx context.Context, rels []Release) ([]*Manifest, error) {
+	out := make([]*Manifest, 0, len(rels))
+
+	for _, rel := range rels {
+		m, err := r.Render(ctx, rel)
+		if err != nil {
+			return nil, err
+		}
+
+		out = append(out, m)
+	}
+
+	return out, nil
+}
