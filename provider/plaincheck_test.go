@@ -34,6 +34,14 @@ func TestPlainInputsNameTheProperty(t *testing.T) {
 			cp := nodes.Get("cp-1").AsMap().Set("vmId", property.New(100.5))
 			return m.Set("nodes", property.New(nodes.Set("cp-1", property.New(cp))))
 		}, "nodes.cp-1.vmId: expected a whole number, got the number 100.5"},
+		{"secret deep in chart values", func(m property.Map) property.Map {
+			values := property.NewMap(map[string]property.Value{
+				"hubble": property.New(map[string]property.Value{"ui": property.New(property.NewMap(map[string]property.Value{
+					"password": property.New("hunter2").WithSecret(true),
+				}))}),
+			})
+			return m.Set("cilium", property.New(map[string]property.Value{"values": property.New(values)}))
+		}, "cilium.values.hubble.ui.password: is a secret"},
 		{"output of another resource", func(m property.Map) property.Map {
 			return m.Set("vip", m.Get("vip").WithDependencies([]resource.URN{"urn:pulumi:stack::project::random:index:RandomPet::pet"}))
 		}, "vip: is an output of urn:pulumi:stack::project::random:index:RandomPet::pet"},

@@ -252,6 +252,39 @@ var badInputs = []struct {
 	{"extra manifest not a url", func(a *TalosProxmoxClusterArgs) { a.ExtraManifests = []string{"crds.yaml"} }, "extraManifests[0]:", "http"},
 	{"bad endpoint", func(a *TalosProxmoxClusterArgs) { a.Endpoint = "https://10.0.0.10:6443" }, "endpoint:", "host only"},
 	{"bad proxmox cluster name", func(a *TalosProxmoxClusterArgs) { a.ProxmoxClusterName = "my cluster" }, "proxmoxClusterName:", "label value"},
+	{"cilium repository not a url", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{Repository: "helm.cilium.io"} }, "cilium.repository:", "https://"},
+	{"cilium version range", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{Version: "~1.18"} }, "cilium.version:", "exact"},
+	{"cilium digest not sha256", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{Digest: "md5:abc"} }, "cilium.digest:", "sha256:<64 hex digits>"},
+	{"cilium values yaml invalid", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{ValuesYaml: "hubble: [enabled"} }, "cilium.valuesYaml:", "not valid YAML"},
+	{"cilium values yaml a list", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{ValuesYaml: "- a\n- b\n"} }, "cilium.valuesYaml:", "mapping"},
+	{"helm chart without name", func(a *TalosProxmoxClusterArgs) {
+		a.HelmCharts = []HelmChart{{Chart: "metrics-server", Repository: "https://kubernetes-sigs.github.io/metrics-server", Version: "3.13.0"}}
+	}, "helmCharts[0].name:", "required"},
+	{"helm release name too long", func(a *TalosProxmoxClusterArgs) {
+		a.HelmCharts = []HelmChart{{Name: strings.Repeat("a", 54), Chart: "x", Repository: "https://charts.example.com", Version: "1.0.0"}}
+	}, "helmCharts[0].name:", "at most 53"},
+	{"helm release named like cilium", func(a *TalosProxmoxClusterArgs) {
+		a.Cilium = &Cilium{}
+		a.HelmCharts = []HelmChart{{Name: "cilium", Chart: "cilium", Repository: "https://helm.cilium.io", Version: "1.18.0"}}
+	}, "helmCharts[0].name:", "already used by cilium"},
+	{"helm chart without chart", func(a *TalosProxmoxClusterArgs) {
+		a.HelmCharts = []HelmChart{{Name: "x", Repository: "https://charts.example.com", Version: "1.0.0"}}
+	}, "helmCharts[0].chart:", "required"},
+	{"helm chart without version", func(a *TalosProxmoxClusterArgs) {
+		a.HelmCharts = []HelmChart{{Name: "x", Chart: "x", Repository: "oci://ghcr.io/org/charts"}}
+	}, "helmCharts[0].version:", "pin an exact version"},
+	{"helm chart from a git url", func(a *TalosProxmoxClusterArgs) {
+		a.HelmCharts = []HelmChart{{Name: "x", Chart: "x", Repository: "git://example.com/charts", Version: "1.0.0"}}
+	}, "helmCharts[0].repository:", "oci://"},
+	{"helm chart bad namespace", func(a *TalosProxmoxClusterArgs) {
+		a.HelmCharts = []HelmChart{{Name: "x", Chart: "./x", Namespace: "My_NS"}}
+	}, "helmCharts[0].namespace:", "DNS label"},
+	{"helm chart values yaml invalid", func(a *TalosProxmoxClusterArgs) {
+		a.HelmCharts = []HelmChart{{Name: "x", Chart: "./x", ValuesYaml: "a: b: c"}}
+	}, "helmCharts[0].valuesYaml:", "not valid YAML"},
+	{"helm local chart missing", func(a *TalosProxmoxClusterArgs) {
+		a.HelmCharts = []HelmChart{{Name: "x", Chart: "./no-such-chart"}}
+	}, "helmCharts[0]:", "local chart"},
 }
 
 func TestBadInputs(t *testing.T) {

@@ -27,6 +27,11 @@ func RenderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion str
 		return nil, fmt.Errorf("%s: chart %s is not a valid Helm chart: %w", rel.Path, rel.Source, err)
 	}
 
+	if v := rel.Source.Version; v != "" && strings.TrimPrefix(v, "v") != strings.TrimPrefix(ch.Metadata.Version, "v") {
+		return nil, fmt.Errorf("%s: chart %s is version %s, not %s; check version", rel.Path, rel.Source,
+			ch.Metadata.Version, v)
+	}
+
 	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	inst.DryRun = true
 	inst.DryRunOption = "client"
@@ -51,7 +56,7 @@ func RenderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion str
 		}
 	}
 
-	m, err := normalise(strings.Join(docs, "\n---\n"), rel.Namespace)
+	m, err := Normalise(strings.Join(docs, "\n---\n"), rel.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("%s: chart %s %s rendered invalid YAML: %w", rel.Path, ch.Metadata.Name,
 			ch.Metadata.Version, err)
@@ -103,11 +108,11 @@ type document struct {
 	node *yaml.Node // set when the text has to be re-encoded
 }
 
-// normalise splits a rendered stream into objects, drops empty and comment-only documents and
+// Normalise splits a rendered stream into objects, drops empty and comment-only documents and
 // Helm's `# Source:` lines, gives namespaced objects without a namespace the release namespace
 // (Talos would put them in `default`), and creates the release namespace first when it is
 // neither kube-system nor default and the chart does not. Helm's install order is kept.
-func normalise(stream, namespace string) (*Manifest, error) {
+func Normalise(stream, namespace string) (*Manifest, error) {
 	var docs []document
 
 	clusterScoped := map[string]bool{}

@@ -1,0 +1,211 @@
+package provider
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/property"
+	"go.yaml.in/yaml/v4"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender/helmtest"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+)
+
+// nodeConfigs returns each node's configuration patches, by hostname, from the recorded
+// getConfiguration invokes.
+func nodeConfigs(r *recorder) map[string][]string {
+	configs := map[string][]string{}
+
+	for _, inv := range r.invokes {
+		if inv.Token != "talos:machine/getConfiguration:getConfiguration" {
+			continue
+		}
+
+		var patches []string
+		for _, v := range inv.Args.Get("configPatches").AsArray().All {
+			patches = append(patches, v.AsString())
+		}
+
+		host := ""
+		if i := strings.Index(patches[0], "hostname: "); i >= 0 {
+			host = strings.Fields(patches[0][i+len("hostname: "):])[0]
+		}
+
+		configs[host] = patches
+	}
+
+	return configs
+}
+
+// TestConstructWithCiliumAndCharts renders Cilium from a chart repository and a second release
+// from an OCI registry (both on loopback) through Construct: each becomes an inline manifest
+// `helm-<release>` on every control plane, identical, before the user's inline manifests; no
+// worker gets them; every node has CNI none and kube-proxy off.
+func TestConstructWithCiliumAndCharts(t *testing.T) {
+	t.Setenv(helmrender.CacheEnv, t.TempDir())
+
+	archive := helmtest.CiliumArchive(t)
+	repo := helmtest.Repository(t, archive)
+	reg := helmtest.Registry(t, archive)
+
+	inputs := inputsFromJSON(t, homelabJSON).
+		Set("cilium", property.New(map[string]property.Value{
+			"repository": property.New(repo.URL),
+			"values":     property.New(map[string]property.Value{"hubble": property.New(map[string]property.Value{"relay": property.New(map[string]property.Value{"enabled": property.New(true)})})}),
+		})).
+		Set("helmCharts", property.New([]property.Value{property.New(map[string]property.Value{
+			"name":       property.New("cilium-copy"),
+			"chart":      property.New("cilium"),
+			"repository": property.New(reg.URL),
+			"version":    property.New(helmtest.CiliumVersion),
+			"namespace":  property.New("networking"),
+			"valuesYaml": property.New("hubble:\n  tls:\n    auto:\n      method: cronJob\n"),
+		})}))
+
+	r := &recorder{}
+	if _, err := construct(t, r, "homelab", inputs); err != nil {
+		t.Fatal(err)
+	}
+
+	configs := nodeConfigs(r)
+	if len(configs) != 5 {
+		t.Fatalf("configurations for %d nodes", len(configs))
+	}
+
+	var first string
+
+	for _, host := range []string{"cp-1", "cp-2", "cp-3"} {
+		patches := configs[host]
+
+		var doc struct {
+			Cluster struct {
+				InlineManifests []struct{ Name, Contents string } `yaml:"inlineManifests"`
+			}
+		}
+
+		if err := yaml.Unmarshal([]byte(patches[1]), &doc); err != nil {
+			t.Fatal(err)
+		}
+
+		var names []string
+		for _, m := range doc.Cluster.InlineManifests {
+			names = append(names, m.Name)
+		}
+
+		if strings.Join(names, ",") != "helm-cilium,helm-cilium-copy,l2-policy" {
+			t.Errorf("%s inline manifests = %v, want the Helm releases first, then the user's", host, names)
+		}
+
+		if first == "" {
+			first = patches[1]
+
+			cil := doc.Cluster.InlineManifests[0].Contents
+			if !strings.Contains(cil, "name: hubble-relay") || !strings.Contains(cil, "value: \"7445\"") {
+				t.Error("helm-cilium lacks the user's value (hubble.relay) or the Talos preset (KubePrism port)")
+			}
+
+			cp := doc.Cluster.InlineManifests[1].Contents
+			if !strings.HasPrefix(cp, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: networking\n") {
+				t.Errorf("helm-cilium-copy does not create its namespace first:\n%.200s", cp)
+			}
+		} else if patches[1] != first {
+			t.Errorf("%s carries different manifests than cp-1", host)
+		}
+	}
+
+	for host, patches := range configs {
+		all := strings.Join(patches, "\n")
+		if strings.HasPrefix(host, "worker") && strings.Contains(all, "inlineManifests") {
+			t.Errorf("%s (a worker) carries inline manifests", host)
+		}
+
+		if !strings.Contains(patches[0], "cni:\n      name: none") || !strings.Contains(patches[0], "proxy:\n    disabled: true") {
+			t.Errorf("%s: CNI is not none or kube-proxy is not disabled:\n%s", host, patches[0])
+		}
+	}
+
+	// Construct again, with the servers gone: the cache serves both charts, and the manifests
+	// are byte-identical, so a second `pulumi up` sees no change.
+	repo.Close()
+	reg.Close()
+
+	again := &recorder{}
+	if _, err := construct(t, again, "homelab", inputs); err != nil {
+		t.Fatalf("second construct with the chart servers stopped: %v", err)
+	}
+
+	if got := nodeConfigs(again)["cp-2"][1]; got != first {
+		t.Error("the second construct rendered different manifests")
+	}
+}
+
+func TestConstructHelmFailureRegistersNothing(t *testing.T) {
+	t.Setenv(helmrender.CacheEnv, t.TempDir())
+
+	repo := helmtest.Repository(t, helmtest.CiliumArchive(t))
+
+	inputs := inputsFromJSON(t, homelabJSON).Set("cilium", property.New(map[string]property.Value{
+		"repository": property.New(repo.URL),
+		"values":     property.New(map[string]property.Value{"hubble": property.New(map[string]property.Value{"tls": property.New(map[string]property.Value{"auto": property.New(map[string]property.Value{"method": property.New("helm")})})})}),
+	}))
+
+	r := &recorder{}
+
+	_, err := construct(t, r, "homelab", inputs)
+	if err == nil || !strings.Contains(err.Error(), "cilium: chart cilium 1.18.0 renders differently every time") {
+		t.Fatalf("error = %v", err)
+	}
+
+	if len(r.custom()) != 0 {
+		t.Errorf("registered %d resources", len(r.custom()))
+	}
+}
+
+func TestManifestBudget(t *testing.T) {
+	t.Parallel()
+
+	cluster := func(cps int, inline int) *spec.Cluster {
+		c := &spec.Cluster{}
+		for range cps {
+			c.Nodes = append(c.Nodes, spec.Node{Role: spec.RoleControlPlane})
+		}
+
+		if inline > 0 {
+			c.InlineManifests = []spec.InlineManifest{{Name: "x", Contents: spec.KnownPatch(strings.Repeat("a", inline))}}
+		}
+
+		return c
+	}
+
+	rendered := func(kib int) []*helmrender.Manifest {
+		return []*helmrender.Manifest{{Chart: "cert-manager", ChartVersion: "v1.21.2", Contents: strings.Repeat("x", kib<<10)}}
+	}
+
+	// 3 × 300 KiB = 900 KiB in state: fine.
+	if w := manifestBudgetWarning(cluster(3, 0), rendered(300)); w != "" {
+		t.Errorf("warning under the budget: %s", w)
+	}
+
+	// 3 × 400 KiB + inline: a warning naming the chart, its size and the state total.
+	w := manifestBudgetWarning(cluster(3, 2048), rendered(400))
+	for _, want := range []string{"cert-manager v1.21.2 400 KiB", "inlineManifests 2 KiB", "3 control planes", "1.2 MiB in Pulumi state"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warning %q lacks %q", w, want)
+		}
+	}
+
+	if err := checkManifestBudget(cluster(3, 0), rendered(400)); err != nil {
+		t.Errorf("error under the limit: %v", err)
+	}
+
+	// 3 × 1.5 MiB = 4.5 MiB: refused; one control plane with the same charts is fine.
+	err := checkManifestBudget(cluster(3, 0), rendered(1536))
+	if err == nil || !strings.Contains(err.Error(), "cert-manager v1.21.2 1.5 MiB") || !strings.Contains(err.Error(), "4.5 MiB in Pulumi state, over the 4.0 MiB limit") {
+		t.Errorf("error = %v", err)
+	}
+
+	if err := checkManifestBudget(cluster(1, 0), rendered(1536)); err != nil {
+		t.Errorf("one control plane: %v", err)
+	}
+}
