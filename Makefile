@@ -91,8 +91,9 @@ e2e: tools provider lab ## Tests through the real Pulumi CLI, the built plugin a
 test: tools provider lab lint unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
 
 .PHONY: bench
-bench: tools provider lab ## Benchmarks: Construct of 3/50/100 nodes; `up` of 3 and 9 nodes on the lab with latency
-	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./provider/...
+bench: tools provider lab ## Benchmarks: Construct of 3/50/100 nodes; Cilium render vs helm template; `up` of 3 and 9 nodes on the lab
+	$(GO) test -run '^$$' -bench BenchmarkConstruct -benchmem -count 3 ./provider/
+	$(GO) test -run '^$$' -bench BenchmarkHelmRender -benchtime 1x -count 3 ./provider/internal/helmrender/
 	$(GO) test -tags e2e -run '^$$' -bench BenchmarkLabUp -benchtime 1x -count 3 ./tests/
 
 .PHONY: demo

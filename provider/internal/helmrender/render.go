@@ -8,6 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v4"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
 )
@@ -22,7 +23,7 @@ func RenderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion str
 		return nil, fmt.Errorf("%s: Kubernetes version %q: %w", rel.Path, kubeVersion, err)
 	}
 
-	ch, err := a.Load()
+	ch, second, err := a.loadTwice()
 	if err != nil {
 		return nil, fmt.Errorf("%s: chart %s is not a valid Helm chart: %w", rel.Path, rel.Source, err)
 	}
@@ -42,7 +43,19 @@ func RenderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion str
 	inst.Namespace = rel.Namespace
 	inst.KubeVersion = kv
 
+	// Helm validates the values against the chart's values.schema.json before rendering, and
+	// compiling a large schema (Cilium's) costs as much as rendering. Validate beside the render
+	// instead, on a copy of the chart; a validation error wins, exactly as if Helm had run it.
+	inst.SkipSchemaValidation = true
+
+	validated := make(chan error, 1)
+	go func() { validated <- validateValues(second, rel.Values) }()
+
 	out, err := inst.RunWithContext(ctx, ch, copyValues(rel.Values))
+	if verr := <-validated; verr != nil {
+		err = verr
+	}
+
 	if err != nil {
 		return nil, fmt.Errorf("%s: rendering chart %s %s failed: %w; check values", rel.Path,
 			ch.Metadata.Name, ch.Metadata.Version, err)
@@ -69,6 +82,26 @@ func RenderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion str
 	m.Digest = a.Digest
 
 	return m, nil
+}
+
+// validateValues is Helm's schema check (chartutil.ToRenderValuesWithSchemaValidation): the
+// values coalesced with the chart's defaults, against the schemas of the chart and its subcharts.
+func validateValues(load func() (*chart.Chart, error), values map[string]any) error {
+	ch, err := load()
+	if err != nil {
+		return err
+	}
+
+	vals, err := chartutil.CoalesceValues(ch, copyValues(values))
+	if err != nil {
+		return err
+	}
+
+	if err := chartutil.ValidateAgainstSchema(ch, vals); err != nil {
+		return fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%s", err)
+	}
+
+	return nil
 }
 
 func isTestHook(h *release.Hook) bool {

@@ -39,6 +39,40 @@ func (a *Archive) Load() (*chart.Chart, error) {
 	return loader.LoadArchive(bytes.NewReader(a.Data))
 }
 
+// loadTwice returns the chart and a loader of a copy that may be read while the chart renders.
+// Rendering changes a chart only when it has dependencies (it drops disabled subcharts and
+// imports their values); without any, the chart itself is that copy.
+func (a *Archive) loadTwice() (*chart.Chart, func() (*chart.Chart, error), error) {
+	var (
+		ch    *chart.Chart
+		again func() (*chart.Chart, error)
+		err   error
+	)
+
+	if a.Dir != "" {
+		again = func() (*chart.Chart, error) { return loader.LoadDir(a.Dir) }
+		ch, err = again()
+	} else {
+		files, ferr := loader.LoadArchiveFiles(bytes.NewReader(a.Data))
+		if ferr != nil {
+			return nil, nil, ferr
+		}
+
+		again = func() (*chart.Chart, error) { return loader.LoadFiles(files) }
+		ch, err = again()
+	}
+
+	if err != nil {
+		return nil, nil, err
+	}
+
+	if len(ch.Metadata.Dependencies) == 0 && len(ch.Dependencies()) == 0 {
+		return ch, func() (*chart.Chart, error) { return ch, nil }, nil
+	}
+
+	return ch, again, nil
+}
+
 var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // ValidDigest reports whether d is a digest pin this package accepts.
