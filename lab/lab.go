@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/charts"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/controller"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/imagefactory"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
@@ -33,6 +35,8 @@ type Options struct {
 
 // Lab is a running lab.
 type Lab struct {
+	// Charts is a Helm chart repository serving the Cilium chart (from its Go module).
+	Charts     *charts.Server
 	Factory    *imagefactory.Server
 	PVE        *pvefake.Server
 	Controller *controller.Controller
@@ -59,8 +63,14 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 		opts.Logf = func(string, ...any) {}
 	}
 
+	chartRepo, err := ciliumRepository(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("starting the chart repository: %w", err)
+	}
+
 	factory, err := imagefactory.Start(ctx, "127.0.0.1:0")
 	if err != nil {
+		_ = chartRepo.Close()
 		return nil, fmt.Errorf("starting the Image Factory stand-in: %w", err)
 	}
 
@@ -80,12 +90,30 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	pve, err := pvefake.Start(ctx, pveOpts)
 	if err != nil {
 		_ = factory.Close()
+		_ = chartRepo.Close()
 		return nil, fmt.Errorf("starting the Proxmox VE fake: %w", err)
 	}
 
 	ctrl.Attach(pve)
 
-	return &Lab{Factory: factory, PVE: pve, Controller: ctrl, opts: opts}, nil
+	return &Lab{Charts: chartRepo, Factory: factory, PVE: pve, Controller: ctrl, opts: opts}, nil
+}
+
+// ciliumRepository serves the Cilium chart, packaged from its Go module, as a classic Helm
+// repository: the lab's stand-in for https://helm.cilium.io.
+func ciliumRepository(ctx context.Context) (*charts.Server, error) {
+	dir, err := os.MkdirTemp("", "lab-charts-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+
+	archive, err := charts.CiliumArchive(dir)
+	if err != nil {
+		return nil, err
+	}
+
+	return charts.Repository(ctx, archive)
 }
 
 // Close stops the nodes, the fake and the factory.
@@ -93,6 +121,7 @@ func (l *Lab) Close() {
 	l.Controller.Close()
 	_ = l.PVE.Close()
 	_ = l.Factory.Close()
+	_ = l.Charts.Close()
 }
 
 // Address is the address of the i-th cluster address (10 = VIP, 11… nodes).
@@ -121,6 +150,7 @@ func (l *Lab) StackConfig() map[string]ConfigValue {
 		"vip":                {Value: l.Address(10)},
 		"addresses":          {Value: jsonList(addrs)},
 		"loadBalancerPool":   {Value: fmt.Sprintf("127.0.%d.240/28", l.opts.Subnet)},
+		"ciliumRepository":   {Value: l.Charts.URL},
 	}
 }
 

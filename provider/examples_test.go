@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -11,6 +12,9 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender/helmtest"
 )
 
 // yamlProgram is the part of a Pulumi YAML program these tests read.
@@ -61,7 +65,9 @@ func resolveConfig(t *testing.T, v any, config map[string]any) any {
 	}
 }
 
-func loadYAMLExample(t *testing.T) map[string]any {
+// loadYAMLExample returns the example's cluster properties with config resolved from the
+// defaults, then from overrides.
+func loadYAMLExample(t *testing.T, overrides map[string]any) map[string]any {
 	t.Helper()
 
 	raw, err := os.ReadFile("../examples/yaml/Pulumi.yaml")
@@ -78,6 +84,8 @@ func loadYAMLExample(t *testing.T) map[string]any {
 	for k, c := range prog.Config {
 		config[k] = c.Default
 	}
+
+	maps.Copy(config, overrides)
 
 	for name, r := range prog.Resources {
 		if r.Type == ClusterToken {
@@ -136,6 +144,10 @@ func TestYAMLExampleMatchesSchema(t *testing.T) {
 		}
 	}
 	checkValue = func(path string, typ map[string]any, v any) {
+		if typ["$ref"] == "pulumi.json#/Any" {
+			return // free-form (Helm values)
+		}
+
 		if ref, ok := typ["$ref"].(string); ok {
 			token := strings.TrimPrefix(ref, "#/types/")
 			ty := s.Types[token]
@@ -179,15 +191,18 @@ func TestYAMLExampleMatchesSchema(t *testing.T) {
 	}
 
 	r := s.Resources[ClusterToken]
-	checkObject("homelab", r.InputProperties, r.RequiredInputs, loadYAMLExample(t))
+	checkObject("homelab", r.InputProperties, r.RequiredInputs, loadYAMLExample(t, nil))
 }
 
 // TestYAMLExampleConstructs runs the YAML example's inputs through the component with mocked
 // children: it must validate and produce the cluster the README describes.
+// TestYAMLExampleConstructs constructs the YAML example, with Cilium from a chart repository on
+// loopback instead of https://helm.cilium.io.
 func TestYAMLExampleConstructs(t *testing.T) {
-	t.Parallel()
+	t.Setenv(helmrender.CacheEnv, t.TempDir())
 
-	props := loadYAMLExample(t)
+	repo := helmtest.Repository(t, helmtest.CiliumArchive(t))
+	props := loadYAMLExample(t, map[string]any{"ciliumRepository": repo.URL})
 	text, err := json.Marshal(props)
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +219,13 @@ func TestYAMLExampleConstructs(t *testing.T) {
 
 	if n := len(r.ofType("proxmoxve:Download/file:File")); n != 2 {
 		t.Errorf("%d downloads, want 2 (two hosts)", n)
+	}
+
+	for host, patches := range nodeConfigs(r) {
+		hasCilium := strings.Contains(strings.Join(patches, "\n"), "name: helm-cilium")
+		if hasCilium != strings.HasPrefix(host, "cp-") {
+			t.Errorf("%s: carries helm-cilium = %v", host, hasCilium)
+		}
 	}
 
 	var hosts []string

@@ -88,7 +88,9 @@ func manifestSizes(c *spec.Cluster, rendered []*helmrender.Manifest) (int, strin
 }
 
 // stateBytes is what the bootstrap manifests add to Pulumi state: once per control plane.
-func stateBytes(c *spec.Cluster, perConfig int) int { return perConfig * max(1, len(c.ControlPlanes())) }
+func stateBytes(c *spec.Cluster, perConfig int) int {
+	return perConfig * max(1, len(c.ControlPlanes()))
+}
 
 func checkManifestBudget(c *spec.Cluster, rendered []*helmrender.Manifest) error {
 	total, parts := manifestSizes(c, rendered)

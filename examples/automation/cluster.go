@@ -81,6 +81,15 @@ func program(ctx *pulumi.Context) error {
 		},
 		NodeDefaults: &provider.NodeDefaults{Cpu: ptr(4), MemoryMib: ptr(8192), Tags: []string{"homelab"}},
 		Nodes:        nodes,
+		// Cilium as the CNI, rendered into the control planes' configuration with the Talos values.
+		Cilium: &provider.Cilium{
+			Version:    "1.18.0",
+			Repository: or(cfg.Get("ciliumRepository"), "https://helm.cilium.io"),
+			Values: map[string]any{
+				"l2announcements": map[string]any{"enabled": true},
+				"externalIPs":     map[string]any{"enabled": true},
+			},
+		},
 		InlineManifests: []provider.InlineManifest{{
 			Name:     "cilium-l2",
 			Contents: pulumi.Sprintf(l2Manifests, or(cfg.Get("loadBalancerPool"), "192.168.10.240/28")),

@@ -9,6 +9,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/charts"
 )
 
 type mocks struct {
@@ -28,12 +30,28 @@ func (m *mocks) Call(pulumi.MockCallArgs) (resource.PropertyMap, error) {
 	return resource.PropertyMap{}, nil
 }
 
-// TestProgramBuildsTheCluster runs the inline program with mocked children and default config.
+// TestProgramBuildsTheCluster runs the inline program with mocked children and default config,
+// except that Cilium's chart comes from a repository on loopback.
 func TestProgramBuildsTheCluster(t *testing.T) {
+	dir := t.TempDir()
+
+	archive, err := charts.CiliumArchive(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	repo, err := charts.Repository(t.Context(), archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+
+	t.Setenv("TALOS_PROXMOX_HELM_CACHE", filepath.Join(dir, "cache"))
+	t.Setenv("PULUMI_CONFIG", `{"`+project+`:ciliumRepository": "`+repo.URL+`"}`)
+
 	m := &mocks{types: map[string]int{}}
 
-	err := pulumi.RunErr(program, pulumi.WithMocks(project, "homelab", m))
-	if err != nil {
+	if err := pulumi.RunErr(program, pulumi.WithMocks(project, "homelab", m)); err != nil {
 		t.Fatal(err)
 	}
 

@@ -87,6 +87,15 @@ func main() {
 					PciDevices: []talosproxmox.PciDeviceArgs{{Mapping: pulumi.StringRef("gpu")}},
 				},
 			},
+			// Cilium as the CNI, rendered into the control planes' configuration with the Talos values.
+			Cilium: &talosproxmox.CiliumArgs{
+				Version:    pulumi.StringRef("1.18.0"),
+				Repository: pulumi.StringRef(or(cfg.Get("ciliumRepository"), "https://helm.cilium.io")),
+				Values: map[string]interface{}{
+					"l2announcements": map[string]interface{}{"enabled": true},
+					"externalIPs":     map[string]interface{}{"enabled": true},
+				},
+			},
 			InlineManifests: []talosproxmox.InlineManifestArgs{{
 				Name:     "cilium-l2",
 				Contents: pulumi.String(fmt.Sprintf(l2Manifests, or(cfg.Get("loadBalancerPool"), "192.168.10.240/28"))),

@@ -84,6 +84,12 @@ cluster = talosproxmox.TalosProxmoxCluster(
             pci_devices=[talosproxmox.PciDeviceArgs(mapping="gpu")],
         ),
     },
+    # Cilium as the CNI, rendered into the control planes' configuration with the Talos values.
+    cilium=talosproxmox.CiliumArgs(
+        version="1.18.0",
+        repository=config.get("ciliumRepository") or "https://helm.cilium.io",
+        values={"l2announcements": {"enabled": True}, "externalIPs": {"enabled": True}},
+    ),
     inline_manifests=[
         talosproxmox.InlineManifestArgs(
             name="cilium-l2",

@@ -70,6 +70,12 @@ const cluster = new talosproxmox.TalosProxmoxCluster("homelab", {
             pciDevices: [{ mapping: "gpu" }],
         },
     },
+    // Cilium as the CNI, rendered into the control planes' configuration with the Talos values.
+    cilium: {
+        version: "1.18.0",
+        repository: config.get("ciliumRepository") ?? "https://helm.cilium.io",
+        values: { l2announcements: { enabled: true }, externalIPs: { enabled: true } },
+    },
     inlineManifests: [{ name: "cilium-l2", contents: l2Manifests }],
 });
 

@@ -390,7 +390,7 @@ func TestBadSources(t *testing.T) {
 	dead := helmtest.Repository(t)
 	dead.Close()
 	_, err = renderer(t).Render(ctx, cilium(dead.URL))
-	wantErr(t, err, "cannot read the index of chart repository "+dead.URL, "connection refused")
+	wantErr(t, err, "cannot read the index of chart repository "+dead.URL, "dial tcp", "can reach it")
 
 	rel = cilium("")
 	rel.Source = helmrender.Source{Chart: "no/such/chart"}
