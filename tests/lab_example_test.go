@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 )
 
 // TestYAMLExampleOnTheLab runs examples/yaml, unchanged, through the real CLI, our plugin, the
@@ -74,6 +77,8 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 	if out, err := p.Run(ctx, "preview", "--expect-no-changes", "--diff"); err != nil {
 		t.Errorf("preview after up shows changes: %v\n%s", err, out)
 	}
+
+	helmPreview(t, p, filepath.Join(e.dir, "Pulumi.yaml"), string(program))
 
 	exported, err := p.Run(ctx, "stack", "export")
 	if err != nil {
@@ -158,5 +163,73 @@ func TestBadInputOnTheLab(t *testing.T) {
 
 	if calls := l.PVE.Calls(); len(calls) != 0 {
 		t.Errorf("the Proxmox API was called: %v", calls)
+	}
+}
+
+// helmPreview: Cilium is rendered at plan time, so a changed chart value shows in `pulumi
+// preview` as an update of exactly the control planes' configuration applies (workers and VMs
+// untouched, nothing replaced); a chart version the repository does not have fails the preview
+// naming it; and the unchanged program, rendered again by a new plugin process, shows no change.
+func helmPreview(t *testing.T, p *lab.Pulumi, file, program string) {
+	t.Helper()
+
+	ctx := t.Context()
+	edit := func(from, to string) {
+		t.Helper()
+
+		if !strings.Contains(program, from) {
+			t.Fatalf("the example no longer contains %q", from)
+		}
+
+		if err := os.WriteFile(file, []byte(strings.Replace(program, from, to, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	edit("l2announcements:\n            enabled: true", "l2announcements:\n            enabled: false")
+
+	out, err := p.Run(ctx, "preview", "--json")
+	if err != nil {
+		t.Fatalf("preview with a changed Cilium value: %v\n%s", err, out)
+	}
+
+	var plan struct {
+		Steps []struct{ Op, URN string }
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	var changed []string
+
+	for _, s := range plan.Steps {
+		if s.Op == "same" {
+			continue
+		}
+
+		name := s.URN[strings.LastIndex(s.URN, "::")+2:]
+		changed = append(changed, s.Op+" "+name)
+	}
+
+	slices.Sort(changed)
+
+	want := "update homelab-cp-1-config,update homelab-cp-2-config,update homelab-cp-3-config"
+	if strings.Join(changed, ",") != want {
+		t.Errorf("a changed Cilium value previews as %v, want %s", changed, want)
+	}
+
+	edit("version: 1.18.0", "version: 1.99.0")
+
+	out, err = p.Run(ctx, "preview")
+	if err == nil || !strings.Contains(out, `cilium: version "1.99.0" of chart "cilium" not found in repository`) {
+		t.Errorf("preview of a missing chart version: %v\n%s", err, out)
+	}
+
+	if err := os.WriteFile(file, []byte(program), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if out, err := p.Run(ctx, "preview", "--expect-no-changes"); err != nil {
+		t.Errorf("preview of the unchanged program shows changes: %v\n%s", err, out)
 	}
 }

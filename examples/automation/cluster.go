@@ -87,7 +87,10 @@ func program(ctx *pulumi.Context) error {
 			Repository: or(cfg.Get("ciliumRepository"), "https://helm.cilium.io"),
 			Values: map[string]any{
 				"l2announcements": map[string]any{"enabled": true},
-				"externalIPs":     map[string]any{"enabled": true},
+				"hubble": map[string]any{
+					"relay": map[string]any{"enabled": true},
+					"ui":    map[string]any{"enabled": true},
+				},
 			},
 		},
 		InlineManifests: []provider.InlineManifest{{

@@ -93,7 +93,10 @@ func main() {
 				Repository: pulumi.StringRef(or(cfg.Get("ciliumRepository"), "https://helm.cilium.io")),
 				Values: map[string]interface{}{
 					"l2announcements": map[string]interface{}{"enabled": true},
-					"externalIPs":     map[string]interface{}{"enabled": true},
+					"hubble": map[string]interface{}{
+						"relay": map[string]interface{}{"enabled": true},
+						"ui":    map[string]interface{}{"enabled": true},
+					},
 				},
 			},
 			InlineManifests: []talosproxmox.InlineManifestArgs{{

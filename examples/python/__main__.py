@@ -88,7 +88,10 @@ cluster = talosproxmox.TalosProxmoxCluster(
     cilium=talosproxmox.CiliumArgs(
         version="1.18.0",
         repository=config.get("ciliumRepository") or "https://helm.cilium.io",
-        values={"l2announcements": {"enabled": True}, "externalIPs": {"enabled": True}},
+        values={
+            "l2announcements": {"enabled": True},
+            "hubble": {"relay": {"enabled": True}, "ui": {"enabled": True}},
+        },
     ),
     inline_manifests=[
         talosproxmox.InlineManifestArgs(

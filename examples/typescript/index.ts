@@ -74,7 +74,10 @@ const cluster = new talosproxmox.TalosProxmoxCluster("homelab", {
     cilium: {
         version: "1.18.0",
         repository: config.get("ciliumRepository") ?? "https://helm.cilium.io",
-        values: { l2announcements: { enabled: true }, externalIPs: { enabled: true } },
+        values: {
+            l2announcements: { enabled: true },
+            hubble: { relay: { enabled: true }, ui: { enabled: true } },
+        },
     },
     inlineManifests: [{ name: "cilium-l2", contents: l2Manifests }],
 });
