@@ -250,15 +250,9 @@ func TestConstructHomelab(t *testing.T) {
 	})
 
 	t.Run("machine configurations", func(t *testing.T) {
-		configs := map[string][]string{}
 		for _, inv := range r.invokes {
 			if inv.Token != "talos:machine/getConfiguration:getConfiguration" {
 				continue
-			}
-
-			var patches []string
-			for _, v := range inv.Args.Get("configPatches").AsArray().All {
-				patches = append(patches, v.AsString())
 			}
 
 			if inv.Args.Get("clusterEndpoint").AsString() != "https://10.0.0.10:6443" {
@@ -268,14 +262,9 @@ func TestConstructHomelab(t *testing.T) {
 			if inv.Args.Get("kubernetesVersion").AsString() != "v1.34.1" || inv.Args.Get("talosVersion").AsString() != "v1.11" {
 				t.Errorf("versions = %s / %s", inv.Args.Get("kubernetesVersion").AsString(), inv.Args.Get("talosVersion").AsString())
 			}
-
-			host := ""
-			if i := strings.Index(patches[0], "hostname: "); i >= 0 {
-				host = strings.Fields(patches[0][i+len("hostname: "):])[0]
-			}
-			configs[host] = patches
 		}
 
+		configs := nodeConfigs(r)
 		if len(configs) != 5 {
 			t.Fatalf("configurations for %d nodes, want 5: %v", len(configs), configs)
 		}

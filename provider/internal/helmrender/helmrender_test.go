@@ -4,19 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/golden"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender/helmtest"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 const kube = "v1.34.1"
 
@@ -41,32 +39,6 @@ func objectList(m *helmrender.Manifest) string {
 	}
 
 	return b.String()
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-
-	file := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-
-		return
-	}
-
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-
-	if string(want) != got {
-		t.Fatalf("%s differs (run go test -update if the change is intended)\n--- got\n%s", file, got)
-	}
 }
 
 func wantErr(t *testing.T, err error, parts ...string) {
@@ -97,7 +69,7 @@ func TestCiliumFromHTTPRepository(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	golden(t, "cilium-objects.txt", objectList(m))
+	golden.Check(t, "cilium-objects.txt", objectList(m))
 
 	for _, want := range []string{
 		"kube-proxy-replacement: \"true\"", "ipam: \"kubernetes\"", "KUBERNETES_SERVICE_HOST\n          value: \"localhost\"",
@@ -346,7 +318,7 @@ metadata:
 		t.Fatal(err)
 	}
 
-	golden(t, "normalised.yaml", m.Contents)
+	golden.Check(t, "normalised.yaml", m.Contents)
 
 	var got []string
 	for _, o := range m.Objects {

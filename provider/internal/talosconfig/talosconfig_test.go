@@ -1,9 +1,6 @@
 package talosconfig
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,10 +12,9 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/golden"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func ptr[T any](v T) *T { return &v }
 
@@ -113,7 +109,7 @@ func TestNodePatchGolden(t *testing.T) {
 			all.WriteString("# " + n.Name + "\n" + patch + "---\n")
 		}
 
-		golden(t, tc.name+".yaml", all.String())
+		golden.Check(t, tc.name+".yaml", all.String())
 	}
 }
 
@@ -131,29 +127,7 @@ func TestManifestsPatchGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	golden(t, "manifests.yaml", patch)
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-
-	file := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-
-		return
-	}
-
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-
-	if string(want) != got {
-		t.Fatalf("%s differs from the generated patch (run go test -update if the change is intended)\n--- got\n%s", file, got)
-	}
+	golden.Check(t, "manifests.yaml", patch)
 }
 
 var bundle = sync.OnceValues(func() (*secrets.Bundle, error) {
