@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -207,5 +208,31 @@ func TestManifestBudget(t *testing.T) {
 
 	if err := checkManifestBudget(cluster(1, 0), rendered(1536)); err != nil {
 		t.Errorf("one control plane: %v", err)
+	}
+}
+
+// TestEmptyCiliumUsesTheDefaultsFromTheCache: `cilium: {}` installs Cilium 1.18.0 from
+// https://helm.cilium.io; with that archive already in the cache, no network is needed.
+func TestEmptyCiliumUsesTheDefaultsFromTheCache(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(helmrender.CacheEnv, dir)
+
+	data, err := os.ReadFile(helmtest.CiliumArchive(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	src := helmrender.Source{Chart: "cilium", Repository: spec.DefaultCiliumRepository, Version: spec.DefaultCiliumVersion}
+	if _, err := helmrender.NewCache(dir).Store(src, data); err != nil {
+		t.Fatal(err)
+	}
+
+	r := &recorder{}
+	if _, err := construct(t, r, "homelab", inputsFromJSON(t, homelabJSON).Set("cilium", property.New(property.Map{}))); err != nil {
+		t.Fatal(err)
+	}
+
+	if cp := nodeConfigs(r)["cp-1"]; len(cp) < 2 || !strings.Contains(cp[1], "name: helm-cilium") || !strings.Contains(cp[0], "cni:\n      name: none") {
+		t.Errorf("cilium: {} did not install Cilium: %q", cp)
 	}
 }
