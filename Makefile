@@ -25,6 +25,8 @@ export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 export PULUMI_TOOLCHAIN_BIN                := $(TOOLCHAIN)
 export TALOS_PROXMOX_PLUGIN                := $(CURDIR)/$(PLUGIN)
 export TALOS_LAB_BIN                       := $(CURDIR)/bin/lab
+# Helm charts the component renders are cached here, not in the user's cache.
+export TALOS_PROXMOX_HELM_CACHE            := $(CACHE)/helm
 
 .PHONY: help
 help: ## List the targets
