@@ -87,7 +87,7 @@ fuzz: ## Fuzz input validation for FUZZTIME
 
 .PHONY: e2e
 e2e: tools provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab
-	$(GO) test -count=1 -tags e2e ./tests/...
+	$(GO) test -count=1 -timeout 40m -tags e2e ./tests/...
 
 .PHONY: test
 test: tools provider lab lint unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests

@@ -72,10 +72,12 @@
 // # Test knobs
 //
 // Options.FailureRate / SetFailureRate fail that share of calls with a PVE-like 500 ("cfs-lock
-// … got lock request timeout") or 503 before any side effect, drawn from a source seeded with
-// Options.Seed (reproducible for sequential callers); SetRouteFailureRate and FailNext target
-// routes; FailNextTask makes the next task of a route end in "TASK ERROR: <message>" without its
-// effect. Options.Latency, RouteLatency, SetLatency and SetRouteLatency delay calls; on task
+// … got lock request timeout") or 503 before any side effect; whether the n-th call of a route
+// fails depends only on the seed (Options.Seed), the route key and n, so a seed replays the same
+// failures per route however concurrent calls interleave. SetRouteFailureRate and FailNext
+// target routes; FailNextTaskStatus fails the next status reads of finished tasks of a type
+// ("qmcreate", …); FailNextTask makes the next task of a route end in "TASK ERROR: <message>"
+// without its effect; InjectedFailures counts the calls failed on purpose. Options.Latency, RouteLatency, SetLatency and SetRouteLatency delay calls; on task
 // routes the delay is the task's running time instead. Rules name route keys such as
 // "POST /nodes/{node}/qemu" (see Routes), optionally ending in "*" or without the method.
 // VMs, VM, Volumes, Tasks, Calls and CallCount inspect the state; AddFile seeds files.

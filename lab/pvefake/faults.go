@@ -1,6 +1,8 @@
 package pvefake
 
 import (
+	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -16,25 +18,36 @@ import (
 
 // faults holds the runtime-adjustable fault and latency knobs.
 type faults struct {
-	mu          sync.Mutex
-	rng         *rand.Rand
-	rate        float64
-	routeRates  map[string]float64
-	failNext    map[string]int
-	taskErrors  map[string][]string
-	latency     time.Duration
-	routeDelays map[string]time.Duration
+	mu   sync.Mutex
+	rng  *rand.Rand
+	seed uint64
+	rate float64
+	// drawn counts the calls of each route key drawn for so far; injected counts the calls of
+	// each route key failed on purpose (FailNext and rates).
+	drawn      map[string]uint64
+	injected   map[string]int
+	routeRates map[string]float64
+	failNext   map[string]int
+	// statusFailNext counts, per task type, the status reads of finished tasks still to fail.
+	statusFailNext map[string]int
+	taskErrors     map[string][]string
+	latency        time.Duration
+	routeDelays    map[string]time.Duration
 }
 
 func newFaults(o Options) *faults {
 	f := &faults{
-		rng:         newRand(o.Seed),
-		rate:        o.FailureRate,
-		routeRates:  map[string]float64{},
-		failNext:    map[string]int{},
-		taskErrors:  map[string][]string{},
-		latency:     o.Latency,
-		routeDelays: map[string]time.Duration{},
+		rng:            newRand(o.Seed),
+		seed:           o.Seed,
+		rate:           o.FailureRate,
+		drawn:          map[string]uint64{},
+		injected:       map[string]int{},
+		routeRates:     map[string]float64{},
+		failNext:       map[string]int{},
+		statusFailNext: map[string]int{},
+		taskErrors:     map[string][]string{},
+		latency:        o.Latency,
+		routeDelays:    map[string]time.Duration{},
 	}
 
 	for rule, d := range o.RouteLatency {
@@ -112,7 +125,9 @@ func (f *faults) failure(key string) *apiError {
 			delete(f.failNext, rule)
 		}
 
-		return f.injected()
+		f.injected[key]++
+
+		return injectedError(f.rng.Uint64())
 	}
 
 	rate := f.rate
@@ -120,16 +135,41 @@ func (f *faults) failure(key string) *apiError {
 		rate = f.routeRates[rule]
 	}
 
-	if rate > 0 && f.rng.Float64() < rate {
-		return f.injected()
+	if rate <= 0 {
+		return nil
 	}
 
-	return nil
+	// The n-th call of a route fails or not by (seed, route, n) alone, so concurrent calls of
+	// other routes (two VMs created at once, pollers) do not shift which calls fail.
+	n := f.drawn[key]
+	f.drawn[key]++
+
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	x := mix64(f.seed ^ mix64(h.Sum64()^mix64(n)))
+
+	if float64(x>>11)/(1<<53) >= rate {
+		return nil
+	}
+
+	f.injected[key]++
+
+	return injectedError(mix64(x))
 }
 
-// injected is one of the transient errors a busy PVE cluster answers. Callers hold f.mu.
-func (f *faults) injected() *apiError {
-	if f.rng.IntN(2) == 0 {
+// mix64 is splitmix64's finaliser: a bijective, well-spread hash of a 64-bit value.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+
+	return x ^ x>>31
+}
+
+// injectedError is one of the transient errors a busy PVE cluster answers, picked by r.
+func injectedError(r uint64) *apiError {
+	if r&1 == 0 {
 		return errf("cfs-lock 'file-user_cfg' error: got lock request timeout")
 	}
 
@@ -157,13 +197,26 @@ func (f *faults) taskError(key string) (string, bool) {
 }
 
 // SetFailureRate sets the share of calls (0..1) that fail before any side effect, and reseeds
-// the draw so that a sequence of calls made one after another fails the same way on every run.
+// the draw: from here on, whether the n-th call of a route fails depends only on the seed, the
+// route key and n, so a run fails the same calls of each route whatever the interleaving of
+// concurrent calls of other routes.
 func (s *Server) SetFailureRate(rate float64, seed uint64) {
 	s.faults.mu.Lock()
 	defer s.faults.mu.Unlock()
 
 	s.faults.rate = min(max(rate, 0), 1)
 	s.faults.rng = newRand(seed)
+	s.faults.seed = seed
+	s.faults.drawn = map[string]uint64{}
+}
+
+// InjectedFailures counts, per route key, the calls failed on purpose (FailNext, failure rates);
+// task errors from FailNextTask are not counted.
+func (s *Server) InjectedFailures() map[string]int {
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+
+	return maps.Clone(s.faults.injected)
 }
 
 // SetRouteFailureRate sets the failure rate for calls matching rule, overriding the global
@@ -191,6 +244,40 @@ func (s *Server) FailNext(rule string, n int) {
 	}
 
 	s.faults.failNext[rule] = n
+}
+
+// FailNextTaskStatus makes the next n status reads (GET /nodes/{node}/tasks/{upid}/status) of
+// finished tasks of type taskType ("qmcreate", "download", …; see doc.go) fail as FailNext does,
+// e.g. the poll that would tell a client its VM create task ended OK.
+func (s *Server) FailNextTaskStatus(taskType string, n int) {
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+
+	if n <= 0 {
+		delete(s.faults.statusFailNext, taskType)
+		return
+	}
+
+	s.faults.statusFailNext[taskType] = n
+}
+
+// statusFailure decides whether a status read of a finished task of type typ fails.
+func (f *faults) statusFailure(key, typ string) *apiError {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+
+	if f.statusFailNext[typ] <= 0 {
+		return nil
+	}
+
+	f.statusFailNext[typ]--
+	if f.statusFailNext[typ] == 0 {
+		delete(f.statusFailNext, typ)
+	}
+
+	f.injected[key]++
+
+	return injectedError(f.rng.Uint64())
 }
 
 // FailNextTask makes the next task started by a call matching rule end with

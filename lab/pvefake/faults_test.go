@@ -188,3 +188,67 @@ func TestConcurrentCallsAreSafe(t *testing.T) {
 		t.Fatalf("%d VMs", n)
 	}
 }
+
+func TestFailureRateIsPerRouteWhateverTheInterleaving(t *testing.T) {
+	t.Parallel()
+
+	// pattern returns the codes of 30 GET /version calls, interleaved with `others` calls of
+	// another route after each one.
+	pattern := func(others int) string {
+		s := start(t, Options{Logf: func(string, ...any) {}})
+		s.SetFailureRate(0.3, 11)
+		c := newClient(t, s)
+
+		var b strings.Builder
+		for range 30 {
+			fmt.Fprintf(&b, "%d,", c.do("GET", "version", nil).Code)
+
+			for range others {
+				c.do("GET", "nodes", nil)
+			}
+		}
+
+		return b.String()
+	}
+
+	a, b := pattern(0), pattern(3)
+	if a != b {
+		t.Fatalf("calls of another route shifted the failures:\n%s\n%s", a, b)
+	}
+
+	if !strings.Contains(a, "200") || (!strings.Contains(a, "500") && !strings.Contains(a, "503")) {
+		t.Fatalf("pattern = %s", a)
+	}
+}
+
+func TestInjectedFailuresAndTaskStatusFailures(t *testing.T) {
+	t.Parallel()
+
+	s := start(t, Options{})
+	c := newClient(t, s)
+	s.FailNextTaskStatus("qmcreate", 1)
+
+	upid := c.ok("POST", "nodes/pve1/qemu", form("vmid", "100")).data().(string)
+
+	if r := c.do("GET", "nodes/pve1/tasks/"+upid+"/status", nil); r.Code != 500 && r.Code != 503 {
+		t.Fatalf("status read of the finished create task: %d %q", r.Code, r.Reason)
+	}
+
+	if _, ok := s.VM(100); !ok {
+		t.Fatal("the failed status read undid the create")
+	}
+
+	if exit := c.waitTask("pve1", upid); exit != "OK" {
+		t.Fatalf("the next status read says %q", exit)
+	}
+
+	s.FailNext("GET /version", 2)
+	c.do("GET", "version", nil)
+	c.do("GET", "version", nil)
+	c.ok("GET", "version", nil)
+
+	want := map[string]int{"GET /nodes/{node}/tasks/{upid}/status": 1, "GET /version": 2}
+	if got := s.InjectedFailures(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("injected failures %v, want %v", got, want)
+	}
+}

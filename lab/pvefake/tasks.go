@@ -180,6 +180,12 @@ func (s *Server) getTaskStatus(c *call) (any, *apiError) {
 		return nil, e
 	}
 
+	if !t.running {
+		if e := s.faults.statusFailure(c.route, t.typ); e != nil {
+			return nil, e
+		}
+	}
+
 	user, token, _ := strings.Cut(t.user, "!")
 	res := map[string]any{
 		"upid":      t.upid,
