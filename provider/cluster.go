@@ -24,6 +24,7 @@ type TalosProxmoxCluster struct {
 	Nodes           NodeInfoMapOutput        `pulumi:"nodes"`
 	SchematicId     pulumi.StringOutput      `pulumi:"schematicId"`
 	InstallerImage  pulumi.StringOutput      `pulumi:"installerImage"`
+	HelmReleases    HelmReleaseInfoMapOutput `pulumi:"helmReleases"`
 }
 
 // Annotate documents the component and its outputs.
@@ -41,6 +42,49 @@ func (c *TalosProxmoxCluster) Annotate(an infer.Annotator) {
 	an.Describe(&c.Nodes, "Every node by hostname: its Proxmox VM id, address, Proxmox host and role.")
 	an.Describe(&c.SchematicId, "Image Factory schematic id of the Talos image.")
 	an.Describe(&c.InstallerImage, "Installer image Talos installs and upgrades from.")
+	an.Describe(&c.HelmReleases, "Every Helm release rendered into the control planes' configuration (Cilium "+
+		"and `helmCharts`), by release name: the chart, its digest and what was rendered.")
+}
+
+// HelmReleaseInfo describes a Helm release rendered into the control planes' configuration.
+type HelmReleaseInfo struct {
+	Chart          string `pulumi:"chart"`
+	Version        string `pulumi:"version"`
+	Namespace      string `pulumi:"namespace"`
+	Digest         string `pulumi:"digest"`
+	ManifestSha256 string `pulumi:"manifestSha256"`
+	Objects        int    `pulumi:"objects"`
+	Bytes          int    `pulumi:"bytes"`
+}
+
+// Annotate documents a release's outputs.
+func (h *HelmReleaseInfo) Annotate(an infer.Annotator) {
+	an.Describe(h, "A Helm release rendered by the component.")
+	an.Describe(&h.Chart, "Name of the chart, from its Chart.yaml.")
+	an.Describe(&h.Version, "Version of the chart rendered, from its Chart.yaml.")
+	an.Describe(&h.Namespace, "Namespace the release was rendered into.")
+	an.Describe(&h.Digest, "`sha256:<hex>` of the chart archive rendered; empty for a local chart directory. "+
+		"Pin it with `digest`.")
+	an.Describe(&h.ManifestSha256, "sha256 of the rendered manifests: it changes exactly when the control "+
+		"planes' configuration changes because of this release.")
+	an.Describe(&h.Objects, "Number of Kubernetes objects rendered.")
+	an.Describe(&h.Bytes, "Size of the rendered manifests in bytes.")
+}
+
+// HelmReleaseInfoMapOutput is an output of a map of HelmReleaseInfo.
+type HelmReleaseInfoMapOutput struct{ *pulumi.OutputState }
+
+// ElementType is map[string]HelmReleaseInfo.
+func (HelmReleaseInfoMapOutput) ElementType() reflect.Type {
+	return reflect.TypeFor[map[string]HelmReleaseInfo]()
+}
+
+// ToHelmReleaseInfoMapOutput returns the output itself.
+func (o HelmReleaseInfoMapOutput) ToHelmReleaseInfoMapOutput() HelmReleaseInfoMapOutput { return o }
+
+// ToHelmReleaseInfoMapOutputWithContext returns the output itself.
+func (o HelmReleaseInfoMapOutput) ToHelmReleaseInfoMapOutputWithContext(context.Context) HelmReleaseInfoMapOutput {
+	return o
 }
 
 // NodeInfo describes a deployed node.
@@ -78,4 +122,5 @@ func (o NodeInfoMapOutput) ToNodeInfoMapOutputWithContext(context.Context) NodeI
 
 func init() {
 	pulumi.RegisterOutputType(NodeInfoMapOutput{})
+	pulumi.RegisterOutputType(HelmReleaseInfoMapOutput{})
 }

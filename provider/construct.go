@@ -45,7 +45,9 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		_ = ctx.Log.Warn(w, &pulumi.LogArgs{Resource: comp})
 	}
 
-	b := &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: p, args: &args, helm: helm}
+	comp.HelmReleases = releaseInfos(helm)
+
+	b := &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: p, args: &args, helm: inlineManifests(helm)}
 	if err := b.build(); err != nil {
 		return nil, err
 	}
@@ -60,6 +62,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		"nodes":           comp.Nodes,
 		"schematicId":     comp.SchematicId,
 		"installerImage":  comp.InstallerImage,
+		"helmReleases":    comp.HelmReleases,
 	}); err != nil {
 		return nil, err
 	}

@@ -2,8 +2,12 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
@@ -20,7 +24,7 @@ const (
 // renderHelm renders the cluster's Helm releases (Cilium first) at plan time, from plain
 // inputs, so preview shows real changes. It returns one inline manifest `helm-<release>` per
 // release, and warnings.
-func renderHelm(ctx context.Context, c *spec.Cluster) ([]talosconfig.Manifest, []string, error) {
+func renderHelm(ctx context.Context, c *spec.Cluster) ([]*helmrender.Manifest, []string, error) {
 	if len(c.HelmReleases) == 0 {
 		return nil, nil, checkManifestBudget(c, nil)
 	}
@@ -46,11 +50,6 @@ func renderHelm(ctx context.Context, c *spec.Cluster) ([]talosconfig.Manifest, [
 		return nil, nil, fmt.Errorf("invalid TalosProxmoxCluster inputs: %w", err)
 	}
 
-	out := make([]talosconfig.Manifest, len(rendered))
-	for i, m := range rendered {
-		out[i] = talosconfig.Manifest{Name: "helm-" + m.Release, Contents: m.Contents}
-	}
-
 	if err := checkManifestBudget(c, rendered); err != nil {
 		return nil, nil, err
 	}
@@ -60,7 +59,37 @@ func renderHelm(ctx context.Context, c *spec.Cluster) ([]talosconfig.Manifest, [
 		warnings = append(warnings, w)
 	}
 
-	return out, warnings, nil
+	return rendered, warnings, nil
+}
+
+// inlineManifests are the rendered releases as inline manifests `helm-<release>`.
+func inlineManifests(rendered []*helmrender.Manifest) []talosconfig.Manifest {
+	out := make([]talosconfig.Manifest, len(rendered))
+	for i, m := range rendered {
+		out[i] = talosconfig.Manifest{Name: "helm-" + m.Release, Contents: m.Contents}
+	}
+
+	return out
+}
+
+// releaseInfos is the helmReleases output.
+func releaseInfos(rendered []*helmrender.Manifest) HelmReleaseInfoMapOutput {
+	out := map[string]HelmReleaseInfo{}
+
+	for _, m := range rendered {
+		digest := ""
+		if m.Digest != "" {
+			digest = "sha256:" + m.Digest
+		}
+
+		sum := sha256.Sum256([]byte(m.Contents))
+		out[m.Release] = HelmReleaseInfo{
+			Chart: m.Chart, Version: m.ChartVersion, Namespace: m.Namespace, Digest: digest,
+			ManifestSha256: hex.EncodeToString(sum[:]), Objects: len(m.Objects), Bytes: len(m.Contents),
+		}
+	}
+
+	return pulumi.ToOutput(out).(HelmReleaseInfoMapOutput)
 }
 
 // manifestSizes lists the bootstrap manifests' sizes, largest contributors named.

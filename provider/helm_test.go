@@ -65,8 +65,23 @@ func TestConstructWithCiliumAndCharts(t *testing.T) {
 		})}))
 
 	r := &recorder{}
-	if _, err := construct(t, r, "homelab", inputs); err != nil {
+
+	resp, err := construct(t, r, "homelab", inputs)
+	if err != nil {
 		t.Fatal(err)
+	}
+
+	rels := resp.State.Get("helmReleases").AsMap()
+	cil := rels.Get("cilium").AsMap()
+
+	if rels.Len() != 2 || cil.Get("chart").AsString() != "cilium" || cil.Get("version").AsString() != "1.18.0" ||
+		cil.Get("namespace").AsString() != "kube-system" || !strings.HasPrefix(cil.Get("digest").AsString(), "sha256:") ||
+		len(cil.Get("manifestSha256").AsString()) != 64 || cil.Get("objects").AsNumber() < 20 || cil.Get("bytes").AsNumber() < 50000 {
+		t.Errorf("helmReleases = %v", rels)
+	}
+
+	if ns := rels.Get("cilium-copy").AsMap().Get("namespace").AsString(); ns != "networking" {
+		t.Errorf("helmReleases.cilium-copy.namespace = %q", ns)
 	}
 
 	configs := nodeConfigs(r)

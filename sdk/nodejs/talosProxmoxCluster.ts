@@ -37,6 +37,10 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
      */
     declare public readonly endpoint: pulumi.Output<string>;
     /**
+     * Every Helm release rendered into the control planes' configuration (Cilium and `helmCharts`), by release name: the chart, its digest and what was rendered.
+     */
+    declare public /*out*/ readonly helmReleases: pulumi.Output<{[key: string]: outputs.HelmReleaseInfo}>;
+    /**
      * Installer image Talos installs and upgrades from.
      */
     declare public /*out*/ readonly installerImage: pulumi.Output<string>;
@@ -100,6 +104,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["vip"] = args?.vip;
             resourceInputs["workerConfigPatches"] = args?.workerConfigPatches;
             resourceInputs["controlPlaneIps"] = undefined /*out*/;
+            resourceInputs["helmReleases"] = undefined /*out*/;
             resourceInputs["installerImage"] = undefined /*out*/;
             resourceInputs["kubeconfig"] = undefined /*out*/;
             resourceInputs["schematicId"] = undefined /*out*/;
@@ -109,6 +114,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["clusterName"] = undefined /*out*/;
             resourceInputs["controlPlaneIps"] = undefined /*out*/;
             resourceInputs["endpoint"] = undefined /*out*/;
+            resourceInputs["helmReleases"] = undefined /*out*/;
             resourceInputs["installerImage"] = undefined /*out*/;
             resourceInputs["kubeconfig"] = undefined /*out*/;
             resourceInputs["nodes"] = undefined /*out*/;

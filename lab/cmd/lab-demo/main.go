@@ -113,6 +113,7 @@ func run(ctx context.Context, toolchain, plugin, labBin, example, workdir string
 		Endpoint   string         `json:"endpoint"`
 		Kubeconfig string         `json:"kubeconfig"`
 		Nodes      map[string]any `json:"nodes"`
+		Helm       map[string]any `json:"helmReleases"`
 	}
 	if err := json.Unmarshal([]byte(out), &outputs); err != nil {
 		return err
@@ -124,10 +125,12 @@ func run(ctx context.Context, toolchain, plugin, labBin, example, workdir string
 	}
 
 	nodes, _ := json.MarshalIndent(outputs.Nodes, "   ", "  ")
+	helm, _ := json.MarshalIndent(outputs.Helm, "   ", "  ")
 
 	fmt.Println("== outputs")
 	fmt.Println("   endpoint:  ", outputs.Endpoint)
 	fmt.Println("   nodes:     ", string(nodes))
+	fmt.Println("   helmReleases:", string(helm))
 	fmt.Printf("   kubeconfig: written to %s (mode 0600)\n", kubeconfig)
 	fmt.Printf("== done in %s; stopping the lab (the stack's state stays in %s)\n", time.Since(start).Round(time.Second), dir)
 

@@ -519,6 +519,94 @@ func (o HelmChartArrayOutput) Index(i pulumi.IntInput) HelmChartOutput {
 	}).(HelmChartOutput)
 }
 
+// A Helm release rendered by the component.
+type HelmReleaseInfo struct {
+	// Size of the rendered manifests in bytes.
+	Bytes int `pulumi:"bytes"`
+	// Name of the chart, from its Chart.yaml.
+	Chart string `pulumi:"chart"`
+	// `sha256:<hex>` of the chart archive rendered; empty for a local chart directory. Pin it with `digest`.
+	Digest string `pulumi:"digest"`
+	// sha256 of the rendered manifests: it changes exactly when the control planes' configuration changes because of this release.
+	ManifestSha256 string `pulumi:"manifestSha256"`
+	// Namespace the release was rendered into.
+	Namespace string `pulumi:"namespace"`
+	// Number of Kubernetes objects rendered.
+	Objects int `pulumi:"objects"`
+	// Version of the chart rendered, from its Chart.yaml.
+	Version string `pulumi:"version"`
+}
+
+// A Helm release rendered by the component.
+type HelmReleaseInfoOutput struct{ *pulumi.OutputState }
+
+func (HelmReleaseInfoOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*HelmReleaseInfo)(nil)).Elem()
+}
+
+func (o HelmReleaseInfoOutput) ToHelmReleaseInfoOutput() HelmReleaseInfoOutput {
+	return o
+}
+
+func (o HelmReleaseInfoOutput) ToHelmReleaseInfoOutputWithContext(ctx context.Context) HelmReleaseInfoOutput {
+	return o
+}
+
+// Size of the rendered manifests in bytes.
+func (o HelmReleaseInfoOutput) Bytes() pulumi.IntOutput {
+	return o.ApplyT(func(v HelmReleaseInfo) int { return v.Bytes }).(pulumi.IntOutput)
+}
+
+// Name of the chart, from its Chart.yaml.
+func (o HelmReleaseInfoOutput) Chart() pulumi.StringOutput {
+	return o.ApplyT(func(v HelmReleaseInfo) string { return v.Chart }).(pulumi.StringOutput)
+}
+
+// `sha256:<hex>` of the chart archive rendered; empty for a local chart directory. Pin it with `digest`.
+func (o HelmReleaseInfoOutput) Digest() pulumi.StringOutput {
+	return o.ApplyT(func(v HelmReleaseInfo) string { return v.Digest }).(pulumi.StringOutput)
+}
+
+// sha256 of the rendered manifests: it changes exactly when the control planes' configuration changes because of this release.
+func (o HelmReleaseInfoOutput) ManifestSha256() pulumi.StringOutput {
+	return o.ApplyT(func(v HelmReleaseInfo) string { return v.ManifestSha256 }).(pulumi.StringOutput)
+}
+
+// Namespace the release was rendered into.
+func (o HelmReleaseInfoOutput) Namespace() pulumi.StringOutput {
+	return o.ApplyT(func(v HelmReleaseInfo) string { return v.Namespace }).(pulumi.StringOutput)
+}
+
+// Number of Kubernetes objects rendered.
+func (o HelmReleaseInfoOutput) Objects() pulumi.IntOutput {
+	return o.ApplyT(func(v HelmReleaseInfo) int { return v.Objects }).(pulumi.IntOutput)
+}
+
+// Version of the chart rendered, from its Chart.yaml.
+func (o HelmReleaseInfoOutput) Version() pulumi.StringOutput {
+	return o.ApplyT(func(v HelmReleaseInfo) string { return v.Version }).(pulumi.StringOutput)
+}
+
+type HelmReleaseInfoMapOutput struct{ *pulumi.OutputState }
+
+func (HelmReleaseInfoMapOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*map[string]HelmReleaseInfo)(nil)).Elem()
+}
+
+func (o HelmReleaseInfoMapOutput) ToHelmReleaseInfoMapOutput() HelmReleaseInfoMapOutput {
+	return o
+}
+
+func (o HelmReleaseInfoMapOutput) ToHelmReleaseInfoMapOutputWithContext(ctx context.Context) HelmReleaseInfoMapOutput {
+	return o
+}
+
+func (o HelmReleaseInfoMapOutput) MapIndex(k pulumi.StringInput) HelmReleaseInfoOutput {
+	return pulumi.All(o, k).ApplyT(func(vs []interface{}) HelmReleaseInfo {
+		return vs[0].(map[string]HelmReleaseInfo)[vs[1].(string)]
+	}).(HelmReleaseInfoOutput)
+}
+
 // The Talos image: the Image Factory builds it from a schematic (the list of system extensions and customisations) and Proxmox downloads it once per host.
 type Image struct {
 	// CPU architecture: `amd64` (default) or `arm64`.
@@ -1995,6 +2083,8 @@ func init() {
 	pulumi.RegisterOutputType(DataDiskArrayOutput{})
 	pulumi.RegisterOutputType(HelmChartOutput{})
 	pulumi.RegisterOutputType(HelmChartArrayOutput{})
+	pulumi.RegisterOutputType(HelmReleaseInfoOutput{})
+	pulumi.RegisterOutputType(HelmReleaseInfoMapOutput{})
 	pulumi.RegisterOutputType(ImageOutput{})
 	pulumi.RegisterOutputType(ImagePtrOutput{})
 	pulumi.RegisterOutputType(InlineManifestOutput{})

@@ -22,6 +22,8 @@ type TalosProxmoxCluster struct {
 	ControlPlaneIps pulumi.StringArrayOutput `pulumi:"controlPlaneIps"`
 	// Kubernetes API URL, e.g. `https://10.0.0.10:6443`.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
+	// Every Helm release rendered into the control planes' configuration (Cilium and `helmCharts`), by release name: the chart, its digest and what was rendered.
+	HelmReleases HelmReleaseInfoMapOutput `pulumi:"helmReleases"`
 	// Installer image Talos installs and upgrades from.
 	InstallerImage pulumi.StringOutput `pulumi:"installerImage"`
 	// Admin kubeconfig of the cluster (a secret). Write it to a file to use kubectl.
@@ -239,6 +241,11 @@ func (o TalosProxmoxClusterOutput) ControlPlaneIps() pulumi.StringArrayOutput {
 // Kubernetes API URL, e.g. `https://10.0.0.10:6443`.
 func (o TalosProxmoxClusterOutput) Endpoint() pulumi.StringOutput {
 	return o.ApplyT(func(v *TalosProxmoxCluster) pulumi.StringOutput { return v.Endpoint }).(pulumi.StringOutput)
+}
+
+// Every Helm release rendered into the control planes' configuration (Cilium and `helmCharts`), by release name: the chart, its digest and what was rendered.
+func (o TalosProxmoxClusterOutput) HelmReleases() HelmReleaseInfoMapOutput {
+	return o.ApplyT(func(v *TalosProxmoxCluster) HelmReleaseInfoMapOutput { return v.HelmReleases }).(HelmReleaseInfoMapOutput)
 }
 
 // Installer image Talos installs and upgrades from.

@@ -6,6 +6,40 @@ import * as inputs from "../types/input";
 import * as outputs from "../types/output";
 
 /**
+ * A Helm release rendered by the component.
+ */
+export interface HelmReleaseInfo {
+    /**
+     * Size of the rendered manifests in bytes.
+     */
+    bytes: number;
+    /**
+     * Name of the chart, from its Chart.yaml.
+     */
+    chart: string;
+    /**
+     * `sha256:<hex>` of the chart archive rendered; empty for a local chart directory. Pin it with `digest`.
+     */
+    digest: string;
+    /**
+     * sha256 of the rendered manifests: it changes exactly when the control planes' configuration changes because of this release.
+     */
+    manifestSha256: string;
+    /**
+     * Namespace the release was rendered into.
+     */
+    namespace: string;
+    /**
+     * Number of Kubernetes objects rendered.
+     */
+    objects: number;
+    /**
+     * Version of the chart rendered, from its Chart.yaml.
+     */
+    version: string;
+}
+
+/**
  * A deployed node.
  */
 export interface NodeInfo {

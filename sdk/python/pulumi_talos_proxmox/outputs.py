@@ -15,8 +15,115 @@ else:
 from . import _utilities
 
 __all__ = [
+    'HelmReleaseInfo',
     'NodeInfo',
 ]
+
+@pulumi.output_type
+class HelmReleaseInfo(dict):
+    """
+    A Helm release rendered by the component.
+    """
+    @staticmethod
+    def __key_warning(key: str):
+        suggest = None
+        if key == "manifestSha256":
+            suggest = "manifest_sha256"
+
+        if suggest:
+            pulumi.log.warn(f"Key '{key}' not found in HelmReleaseInfo. Access the value via the '{suggest}' property getter instead.")
+
+    def __getitem__(self, key: str) -> Any:
+        HelmReleaseInfo.__key_warning(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default = None) -> Any:
+        HelmReleaseInfo.__key_warning(key)
+        return super().get(key, default)
+
+    def __init__(__self__, *,
+                 bytes: _builtins.int,
+                 chart: _builtins.str,
+                 digest: _builtins.str,
+                 manifest_sha256: _builtins.str,
+                 namespace: _builtins.str,
+                 objects: _builtins.int,
+                 version: _builtins.str):
+        """
+        A Helm release rendered by the component.
+
+        :param _builtins.int bytes: Size of the rendered manifests in bytes.
+        :param _builtins.str chart: Name of the chart, from its Chart.yaml.
+        :param _builtins.str digest: `sha256:<hex>` of the chart archive rendered; empty for a local chart directory. Pin it with `digest`.
+        :param _builtins.str manifest_sha256: sha256 of the rendered manifests: it changes exactly when the control planes' configuration changes because of this release.
+        :param _builtins.str namespace: Namespace the release was rendered into.
+        :param _builtins.int objects: Number of Kubernetes objects rendered.
+        :param _builtins.str version: Version of the chart rendered, from its Chart.yaml.
+        """
+        pulumi.set(__self__, "bytes", bytes)
+        pulumi.set(__self__, "chart", chart)
+        pulumi.set(__self__, "digest", digest)
+        pulumi.set(__self__, "manifest_sha256", manifest_sha256)
+        pulumi.set(__self__, "namespace", namespace)
+        pulumi.set(__self__, "objects", objects)
+        pulumi.set(__self__, "version", version)
+
+    @_builtins.property
+    @pulumi.getter
+    def bytes(self) -> _builtins.int:
+        """
+        Size of the rendered manifests in bytes.
+        """
+        return pulumi.get(self, "bytes")
+
+    @_builtins.property
+    @pulumi.getter
+    def chart(self) -> _builtins.str:
+        """
+        Name of the chart, from its Chart.yaml.
+        """
+        return pulumi.get(self, "chart")
+
+    @_builtins.property
+    @pulumi.getter
+    def digest(self) -> _builtins.str:
+        """
+        `sha256:<hex>` of the chart archive rendered; empty for a local chart directory. Pin it with `digest`.
+        """
+        return pulumi.get(self, "digest")
+
+    @_builtins.property
+    @pulumi.getter(name="manifestSha256")
+    def manifest_sha256(self) -> _builtins.str:
+        """
+        sha256 of the rendered manifests: it changes exactly when the control planes' configuration changes because of this release.
+        """
+        return pulumi.get(self, "manifest_sha256")
+
+    @_builtins.property
+    @pulumi.getter
+    def namespace(self) -> _builtins.str:
+        """
+        Namespace the release was rendered into.
+        """
+        return pulumi.get(self, "namespace")
+
+    @_builtins.property
+    @pulumi.getter
+    def objects(self) -> _builtins.int:
+        """
+        Number of Kubernetes objects rendered.
+        """
+        return pulumi.get(self, "objects")
+
+    @_builtins.property
+    @pulumi.getter
+    def version(self) -> _builtins.str:
+        """
+        Version of the chart rendered, from its Chart.yaml.
+        """
+        return pulumi.get(self, "version")
+
 
 @pulumi.output_type
 class NodeInfo(dict):

@@ -439,6 +439,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["vip"] = vip
             __props__.__dict__["worker_config_patches"] = worker_config_patches
             __props__.__dict__["control_plane_ips"] = None
+            __props__.__dict__["helm_releases"] = None
             __props__.__dict__["installer_image"] = None
             __props__.__dict__["kubeconfig"] = None
             __props__.__dict__["schematic_id"] = None
@@ -476,6 +477,14 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         Kubernetes API URL, e.g. `https://10.0.0.10:6443`.
         """
         return pulumi.get(self, "endpoint")
+
+    @_builtins.property
+    @pulumi.getter(name="helmReleases")
+    def helm_releases(self) -> pulumi.Output[Mapping[str, 'outputs.HelmReleaseInfo']]:
+        """
+        Every Helm release rendered into the control planes' configuration (Cilium and `helmCharts`), by release name: the chart, its digest and what was rendered.
+        """
+        return pulumi.get(self, "helm_releases")
 
     @_builtins.property
     @pulumi.getter(name="installerImage")
