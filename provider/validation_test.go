@@ -257,6 +257,9 @@ var badInputs = []struct {
 	{"cilium digest not sha256", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{Digest: "md5:abc"} }, "cilium.digest:", "sha256:<64 hex digits>"},
 	{"cilium values yaml invalid", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{ValuesYaml: "hubble: [enabled"} }, "cilium.valuesYaml:", "not valid YAML"},
 	{"cilium values yaml a list", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{ValuesYaml: "- a\n- b\n"} }, "cilium.valuesYaml:", "mapping"},
+	{"cilium without kube-proxy replacement", func(a *TalosProxmoxClusterArgs) {
+		a.Cilium = &Cilium{ValuesYaml: "kubeProxyReplacement: false\n"}
+	}, "cilium.values.kubeProxyReplacement:", "no service proxy"},
 	{"helm chart without name", func(a *TalosProxmoxClusterArgs) {
 		a.HelmCharts = []HelmChart{{Chart: "metrics-server", Repository: "https://kubernetes-sigs.github.io/metrics-server", Version: "3.13.0"}}
 	}, "helmCharts[0].name:", "required"},

@@ -80,8 +80,8 @@ func (o Object) String() string {
 type Manifest struct {
 	Release   string
 	Namespace string
-	// Contents is the normalised YAML stream: documents separated by `---`, no comments, every
-	// namespaced object with its namespace, the release namespace created first when needed.
+	// Contents is the normalised YAML stream: documents separated by `---`, no `# Source:` lines,
+	// every namespaced object with its namespace, the release namespace created first when needed.
 	Contents string
 	Objects  []Object
 	// Chart, ChartVersion and Digest describe the archive rendered; Digest is empty for an

@@ -174,6 +174,12 @@ func TestDigestPin(t *testing.T) {
 		t.Fatalf("pinned cache hit: %v", err)
 	}
 
+	// A pin found in the cache must still be the chart asked for.
+	other := rel
+	other.Source.Chart = "cilium-fork"
+	_, err = r.Render(context.Background(), other)
+	wantErr(t, err, "cilium: chart cilium-fork 1.18.0", `the archive holds chart "cilium"`)
+
 	// The same pin on a local archive.
 	local := rel
 	local.Source = helmrender.Source{Chart: archive, Digest: wrong}
@@ -311,6 +317,18 @@ apiVersion: example.com/v1
 kind: Gadget
 metadata:
   name: g
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: empty-namespace
+  namespace: ""
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: null-namespace
+  namespace: null
 `
 
 	m, err := helmrender.Normalise(stream, "apps")
@@ -325,7 +343,8 @@ metadata:
 		got = append(got, o.String())
 	}
 
-	want := "Namespace apps,ServiceAccount apps/app,CustomResourceDefinition widgets.example.com,Widget w,ClusterRole r,Gadget apps/g"
+	want := "Namespace apps,ServiceAccount apps/app,CustomResourceDefinition widgets.example.com,Widget w,ClusterRole r,Gadget apps/g," +
+		"ConfigMap apps/empty-namespace,ConfigMap apps/null-namespace"
 	if strings.Join(got, ",") != want {
 		t.Errorf("objects = %s\nwant      %s", strings.Join(got, ","), want)
 	}
@@ -357,7 +376,7 @@ func TestBadSources(t *testing.T) {
 
 	rel = cilium(repo.URL + "/nowhere")
 	_, err = renderer(t).Render(ctx, rel)
-	wantErr(t, err, "cannot read the index of chart repository", "404")
+	wantErr(t, err, "chart cilium: cannot read the index of chart repository", "404")
 
 	dead := helmtest.Repository(t)
 	dead.Close()

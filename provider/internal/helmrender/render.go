@@ -28,6 +28,13 @@ func RenderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion str
 		return nil, fmt.Errorf("%s: chart %s is not a valid Helm chart: %w", rel.Path, rel.Source, err)
 	}
 
+	// A digest pin is looked up in the cache by content alone: make sure the archive is the chart
+	// asked for.
+	if !rel.Source.IsLocal() && ch.Metadata.Name != rel.Source.Chart {
+		return nil, fmt.Errorf("%s: chart %s: the archive holds chart %q; check chart and digest", rel.Path,
+			rel.Source, ch.Metadata.Name)
+	}
+
 	if v := rel.Source.Version; v != "" && strings.TrimPrefix(v, "v") != strings.TrimPrefix(ch.Metadata.Version, "v") {
 		return nil, fmt.Errorf("%s: chart %s is version %s, not %s; check version", rel.Path, rel.Source,
 			ch.Metadata.Version, v)
@@ -177,7 +184,9 @@ func Normalise(stream, namespace string) (*Manifest, error) {
 
 		if meta := child(top, "metadata"); meta != nil {
 			d.obj.Name = scalar(meta, "name")
-			d.obj.Namespace = scalar(meta, "namespace")
+			if ns := child(meta, "namespace"); ns != nil && ns.Kind == yaml.ScalarNode && ns.Tag != "!!null" {
+				d.obj.Namespace = ns.Value // empty when `namespace: ""`: treated as missing
+			}
 		}
 
 		if d.obj.Kind == "" || d.obj.APIVersion == "" {
@@ -285,9 +294,12 @@ func withNamespace(root *yaml.Node, namespace string) (string, error) {
 		return "", fmt.Errorf("metadata of a %s is not a mapping", scalar(top, "kind"))
 	}
 
-	meta.Content = append(meta.Content,
-		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "namespace"},
-		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: namespace})
+	ns := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: namespace}
+	if old := child(meta, "namespace"); old != nil {
+		*old = *ns // `namespace:` left empty or null by the template
+	} else {
+		meta.Content = append(meta.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "namespace"}, ns)
+	}
 
 	var b strings.Builder
 
@@ -362,7 +374,7 @@ var clusterScopedKinds = map[string]bool{
 	"CiliumLoadBalancerIPPool": true, "CiliumL2AnnouncementPolicy": true, "CiliumPodIPPool": true,
 	"CiliumBGPClusterConfig": true, "CiliumBGPPeerConfig": true, "CiliumBGPAdvertisement": true,
 	"CiliumBGPNodeConfig": true, "CiliumBGPNodeConfigOverride": true, "CiliumBGPPeeringPolicy": true,
-	"CiliumCIDRGroup": true, "CiliumGatewayClassConfig": true,
+	"CiliumCIDRGroup": true, "CiliumEgressGatewayPolicy": true, "CiliumEndpointSlice": true,
 }
 
 // sameRender is the determinism gate: two renders of the same inputs must be byte-identical.

@@ -66,7 +66,9 @@ func (a *Archive) loadTwice() (*chart.Chart, func() (*chart.Chart, error), error
 		return nil, nil, err
 	}
 
-	if len(ch.Metadata.Dependencies) == 0 && len(ch.Dependencies()) == 0 {
+	// Helm skips the dependency processing only when the list is nil; `dependencies: []` still
+	// makes it replace the chart's dependencies and values.
+	if ch.Metadata.Dependencies == nil && len(ch.Dependencies()) == 0 {
 		return ch, func() (*chart.Chart, error) { return ch, nil }, nil
 	}
 
@@ -210,8 +212,8 @@ func (r *Renderer) fetchHTTP(ctx context.Context, s Source) ([]byte, error) {
 
 	body, err := r.get(ctx, base+"/index.yaml")
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the index of chart repository %s: %w; check repository and "+
-			"that this machine can reach it", redact(s.Repository), err)
+		return nil, fmt.Errorf("chart %s: cannot read the index of chart repository %s: %w; check repository "+
+			"and that this machine can reach it", s.Chart, redact(s.Repository), err)
 	}
 
 	var idx repo.IndexFile
@@ -220,7 +222,8 @@ func (r *Renderer) fetchHTTP(ctx context.Context, s Source) ([]byte, error) {
 			err = errors.New("no entries")
 		}
 
-		return nil, fmt.Errorf("%s is not a Helm chart repository: index.yaml: %w", redact(s.Repository), err)
+		return nil, fmt.Errorf("chart %s: %s is not a Helm chart repository: index.yaml: %w", s.Chart,
+			redact(s.Repository), err)
 	}
 
 	idx.SortEntries()
@@ -266,7 +269,7 @@ func (r *Renderer) fetchHTTP(ctx context.Context, s Source) ([]byte, error) {
 		return nil, fmt.Errorf("cannot download chart %s: %w", s, err)
 	}
 
-	if cv.Digest != "" && cv.Digest != digestOf(data) {
+	if d := strings.ToLower(strings.TrimPrefix(cv.Digest, "sha256:")); d != "" && d != digestOf(data) {
 		return nil, fmt.Errorf("chart %s: the archive's digest is sha256:%s but the repository index says "+
 			"sha256:%s; the download is corrupt or the repository inconsistent", s, digestOf(data), cv.Digest)
 	}

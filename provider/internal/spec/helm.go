@@ -114,6 +114,14 @@ func buildHelm(p *problems, in Input, c *Cluster) {
 		cps := len(c.ControlPlanes())
 		r.Values = mergeValues(CiliumPreset(cps), userValues(p, "cilium", ci.ValuesYAML, ci.Values))
 
+		// The component turns kube-proxy off for Cilium; Cilium must then replace it.
+		switch v := r.Values["kubeProxyReplacement"]; v {
+		case true, "true":
+		default:
+			p.errorf("cilium.values.kubeProxyReplacement", "is %v, but with cilium the component disables "+
+				"kube-proxy, so the cluster would have no service proxy; leave it at true (the default)", v)
+		}
+
 		c.Cilium = true
 		c.HelmReleases = append(c.HelmReleases, r)
 		names["cilium"] = "cilium"
