@@ -329,6 +329,16 @@ kind: ConfigMap
 metadata:
   name: null-namespace
   namespace: null
+---
+apiVersion: v1
+kind: ConfigMapList
+items:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: listed}
+  - apiVersion: rbac.authorization.k8s.io/v1
+    kind: ClusterRole
+    metadata: {name: listed-role}
 `
 
 	m, err := helmrender.Normalise(stream, "apps")
@@ -344,7 +354,7 @@ metadata:
 	}
 
 	want := "Namespace apps,ServiceAccount apps/app,CustomResourceDefinition widgets.example.com,Widget w,ClusterRole r,Gadget apps/g," +
-		"ConfigMap apps/empty-namespace,ConfigMap apps/null-namespace"
+		"ConfigMap apps/empty-namespace,ConfigMap apps/null-namespace,ConfigMapList "
 	if strings.Join(got, ",") != want {
 		t.Errorf("objects = %s\nwant      %s", strings.Join(got, ","), want)
 	}

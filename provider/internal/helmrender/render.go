@@ -184,9 +184,7 @@ func Normalise(stream, namespace string) (*Manifest, error) {
 
 		if meta := child(top, "metadata"); meta != nil {
 			d.obj.Name = scalar(meta, "name")
-			if ns := child(meta, "namespace"); ns != nil && ns.Kind == yaml.ScalarNode && ns.Tag != "!!null" {
-				d.obj.Namespace = ns.Value // empty when `namespace: ""`: treated as missing
-			}
+			d.obj.Namespace = objectNamespace(top)
 		}
 
 		if d.obj.Kind == "" || d.obj.APIVersion == "" {
@@ -230,14 +228,36 @@ func Normalise(stream, namespace string) (*Manifest, error) {
 	}
 
 	for _, d := range docs {
-		if d.obj.Namespace == "" && !isClusterScoped(d.obj.Kind, clusterScoped) && d.obj.Kind != "List" {
-			text, err := withNamespace(d.node, namespace)
+		top := d.node.Content[0]
+		changed := false
+
+		if items := child(top, "items"); strings.HasSuffix(d.obj.Kind, "List") && items != nil && items.Kind == yaml.SequenceNode {
+			// Talos applies a list's items one by one: each needs its namespace.
+			for _, it := range items.Content {
+				if it.Kind == yaml.MappingNode && objectNamespace(it) == "" && !isClusterScoped(scalar(it, "kind"), clusterScoped) {
+					if err := setNamespace(it, namespace); err != nil {
+						return nil, err
+					}
+
+					changed = true
+				}
+			}
+		} else if d.obj.Namespace == "" && !isClusterScoped(d.obj.Kind, clusterScoped) {
+			if err := setNamespace(top, namespace); err != nil {
+				return nil, err
+			}
+
+			d.obj.Namespace = namespace
+			changed = true
+		}
+
+		if changed {
+			text, err := encode(d.node)
 			if err != nil {
 				return nil, err
 			}
 
 			d.text = text
-			d.obj.Namespace = namespace
 		}
 
 		write(d.obj, d.text)
@@ -281,26 +301,39 @@ func stripSourceLines(doc string) string {
 	return doc
 }
 
-func withNamespace(root *yaml.Node, namespace string) (string, error) {
-	top := root.Content[0]
+// objectNamespace is an object's metadata.namespace; empty when missing, empty or null.
+func objectNamespace(obj *yaml.Node) string {
+	if ns := child(child(obj, "metadata"), "namespace"); ns != nil && ns.Kind == yaml.ScalarNode && ns.Tag != "!!null" {
+		return ns.Value
+	}
 
-	meta := child(top, "metadata")
+	return ""
+}
+
+// setNamespace sets an object's metadata.namespace, in place when the template left it empty or
+// null.
+func setNamespace(obj *yaml.Node, namespace string) error {
+	meta := child(obj, "metadata")
 	if meta == nil {
 		meta = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-		top.Content = append(top.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "metadata"}, meta)
+		obj.Content = append(obj.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "metadata"}, meta)
 	}
 
 	if meta.Kind != yaml.MappingNode {
-		return "", fmt.Errorf("metadata of a %s is not a mapping", scalar(top, "kind"))
+		return fmt.Errorf("metadata of a %s is not a mapping", scalar(obj, "kind"))
 	}
 
 	ns := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: namespace}
 	if old := child(meta, "namespace"); old != nil {
-		*old = *ns // `namespace:` left empty or null by the template
+		*old = *ns
 	} else {
 		meta.Content = append(meta.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "namespace"}, ns)
 	}
 
+	return nil
+}
+
+func encode(root *yaml.Node) (string, error) {
 	var b strings.Builder
 
 	enc := yaml.NewEncoder(&b)
