@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -14,49 +13,47 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/talosconfig"
 )
 
-// Size budget of the bootstrap manifests, counted as Pulumi state holds them: every control
-// plane's machine configuration carries them, and state stores each configuration.
-const (
-	manifestsWarnBytes  = 1 << 20
-	manifestsLimitBytes = 4 << 20
-)
-
 // renderHelm renders the cluster's Helm releases (Cilium first) at plan time, from plain
 // inputs, so preview shows real changes. It returns one inline manifest `helm-<release>` per
 // release, and warnings.
 func renderHelm(ctx context.Context, c *spec.Cluster) ([]*helmrender.Manifest, []string, error) {
-	if len(c.HelmReleases) == 0 {
-		return nil, nil, checkManifestBudget(c, nil)
-	}
+	var rendered []*helmrender.Manifest
 
-	dir, err := helmrender.DefaultCacheDir()
-	if err != nil {
-		return nil, nil, err
-	}
+	if len(c.HelmReleases) > 0 {
+		dir, err := helmrender.DefaultCacheDir()
+		if err != nil {
+			return nil, nil, err
+		}
 
-	r := &helmrender.Renderer{Cache: helmrender.NewCache(dir), KubeVersion: c.KubernetesVersion}
+		r := &helmrender.Renderer{Cache: helmrender.NewCache(dir), KubeVersion: c.KubernetesVersion}
 
-	rels := make([]helmrender.Release, len(c.HelmReleases))
-	for i, h := range c.HelmReleases {
-		rels[i] = helmrender.Release{
-			Path: h.Path, Name: h.Name, Namespace: h.Namespace, Values: h.Values, IncludeCRDs: h.IncludeCRDs,
-			Hint:   h.Hint,
-			Source: helmrender.Source{Chart: h.Chart, Repository: h.Repository, Version: h.Version, Digest: h.Digest},
+		rels := make([]helmrender.Release, len(c.HelmReleases))
+		for i, h := range c.HelmReleases {
+			rels[i] = helmrender.Release{
+				Path: h.Path, Name: h.Name, Namespace: h.Namespace, Values: h.Values, IncludeCRDs: h.IncludeCRDs,
+				Hint:   h.Hint,
+				Source: helmrender.Source{Chart: h.Chart, Repository: h.Repository, Version: h.Version, Digest: h.Digest},
+			}
+		}
+
+		if rendered, err = r.RenderAll(ctx, rels); err != nil {
+			return nil, nil, fmt.Errorf("invalid TalosProxmoxCluster inputs: %w", err)
 		}
 	}
 
-	rendered, err := r.RenderAll(ctx, rels)
+	inline := 0
+	for _, m := range c.InlineManifests {
+		inline += len(m.Contents.Text) // unknown at preview: counted at up
+	}
+
+	warning, err := helmrender.CheckBudget(rendered, inline, len(c.ControlPlanes()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("invalid TalosProxmoxCluster inputs: %w", err)
 	}
 
-	if err := checkManifestBudget(c, rendered); err != nil {
-		return nil, nil, err
-	}
-
 	var warnings []string
-	if w := manifestBudgetWarning(c, rendered); w != "" {
-		warnings = append(warnings, w)
+	if warning != "" {
+		warnings = append(warnings, warning)
 	}
 
 	return rendered, warnings, nil
@@ -90,68 +87,4 @@ func releaseInfos(rendered []*helmrender.Manifest) HelmReleaseInfoMapOutput {
 	}
 
 	return pulumi.ToOutput(out).(HelmReleaseInfoMapOutput)
-}
-
-// manifestSizes lists the bootstrap manifests' sizes, largest contributors named.
-func manifestSizes(c *spec.Cluster, rendered []*helmrender.Manifest) (int, string) {
-	total := 0
-
-	var parts []string
-
-	for _, m := range rendered {
-		total += len(m.Contents)
-		parts = append(parts, fmt.Sprintf("%s %s %s", m.Chart, m.ChartVersion, size(len(m.Contents))))
-	}
-
-	inline := 0
-	for _, m := range c.InlineManifests {
-		inline += len(m.Contents.Text)
-	}
-
-	if inline > 0 {
-		total += inline
-		parts = append(parts, "inlineManifests "+size(inline))
-	}
-
-	return total, strings.Join(parts, ", ")
-}
-
-// stateBytes is what the bootstrap manifests add to Pulumi state: once per control plane.
-func stateBytes(c *spec.Cluster, perConfig int) int {
-	return perConfig * max(1, len(c.ControlPlanes()))
-}
-
-func checkManifestBudget(c *spec.Cluster, rendered []*helmrender.Manifest) error {
-	total, parts := manifestSizes(c, rendered)
-	if stateBytes(c, total) <= manifestsLimitBytes {
-		return nil
-	}
-
-	return fmt.Errorf("invalid TalosProxmoxCluster inputs: helmCharts: the bootstrap manifests (%s) come to %s, carried "+
-		"by each of the %d control planes' machine configurations: %s in Pulumi state, over the %s limit; keep "+
-		"only what the cluster needs to boot (the CNI, perhaps a GitOps controller) and install the rest after "+
-		"bootstrap", parts, size(total), len(c.ControlPlanes()), size(stateBytes(c, total)), size(manifestsLimitBytes))
-}
-
-func manifestBudgetWarning(c *spec.Cluster, rendered []*helmrender.Manifest) string {
-	total, parts := manifestSizes(c, rendered)
-	if stateBytes(c, total) <= manifestsWarnBytes {
-		return ""
-	}
-
-	return fmt.Sprintf("helmCharts: the bootstrap manifests (%s) come to %s, carried by each of the %d control "+
-		"planes' machine configurations: %s in Pulumi state. Consider installing large charts after bootstrap "+
-		"(above %s the component refuses)", parts, size(total), len(c.ControlPlanes()), size(stateBytes(c, total)),
-		size(manifestsLimitBytes))
-}
-
-func size(n int) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
-	default:
-		return fmt.Sprintf("%d B", n)
-	}
 }

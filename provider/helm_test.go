@@ -178,54 +178,6 @@ func TestConstructHelmFailureRegistersNothing(t *testing.T) {
 	}
 }
 
-func TestManifestBudget(t *testing.T) {
-	t.Parallel()
-
-	cluster := func(cps int, inline int) *spec.Cluster {
-		c := &spec.Cluster{}
-		for range cps {
-			c.Nodes = append(c.Nodes, spec.Node{Role: spec.RoleControlPlane})
-		}
-
-		if inline > 0 {
-			c.InlineManifests = []spec.InlineManifest{{Name: "x", Contents: spec.KnownPatch(strings.Repeat("a", inline))}}
-		}
-
-		return c
-	}
-
-	rendered := func(kib int) []*helmrender.Manifest {
-		return []*helmrender.Manifest{{Chart: "cert-manager", ChartVersion: "v1.21.2", Contents: strings.Repeat("x", kib<<10)}}
-	}
-
-	// 3 × 300 KiB = 900 KiB in state: fine.
-	if w := manifestBudgetWarning(cluster(3, 0), rendered(300)); w != "" {
-		t.Errorf("warning under the budget: %s", w)
-	}
-
-	// 3 × 400 KiB + inline: a warning naming the chart, its size and the state total.
-	w := manifestBudgetWarning(cluster(3, 2048), rendered(400))
-	for _, want := range []string{"cert-manager v1.21.2 400 KiB", "inlineManifests 2 KiB", "3 control planes", "1.2 MiB in Pulumi state"} {
-		if !strings.Contains(w, want) {
-			t.Errorf("warning %q lacks %q", w, want)
-		}
-	}
-
-	if err := checkManifestBudget(cluster(3, 0), rendered(400)); err != nil {
-		t.Errorf("error under the limit: %v", err)
-	}
-
-	// 3 × 1.5 MiB = 4.5 MiB: refused; one control plane with the same charts is fine.
-	err := checkManifestBudget(cluster(3, 0), rendered(1536))
-	if err == nil || !strings.Contains(err.Error(), "cert-manager v1.21.2 1.5 MiB") || !strings.Contains(err.Error(), "4.5 MiB in Pulumi state, over the 4.0 MiB limit") {
-		t.Errorf("error = %v", err)
-	}
-
-	if err := checkManifestBudget(cluster(1, 0), rendered(1536)); err != nil {
-		t.Errorf("one control plane: %v", err)
-	}
-}
-
 // TestEmptyCiliumUsesTheDefaultsFromTheCache: `cilium: {}` installs Cilium 1.18.0 from
 // https://helm.cilium.io; with that archive already in the cache, no network is needed.
 func TestEmptyCiliumUsesTheDefaultsFromTheCache(t *testing.T) {
