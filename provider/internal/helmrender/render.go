@@ -3,6 +3,7 @@ package helmrender
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -420,13 +421,13 @@ func sameRender(rel Release, a, b *Manifest) error {
 
 	var differ []string
 
-	for _, k := range keys(da) {
+	for _, k := range slices.Sorted(maps.Keys(da)) {
 		if db[k] != da[k] {
 			differ = append(differ, k)
 		}
 	}
 
-	for _, k := range keys(db) {
+	for _, k := range slices.Sorted(maps.Keys(db)) {
 		if _, ok := da[k]; !ok {
 			differ = append(differ, k)
 		}

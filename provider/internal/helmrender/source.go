@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -231,7 +232,7 @@ func (r *Renderer) fetchHTTP(ctx context.Context, s Source) ([]byte, error) {
 	versions, ok := idx.Entries[s.Chart]
 	if !ok {
 		return nil, fmt.Errorf("chart %q not found in repository %s (it has %s); check chart", s.Chart,
-			redact(s.Repository), list(keys(idx.Entries), 20))
+			redact(s.Repository), list(slices.Sorted(maps.Keys(idx.Entries)), 20))
 	}
 
 	var cv *repo.ChartVersion
@@ -332,17 +333,6 @@ func redact(u string) string {
 	p.User = nil
 
 	return p.String()
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-
-	sort.Strings(out)
-
-	return out
 }
 
 func list(items []string, max int) string {

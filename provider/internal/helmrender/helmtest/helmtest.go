@@ -3,6 +3,7 @@
 package helmtest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/charts"
@@ -39,21 +40,20 @@ func CiliumArchive(tb testing.TB) string {
 func Repository(tb testing.TB, archives ...string) *charts.Server {
 	tb.Helper()
 
-	s, err := charts.Repository(tb.Context(), archives...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-
-	tb.Cleanup(func() { _ = s.Close() })
-
-	return s
+	return serve(tb, charts.Repository, archives)
 }
 
 // Registry serves archives from an OCI registry until the test ends.
 func Registry(tb testing.TB, archives ...string) *charts.Server {
 	tb.Helper()
 
-	s, err := charts.Registry(tb.Context(), archives...)
+	return serve(tb, charts.Registry, archives)
+}
+
+func serve(tb testing.TB, start func(context.Context, ...string) (*charts.Server, error), archives []string) *charts.Server {
+	tb.Helper()
+
+	s, err := start(tb.Context(), archives...)
 	if err != nil {
 		tb.Fatal(err)
 	}
