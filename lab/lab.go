@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"sync"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/charts"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/controller"
@@ -41,6 +42,7 @@ type Lab struct {
 	PVE        *pvefake.Server
 	Controller *controller.Controller
 	opts       Options
+	closeOnce  sync.Once
 }
 
 // The API token the lab's Proxmox accepts (a test credential, not a secret).
@@ -116,12 +118,14 @@ func ciliumRepository(ctx context.Context) (*charts.Server, error) {
 	return charts.Repository(ctx, archive)
 }
 
-// Close stops the nodes, the fake and the factory.
+// Close stops the nodes, the fake, the factory and the chart repository. Later calls do nothing.
 func (l *Lab) Close() {
-	l.Controller.Close()
-	_ = l.PVE.Close()
-	_ = l.Factory.Close()
-	_ = l.Charts.Close()
+	l.closeOnce.Do(func() {
+		l.Controller.Close()
+		_ = l.PVE.Close()
+		_ = l.Factory.Close()
+		_ = l.Charts.Close()
+	})
 }
 
 // Address is the address of the i-th cluster address (10 = VIP, 11… nodes).

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 )
 
 // TestAutomationProgramOnTheLab runs examples/automation (the component in-process through the
@@ -30,7 +32,7 @@ func TestAutomationProgramOnTheLab(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l, p := onLab(t, e, e.dir, 10)
+	l, p := onLab(t, e, lab.Options{Subnet: 10}, nil)
 
 	// A second cluster in the same lab, on its own addresses: stack "lab2".
 	if out, err := p.Run(t.Context(), "stack", "init", "lab2"); err != nil {

@@ -4,8 +4,6 @@ package tests
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -57,36 +55,12 @@ func BenchmarkLabUp(b *testing.B) {
 				b.StopTimer()
 
 				e := newEnv(b)
-				l, err := lab.Start(b.Context(), lab.Options{Subnet: 40 + n, PVE: func(o *pvefake.Options) {
+				l, p := onLab(b, e, lab.Options{Subnet: 40 + n, PVE: func(o *pvefake.Options) {
 					o.RouteLatency = map[string]time.Duration{
 						"POST /nodes/{node}/qemu":                     createLatency,
 						"POST /nodes/{node}/qemu/{vmid}/status/start": startLatency,
 					}
-				}})
-				if err != nil {
-					b.Fatal(err)
-				}
-
-				if err := os.WriteFile(filepath.Join(e.dir, "Pulumi.yaml"), []byte(benchProgram(l, n)), 0o644); err != nil {
-					b.Fatal(err)
-				}
-
-				p := &lab.Pulumi{Bin: e.bin, Dir: e.dir, Env: append(e.environ, "PULUMI_TALOS_LAB_TIMEOUT=1m")}
-				if err := p.InstallPlugins(b.Context(), lab.LabPlugins(e.plugin, os.Getenv("TALOS_LAB_BIN"))); err != nil {
-					b.Fatal(err)
-				}
-
-				if out, err := p.Run(b.Context(), "stack", "init", "bench"); err != nil {
-					b.Fatalf("%v\n%s", err, out)
-				}
-
-				cfg := l.StackConfig()
-				if err := p.SetConfig(b.Context(), map[string]lab.ConfigValue{
-					"factoryUrl": cfg["factoryUrl"], "proxmoxve:endpoint": cfg["proxmoxve:endpoint"],
-					"proxmoxve:apiToken": cfg["proxmoxve:apiToken"], "proxmoxve:insecure": cfg["proxmoxve:insecure"],
-				}); err != nil {
-					b.Fatal(err)
-				}
+				}}, func(l *lab.Lab) string { return benchProgram(l, n) })
 
 				b.StartTimer()
 				start := time.Now()

@@ -28,7 +28,7 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l, p := onLab(t, e, e.dir, 3)
+	l, p := onLab(t, e, lab.Options{Subnet: 3}, nil)
 	ctx := t.Context()
 
 	out, err := p.Run(ctx, "up", "--yes", "--skip-preview")
@@ -147,7 +147,7 @@ func TestBadInputOnTheLab(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l, p := onLab(t, e, e.dir, 4)
+	l, p := onLab(t, e, lab.Options{Subnet: 4}, nil)
 	ctx := t.Context()
 
 	for _, cmd := range [][]string{{"preview"}, {"up", "--yes"}} {

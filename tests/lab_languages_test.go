@@ -12,29 +12,36 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 )
 
-// onLab starts a lab and prepares a stack of the program in dir against it: the plugins, a
-// stack named lab and the stack config that points the program at the lab.
-func onLab(t *testing.T, e *env, dir string, subnet int) (*lab.Lab, *lab.Pulumi) {
-	t.Helper()
+// onLab starts a lab with opts and prepares a stack "lab" of the program in e.dir against it: the
+// plugins, the stack, and the stack config that points the program at the lab. When program is
+// set, its text is written to e.dir/Pulumi.yaml once the lab runs (it may use the lab's addresses).
+func onLab(tb testing.TB, e *env, opts lab.Options, program func(*lab.Lab) string) (*lab.Lab, *lab.Pulumi) {
+	tb.Helper()
 
-	l, err := lab.Start(t.Context(), lab.Options{Subnet: subnet})
+	l, err := lab.Start(tb.Context(), opts)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(l.Close)
+	tb.Cleanup(l.Close)
 
-	p := &lab.Pulumi{Bin: e.bin, Dir: dir, Env: append(e.environ, "PULUMI_TALOS_LAB_TIMEOUT=1m")}
-
-	if err := p.InstallPlugins(t.Context(), lab.LabPlugins(e.plugin, os.Getenv("TALOS_LAB_BIN"))); err != nil {
-		t.Fatal(err)
-	}
-
-	if out, err := p.Run(t.Context(), "stack", "init", "lab"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	if program != nil {
+		if err := os.WriteFile(filepath.Join(e.dir, "Pulumi.yaml"), []byte(program(l)), 0o644); err != nil {
+			tb.Fatal(err)
+		}
 	}
 
-	if err := p.SetConfig(t.Context(), l.StackConfig()); err != nil {
-		t.Fatal(err)
+	p := &lab.Pulumi{Bin: e.bin, Dir: e.dir, Env: append(e.environ, "PULUMI_TALOS_LAB_TIMEOUT=1m")}
+
+	if err := p.InstallPlugins(tb.Context(), lab.LabPlugins(e.plugin, os.Getenv("TALOS_LAB_BIN"))); err != nil {
+		tb.Fatal(err)
+	}
+
+	if out, err := p.Run(tb.Context(), "stack", "init", "lab"); err != nil {
+		tb.Fatalf("%v\n%s", err, out)
+	}
+
+	if err := p.SetConfig(tb.Context(), l.StackConfig()); err != nil {
+		tb.Fatal(err)
 	}
 
 	return l, p
@@ -151,7 +158,7 @@ func TestGoExampleOnTheLab(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l, p := onLab(t, e, e.dir, 6)
+	l, p := onLab(t, e, lab.Options{Subnet: 6}, nil)
 	upPreviewDestroy(t, l, p)
 }
 
@@ -190,7 +197,7 @@ func TestTypeScriptExampleOnTheLab(t *testing.T) {
 
 	run(t, e.dir, "npm", "install", "--no-audit", "--no-fund")
 
-	l, p := onLab(t, e, e.dir, 7)
+	l, p := onLab(t, e, lab.Options{Subnet: 7}, nil)
 	upPreviewDestroy(t, l, p)
 }
 
@@ -211,7 +218,7 @@ func TestPythonExampleOnTheLab(t *testing.T) {
 	run(t, e.dir, python, "-m", "venv", "venv")
 	run(t, e.dir, filepath.Join(e.dir, "venv", "bin", "pip"), "install", "--quiet", "--disable-pip-version-check", "pulumi==3.259.0", sdk)
 
-	l, p := onLab(t, e, e.dir, 8)
+	l, p := onLab(t, e, lab.Options{Subnet: 8}, nil)
 
 	// The Python host of sdk v3.66 (the newest buildable here) runs the `python3` it finds on
 	// PATH; put the virtualenv's first, as an activated virtualenv does.

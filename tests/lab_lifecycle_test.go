@@ -37,7 +37,7 @@ func TestYAMLLifecycleOnTheLab(t *testing.T) {
 	base := string(program)
 	write(base)
 
-	l, p := onLab(t, e, e.dir, 9)
+	l, p := onLab(t, e, lab.Options{Subnet: 9}, nil)
 	up := func(what string) string {
 		t.Helper()
 

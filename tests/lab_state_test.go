@@ -5,8 +5,6 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -58,32 +56,7 @@ outputs:
 func onSmallCluster(t *testing.T, e *env, name string, opts lab.Options) (*lab.Lab, *lab.Pulumi) {
 	t.Helper()
 
-	l, err := lab.Start(t.Context(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Close)
-
-	if err := os.WriteFile(filepath.Join(e.dir, "Pulumi.yaml"), []byte(smallCluster(l, name)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	p := &lab.Pulumi{Bin: e.bin, Dir: e.dir, Env: append(e.environ, "PULUMI_TALOS_LAB_TIMEOUT=1m")}
-	if err := p.InstallPlugins(t.Context(), lab.LabPlugins(e.plugin, os.Getenv("TALOS_LAB_BIN"))); err != nil {
-		t.Fatal(err)
-	}
-
-	mustRun(t, p, "stack", "init", "lab")
-
-	cfg := l.StackConfig()
-	if err := p.SetConfig(t.Context(), map[string]lab.ConfigValue{
-		"factoryUrl": cfg["factoryUrl"], "proxmoxve:endpoint": cfg["proxmoxve:endpoint"],
-		"proxmoxve:apiToken": cfg["proxmoxve:apiToken"], "proxmoxve:insecure": cfg["proxmoxve:insecure"],
-	}); err != nil {
-		t.Fatal(err)
-	}
-
-	return l, p
+	return onLab(t, e, opts, func(l *lab.Lab) string { return smallCluster(l, name) })
 }
 
 // stackState is the part of `pulumi stack export` the tests read.
