@@ -19,22 +19,19 @@ import (
 func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxClusterArgs,
 	opts ...pulumi.ResourceOption,
 ) (*TalosProxmoxCluster, error) {
-	in, err := specInput(ctx, &args)
+	in, pass, err := specInput(ctx, &args)
 	if err != nil {
 		return nil, err
 	}
 
-	c, err := spec.Build(in)
+	c, specErr := spec.Build(in)
+
+	helm, helmWarnings, err := validateAndRender(ctx.Context(), c, specErr)
 	if err != nil {
 		return nil, err
 	}
 
 	p := plan.Build(c)
-
-	helm, helmWarnings, err := renderHelm(ctx.Context(), c)
-	if err != nil {
-		return nil, err
-	}
 
 	comp := &TalosProxmoxCluster{}
 	if err := ctx.RegisterComponentResource(ClusterToken, name, comp, opts...); err != nil {
@@ -47,7 +44,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 
 	comp.HelmReleases = releaseInfos(helm)
 
-	b := &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: p, args: &args, helm: inlineManifests(helm)}
+	b := &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: p, pass: pass, helm: inlineManifests(helm)}
 	if err := b.build(); err != nil {
 		return nil, err
 	}
@@ -77,7 +74,9 @@ type builder struct {
 	comp    *TalosProxmoxCluster
 	cluster *spec.Cluster
 	plan    *plan.Plan
-	args    *TalosProxmoxClusterArgs
+	// pass is what flows from the inputs to the children as Pulumi inputs; nothing else is read
+	// from the arguments after validation.
+	pass passThrough
 	// helm is the rendered Helm releases, one inline manifest each, Cilium first.
 	helm []talosconfig.Manifest
 

@@ -9,10 +9,38 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
-// specInput converts the component's arguments into the plain input the pure core validates.
-// Patches and manifest contents that are already known (secret or not) are resolved so they can
-// be checked before anything is registered; unknown ones are passed through unchecked.
-func specInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs) (spec.Input, error) {
+// passThrough carries the inputs that are outputs by design from Args to the children: config
+// patches and inline manifest contents may be secrets, or unknown until other resources exist,
+// so they flow into the child resources as Pulumi inputs. specInput builds it once, beside the
+// spec input; after validation the wiring reads only the spec and this.
+type passThrough struct {
+	ConfigPatches             pulumi.StringArrayInput
+	ControlPlaneConfigPatches pulumi.StringArrayInput
+	WorkerConfigPatches       pulumi.StringArrayInput
+	// NodeConfigPatches are each node's own patches, by node name.
+	NodeConfigPatches map[string]pulumi.StringArrayInput
+	// ManifestContents are the contents of inlineManifests, in order.
+	ManifestContents []pulumi.StringInput
+}
+
+// specInput converts the component's arguments into the plain input the pure core validates,
+// and the pass-through of values that stay Pulumi inputs. Patches and manifest contents that
+// are already known (secret or not) are resolved so they can be checked before anything is
+// registered; unknown ones are passed through unchecked.
+func specInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs) (spec.Input, passThrough, error) {
+	pass := passThrough{
+		ConfigPatches:             a.ConfigPatches,
+		ControlPlaneConfigPatches: a.ControlPlaneConfigPatches,
+		WorkerConfigPatches:       a.WorkerConfigPatches,
+		NodeConfigPatches:         map[string]pulumi.StringArrayInput{},
+	}
+
+	in, err := plainInput(ctx, a, &pass)
+
+	return in, pass, err
+}
+
+func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *passThrough) (spec.Input, error) {
 	in := spec.Input{
 		ClusterName:                    a.ClusterName,
 		TalosVersion:                   a.TalosVersion,
@@ -80,10 +108,16 @@ func specInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs) (spec.Input, err
 			return in, fmt.Errorf("nodes.%s.configPatches: %w", name, err)
 		}
 
+		if n.ConfigPatches != nil {
+			pass.NodeConfigPatches[name] = n.ConfigPatches
+		}
+
 		in.Nodes[name] = node
 	}
 
 	for i, m := range a.InlineManifests {
+		pass.ManifestContents = append(pass.ManifestContents, m.Contents)
+
 		contents := spec.KnownPatch("") // missing contents: reported as holding no object
 		if m.Contents != nil {
 			r, err := internals.UnsafeAwaitOutput(ctx.Context(), m.Contents.ToStringOutput())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -13,32 +14,34 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/talosconfig"
 )
 
-// renderHelm renders the cluster's Helm releases (Cilium first) at plan time, from plain
-// inputs, so preview shows real changes. It returns one inline manifest `helm-<release>` per
-// release, and warnings.
-func renderHelm(ctx context.Context, c *spec.Cluster) ([]*helmrender.Manifest, []string, error) {
-	var rendered []*helmrender.Manifest
+// validateAndRender finishes validation: it renders the cluster's Helm releases (Cilium
+// first) at plan time, from plain inputs, so preview shows real changes, and checks the size
+// budget. A release is rendered even when other inputs are invalid, as long as it and the
+// Kubernetes version it renders for are valid, so one error reports the input's problems and
+// the charts' together. It returns the rendered releases and the warnings.
+func validateAndRender(ctx context.Context, c *spec.Cluster, specErr error) ([]*helmrender.Manifest, []string, error) {
+	var invalid *spec.ValidationError
+	if specErr != nil && !errors.As(specErr, &invalid) {
+		return nil, nil, specErr
+	}
 
-	if len(c.HelmReleases) > 0 {
-		dir, err := helmrender.DefaultCacheDir()
-		if err != nil {
-			return nil, nil, err
+	var rels []helmrender.Release
+
+	for _, r := range c.HelmReleases {
+		if invalid == nil || !invalid.Has(r.Path) {
+			rels = append(rels, r)
 		}
+	}
 
-		r := &helmrender.Renderer{Cache: helmrender.NewCache(dir), KubeVersion: c.KubernetesVersion}
+	// Without a valid Kubernetes version a chart cannot be rendered, but it can still be
+	// fetched: a missing chart or a wrong digest is reported either way.
+	fetchOnly := invalid != nil && (invalid.Has("kubernetesVersion") || invalid.Has("talosVersion"))
 
-		rels := make([]helmrender.Release, len(c.HelmReleases))
-		for i, h := range c.HelmReleases {
-			rels[i] = helmrender.Release{
-				Path: h.Path, Name: h.Name, Namespace: h.Namespace, Values: h.Values, IncludeCRDs: h.IncludeCRDs,
-				Hint:   h.Hint,
-				Source: helmrender.Source{Chart: h.Chart, Repository: h.Repository, Version: h.Version, Digest: h.Digest},
-			}
-		}
+	var problems []error
 
-		if rendered, err = r.RenderAll(ctx, rels); err != nil {
-			return nil, nil, fmt.Errorf("invalid TalosProxmoxCluster inputs: %w", err)
-		}
+	rendered, err := renderReleases(ctx, c.KubernetesVersion, rels, fetchOnly)
+	if err != nil {
+		problems = append(problems, unjoin(err)...)
 	}
 
 	inline := 0
@@ -48,7 +51,15 @@ func renderHelm(ctx context.Context, c *spec.Cluster) ([]*helmrender.Manifest, [
 
 	warning, err := helmrender.CheckBudget(rendered, inline, len(c.ControlPlanes()))
 	if err != nil {
-		return nil, nil, fmt.Errorf("invalid TalosProxmoxCluster inputs: %w", err)
+		problems = append(problems, err)
+	}
+
+	switch {
+	case invalid != nil:
+		invalid.Add(problems...)
+		return nil, nil, invalid
+	case len(problems) > 0:
+		return nil, nil, &spec.ValidationError{Errors: problems}
 	}
 
 	var warnings []string
@@ -59,11 +70,47 @@ func renderHelm(ctx context.Context, c *spec.Cluster) ([]*helmrender.Manifest, [
 	return rendered, warnings, nil
 }
 
+// renderReleases renders rels, or with fetchOnly only fetches their charts.
+func renderReleases(ctx context.Context, kubeVersion string, rels []helmrender.Release, fetchOnly bool) ([]*helmrender.Manifest, error) {
+	if len(rels) == 0 {
+		return nil, nil
+	}
+
+	dir, err := helmrender.DefaultCacheDir()
+	if err != nil {
+		return nil, err
+	}
+
+	r := &helmrender.Renderer{Cache: helmrender.NewCache(dir), KubeVersion: kubeVersion}
+	if !fetchOnly {
+		return r.RenderAll(ctx, rels)
+	}
+
+	var errs []error
+
+	for _, rel := range rels {
+		if _, err := r.Fetch(ctx, rel.Source); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", rel.Path, err))
+		}
+	}
+
+	return nil, errors.Join(errs...)
+}
+
+// unjoin splits an errors.Join error into its errors.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+
+	return []error{err}
+}
+
 // inlineManifests are the rendered releases as inline manifests `helm-<release>`.
 func inlineManifests(rendered []*helmrender.Manifest) []talosconfig.Manifest {
 	out := make([]talosconfig.Manifest, len(rendered))
 	for i, m := range rendered {
-		out[i] = talosconfig.Manifest{Name: "helm-" + m.Release, Contents: m.Contents}
+		out[i] = talosconfig.Manifest{Name: helmrender.ManifestName(m.Release), Contents: m.Contents}
 	}
 
 	return out

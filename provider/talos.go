@@ -131,14 +131,14 @@ func (b *builder) machineConfiguration(n spec.Node, secrets *machine.Secrets, en
 		patches = append(patches, manifests)
 	}
 
-	user := []pulumi.StringArrayInput{b.args.ConfigPatches}
+	user := []pulumi.StringArrayInput{b.pass.ConfigPatches}
 	if n.Role == spec.RoleControlPlane {
-		user = append(user, b.args.ControlPlaneConfigPatches)
+		user = append(user, b.pass.ControlPlaneConfigPatches)
 	} else {
-		user = append(user, b.args.WorkerConfigPatches)
+		user = append(user, b.pass.WorkerConfigPatches)
 	}
 
-	user = append(user, b.args.Nodes[n.Name].ConfigPatches)
+	user = append(user, b.pass.NodeConfigPatches[n.Name])
 
 	all := patches.ToStringArrayOutput()
 	for _, u := range user {
@@ -187,8 +187,8 @@ func (b *builder) machineConfiguration(n spec.Node, secrets *machine.Secrets, en
 // manifests, and the extra manifests, identical on every control plane. Manifest contents may be outputs or secrets.
 func (b *builder) manifestsPatch() pulumi.StringOutput {
 	var contents []any
-	for _, m := range b.args.InlineManifests {
-		contents = append(contents, m.Contents)
+	for _, c := range b.pass.ManifestContents {
+		contents = append(contents, c)
 	}
 
 	names := make([]string, len(b.cluster.InlineManifests))

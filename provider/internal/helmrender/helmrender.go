@@ -12,6 +12,7 @@ package helmrender
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -44,6 +45,13 @@ func (s Source) String() string {
 		return fmt.Sprintf("%s from %s", s.Chart, s.Repository)
 	}
 }
+
+// ManifestPrefix starts the name of every inline manifest that holds a rendered release; the
+// names are reserved for the component.
+const ManifestPrefix = "helm-"
+
+// ManifestName is the inline manifest name of a release: `helm-<release>`.
+func ManifestName(release string) string { return ManifestPrefix + release }
 
 // Release is one chart to render.
 type Release struct {
@@ -138,18 +146,23 @@ func (r *Renderer) Render(ctx context.Context, rel Release) (*Manifest, error) {
 	return first, nil
 }
 
-// RenderAll renders releases in order, stopping at the first error.
+// RenderAll renders every release, in order. It does not stop at a failed release: the error
+// joins one error per failed release (each naming its property path), and the manifests of the
+// releases that rendered are returned either way, in order.
 func (r *Renderer) RenderAll(ctx context.Context, rels []Release) ([]*Manifest, error) {
 	out := make([]*Manifest, 0, len(rels))
+
+	var errs []error
 
 	for _, rel := range rels {
 		m, err := r.Render(ctx, rel)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 
 		out = append(out, m)
 	}
 
-	return out, nil
+	return out, errors.Join(errs...)
 }

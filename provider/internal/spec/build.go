@@ -10,11 +10,15 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	"go.yaml.in/yaml/v4"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/imagefactory"
 )
 
 // Build validates in, applies every default and returns the cluster. The error, if any, is a
-// *ValidationError listing every problem with its property path.
+// *ValidationError listing every problem with its property path; the cluster is returned with
+// it, defaults applied, so checks that need more than the input (rendering Helm charts) can still
+// run on its valid parts and add their problems to the same report. An invalid cluster must
+// never be deployed.
 func Build(in Input) (*Cluster, error) {
 	var p problems
 
@@ -30,13 +34,9 @@ func Build(in Input) (*Cluster, error) {
 	checkPatches(&p, "controlPlaneConfigPatches", in.ControlPlaneConfigPatches)
 	checkPatches(&p, "workerConfigPatches", in.WorkerConfigPatches)
 
-	if err := p.err(); err != nil {
-		return nil, err
-	}
-
 	c.Warnings = p.warnings
 
-	return c, nil
+	return c, p.err()
 }
 
 func buildCluster(p *problems, in Input, c *Cluster) {
@@ -54,10 +54,9 @@ func buildCluster(p *problems, in Input, c *Cluster) {
 		c.TalosContract = minor
 	}
 
-	c.KubernetesVersion = in.KubernetesVersion
-	if ok {
-		buildKubernetesVersion(p, in.KubernetesVersion, minor, c)
-	}
+	// The Kubernetes version's form is checked whatever the Talos version; its range only
+	// when the Talos minor is known.
+	buildKubernetesVersion(p, in.KubernetesVersion, minor, ok, c)
 
 	c.ProxmoxClusterName = in.ProxmoxClusterName
 	if c.ProxmoxClusterName == "" {
@@ -92,16 +91,28 @@ func talosMinorOf(p *problems, v string) (string, bool) {
 	return minor, true
 }
 
-func buildKubernetesVersion(p *problems, v, talosMinor string, c *Cluster) {
+func buildKubernetesVersion(p *problems, v, talosMinor string, talosKnown bool, c *Cluster) {
 	t := SupportedTalos[talosMinor]
 	if v == "" {
 		c.KubernetesVersion = t.DefaultKubernetes
 		return
 	}
 
+	c.KubernetesVersion = v
+
 	m := kubeVersionRe.FindStringSubmatch(v)
 	if m == nil {
-		p.errorf("kubernetesVersion", "%q is not a Kubernetes version; use the form v1.34.1, or leave it unset for %s", v, t.DefaultKubernetes)
+		unset := "the default of the Talos minor"
+		if talosKnown {
+			unset = t.DefaultKubernetes
+		}
+
+		p.errorf("kubernetesVersion", "%q is not a Kubernetes version; use the form v1.34.1, or leave it unset for %s", v, unset)
+
+		return
+	}
+
+	if !talosKnown {
 		return
 	}
 
@@ -358,8 +369,8 @@ func buildManifests(p *problems, in Input, c *Cluster) {
 			p.errorf(path+".name", "is required; Talos tracks each inline manifest by its name")
 		case !manifestNameRe.MatchString(m.Name):
 			p.errorf(path+".name", "%q is not a valid manifest name; use letters, digits, '-', '_' and '.'", m.Name)
-		case strings.HasPrefix(m.Name, "helm-"):
-			p.errorf(path+".name", "%q starts with \"helm-\", which is reserved for Helm releases the component renders; rename it", m.Name)
+		case strings.HasPrefix(m.Name, helmrender.ManifestPrefix):
+			p.errorf(path+".name", "%q starts with %q, which is reserved for Helm releases the component renders; rename it", m.Name, helmrender.ManifestPrefix)
 		case seen[m.Name]:
 			p.errorf(path+".name", "%q is used twice; give each inline manifest its own name", m.Name)
 		}

@@ -1,5 +1,7 @@
 package spec
 
+import "github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
+
 // Role is a node's Talos machine type.
 type Role string
 
@@ -43,7 +45,7 @@ type Cluster struct {
 	// Cilium is set when the `cilium` input is: CNI none, kube-proxy off.
 	Cilium bool
 	// HelmReleases are the charts rendered into inline manifests, Cilium first.
-	HelmReleases []HelmRelease
+	HelmReleases []helmrender.Release
 	// Warnings are problems that do not stop the deployment.
 	Warnings []string
 }

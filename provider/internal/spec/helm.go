@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
 )
 
 // Cilium defaults: the chart the `cilium` input installs when it names no version or repository.
@@ -38,25 +40,7 @@ type HelmChartInput struct {
 	IncludeCRDs *bool
 }
 
-// HelmRelease is a validated chart to render: the `cilium` input first (with the Talos preset
-// under the user's values), then `helmCharts` in order.
-type HelmRelease struct {
-	Path        string // property path, e.g. `helmCharts[1]`
-	Name        string
-	Namespace   string
-	Chart       string
-	Repository  string // empty: Chart is a local path
-	Version     string
-	Digest      string
-	Values      map[string]any
-	IncludeCRDs bool
-	Hint        string // how to make the chart render deterministically
-}
-
-var (
-	semverRe = regexp.MustCompile(`^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
-	digestRe = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-)
+var semverRe = regexp.MustCompile(`^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 
 // CiliumHint tells users how to make Cilium's chart render the same bytes every time.
 const CiliumHint = "for Cilium keep hubble.tls.auto.method=cronJob (the component's default; certificates are then " +
@@ -93,23 +77,17 @@ func buildHelm(p *problems, in Input, c *Cluster) {
 	names := map[string]string{}
 
 	if ci := in.Cilium; ci != nil {
-		r := HelmRelease{
-			Path: "cilium", Name: "cilium", Namespace: "kube-system", Chart: "cilium",
-			Repository: ci.Repository, Version: ci.Version, Digest: ci.Digest, IncludeCRDs: true,
-			Hint: CiliumHint,
+		r := helmrender.Release{
+			Path: "cilium", Name: "cilium", Namespace: "kube-system", IncludeCRDs: true, Hint: CiliumHint,
+			Source: helmrender.Source{
+				Chart: "cilium", Repository: firstString(ci.Repository, DefaultCiliumRepository),
+				Version: firstString(ci.Version, DefaultCiliumVersion),
+			},
 		}
 
-		if r.Repository == "" {
-			r.Repository = DefaultCiliumRepository
-		}
-
-		if r.Version == "" {
-			r.Version = DefaultCiliumVersion
-		}
-
-		checkRepository(p, "cilium.repository", r.Repository, false)
-		checkChartVersion(p, "cilium.version", r.Version, true)
-		r.Digest = checkDigest(p, "cilium.digest", r.Digest)
+		checkRepository(p, "cilium.repository", r.Source.Repository, false)
+		checkChartVersion(p, "cilium.version", r.Source.Version, true)
+		r.Source.Digest = checkDigest(p, "cilium.digest", ci.Digest)
 
 		cps := len(c.ControlPlanes())
 		r.Values = mergeValues(CiliumPreset(cps), userValues(p, "cilium", ci.ValuesYAML, ci.Values))
@@ -130,9 +108,9 @@ func buildHelm(p *problems, in Input, c *Cluster) {
 	for i, h := range in.HelmCharts {
 		path := fmt.Sprintf("helmCharts[%d]", i)
 
-		r := HelmRelease{
-			Path: path, Name: h.Name, Namespace: h.Namespace, Chart: h.Chart, Repository: h.Repository,
-			Version: h.Version, IncludeCRDs: h.IncludeCRDs == nil || *h.IncludeCRDs,
+		r := helmrender.Release{
+			Path: path, Name: h.Name, Namespace: h.Namespace, IncludeCRDs: h.IncludeCRDs == nil || *h.IncludeCRDs,
+			Source: helmrender.Source{Chart: h.Chart, Repository: h.Repository, Version: h.Version},
 		}
 
 		switch {
@@ -164,7 +142,7 @@ func buildHelm(p *problems, in Input, c *Cluster) {
 			checkChartVersion(p, path+".version", h.Version, false)
 		}
 
-		r.Digest = checkDigest(p, path+".digest", h.Digest)
+		r.Source.Digest = checkDigest(p, path+".digest", h.Digest)
 		r.Values = userValues(p, path, h.ValuesYAML, h.Values)
 
 		c.HelmReleases = append(c.HelmReleases, r)
@@ -203,7 +181,7 @@ func checkDigest(p *problems, path, d string) string {
 		norm = "sha256:" + norm
 	}
 
-	if !digestRe.MatchString(norm) {
+	if !helmrender.ValidDigest(norm) {
 		p.errorf(path, "%q is not a sha256 digest; use sha256:<64 hex digits> (`sha256sum <chart>.tgz`)", d)
 		return ""
 	}

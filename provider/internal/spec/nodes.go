@@ -19,11 +19,10 @@ func buildNodes(p *problems, in Input, c *Cluster) {
 		return
 	}
 
+	// Every node is kept, valid or not: the checks across nodes (addresses, VIP, VM ids, MAC
+	// addresses, placement) then see all of them, so one input reports every problem at once.
 	for _, name := range slices.Sorted(maps.Keys(in.Nodes)) {
-		n, ok := buildNode(p, name, in.Nodes[name], in, c)
-		if ok {
-			c.Nodes = append(c.Nodes, n)
-		}
+		c.Nodes = append(c.Nodes, buildNode(p, name, in.Nodes[name], in, c))
 	}
 
 	if len(in.Nodes) > 0 && !slices.ContainsFunc(slices.Collect(maps.Values(in.Nodes)), func(n NodeInput) bool { return n.Role == string(RoleControlPlane) }) {
@@ -102,17 +101,16 @@ func checkNodeDefaults(p *problems, d NodeDefaultsInput) {
 	checkTags(p, "nodeDefaults.tags", d.Tags)
 }
 
-func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) (Node, bool) {
+// buildNode applies the defaults to one node and reports its own problems. It always returns
+// the node, so that checks across nodes still run when this one is invalid.
+func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) Node {
 	path := "nodes." + name
-	ok := true
 	fail := func(field, format string, args ...any) {
 		p.errorf(path+"."+field, format, args...)
-		ok = false
 	}
 
 	if !isDNSLabel(name) {
 		p.errorf(path, "the node name %q is its hostname and must be a DNS label: at most 63 lower-case letters, digits and '-'", name)
-		ok = false
 	}
 
 	d := all.NodeDefaults
@@ -216,7 +214,6 @@ func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) (N
 		}
 		if why := checkLabel(k, in.Labels[k]); why != "" {
 			p.errorf(at, "%s", why)
-			ok = false
 		}
 	}
 
@@ -224,7 +221,7 @@ func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) (N
 	n.PCIDevices = buildPCIDevices(p, path, in.PCIDevices, n.VMMachine)
 	checkPatches(p, path+".configPatches", in.ConfigPatches)
 
-	return n, ok
+	return n
 }
 
 func buildDataDisks(p *problems, path string, in []DataDiskInput, datastore string) []DataDisk {
@@ -360,24 +357,23 @@ func buildAddresses(p *problems, in Input, c *Cluster) {
 		p.errorf("image.platform", "\"metal\" images ignore Proxmox cloud-init, so static addresses cannot be set; use \"nocloud\" or set network.dhcp to true")
 	}
 
+	// checkIP reports what is wrong with an address; it returns the address whenever it
+	// parses, so clashes with other addresses are found even when the address is also wrong
+	// in another way.
 	used := map[netip.Addr]string{}
 	checkIP := func(path, s string) (netip.Addr, bool) {
 		a, ok := parseIPv4(s)
 		switch {
 		case !ok:
 			p.errorf(path, "%q is not an IPv4 address; use e.g. \"192.168.1.21\"", s)
-			return a, false
 		case subnet.IsValid() && !subnet.Contains(a):
 			p.errorf(path, "%s is outside the gateway's subnet %s (network.gateway %s, network.prefixLength %d); use an address in that subnet or fix the prefix length", s, subnet, gw, c.Network.PrefixLength)
-			return a, false
 		case gwOK && a == gw:
 			p.errorf(path, "%s is the gateway's address; pick a free address", s)
-			return a, false
 		case subnet.IsValid() && subnet.Bits() <= 30 && (a == subnet.Addr() || a == lastAddr(subnet)):
 			p.errorf(path, "%s is the network or broadcast address of %s; pick a host address", s, subnet)
-			return a, false
 		}
-		return a, true
+		return a, ok
 	}
 
 	seenVMID := map[int]string{}

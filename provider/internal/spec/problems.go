@@ -2,17 +2,20 @@ package spec
 
 import (
 	"fmt"
+	"strings"
 )
 
 // problems collects every error and warning found while building a cluster.
 type problems struct {
 	errs     []error
+	paths    []string
 	warnings []string
 }
 
 // errorf records an error at a property path, e.g. `nodes.cp-1.memoryMib: ...`.
 func (p *problems) errorf(path, format string, args ...any) {
 	p.errs = append(p.errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	p.paths = append(p.paths, path)
 }
 
 // warnf records a warning at a property path.
@@ -26,12 +29,32 @@ func (p *problems) err() error {
 		return nil
 	}
 
-	return &ValidationError{Errors: p.errs}
+	return &ValidationError{Errors: p.errs, Paths: p.paths}
 }
 
 // ValidationError lists every invalid input at once.
 type ValidationError struct {
 	Errors []error
+	// Paths are the property paths of Errors, in the same order (checks made after Build,
+	// such as Helm renders, may add errors without a path).
+	Paths []string
+}
+
+// Has reports whether a problem was found at path or inside it (`helmCharts[0]` has
+// `helmCharts[0].name`).
+func (e *ValidationError) Has(path string) bool {
+	for _, p := range e.Paths {
+		if p == path || strings.HasPrefix(p, path+".") || strings.HasPrefix(p, path+"[") {
+			return true
+		}
+	}
+
+	return false
+}
+
+// Add appends problems found after Build, keeping one error for every problem of the input.
+func (e *ValidationError) Add(errs ...error) {
+	e.Errors = append(e.Errors, errs...)
 }
 
 func (e *ValidationError) Error() string {
