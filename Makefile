@@ -1,19 +1,28 @@
 # pulumi-talos-proxmox — see README.md.
 #
-# The Pulumi toolchain (CLI and language hosts) is built from the Go module proxy by
-# tools/toolchain/build.sh into a per-user cache keyed by version; a warm machine skips it.
+# The Pulumi toolchain (CLI and language hosts) and golangci-lint are built from the Go module
+# proxy by tools/toolchain/build.sh and tools/lint/build.sh into a per-user cache keyed by
+# version; a warm machine skips them.
+#
+# Go modules: the provider (repository root), the lab and its end-to-end tests (lab/, never
+# imported by the provider), the lab's bridged bpg provider (lab/proxmoxve) and its contract tests
+# (lab/pvecontract), the examples (examples/go, examples/automation) and tools/*.
 
 SHELL        := bash
 .SHELLFLAGS  := -euo pipefail -c
 .DEFAULT_GOAL := help
 
 GO           ?= go
-VERSION      ?= 0.1.0
+# The plugin's version is written once, in provider/VERSION.
+VERSION      := $(shell cat provider/VERSION)
 PLUGIN       := bin/pulumi-resource-talos-proxmox
 CACHE        := $(CURDIR)/.cache
 TOOLCHAIN    := $(shell tools/toolchain/build.sh --print-dir)
 PULUMI       := $(TOOLCHAIN)/pulumi
+LINT         := $(shell tools/lint/build.sh --print-dir)/golangci-lint
 FUZZTIME     ?= 30s
+# Go modules that lint and unit tests cover, besides the root.
+MODULES      := lab lab/proxmoxve lab/pvecontract examples/automation
 
 # Pulumi never touches the user's own state or plugins, never calls home and never downloads
 # plugins: everything it needs is built here.
@@ -24,6 +33,7 @@ export PULUMI_SKIP_UPDATE_CHECK            := 1
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 export PULUMI_TOOLCHAIN_BIN                := $(TOOLCHAIN)
 export TALOS_PROXMOX_PLUGIN                := $(CURDIR)/$(PLUGIN)
+export TALOS_PROXMOX_VERSION               := $(VERSION)
 export TALOS_LAB_BIN                       := $(CURDIR)/bin/lab
 # Helm charts the component renders are cached here, not in the user's cache.
 export TALOS_PROXMOX_HELM_CACHE            := $(CACHE)/helm
@@ -33,17 +43,17 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## Build the pinned Pulumi CLI and language hosts (cached by version)
+tools: ## Build the pinned Pulumi CLI, language hosts and golangci-lint (cached by version)
 	@tools/toolchain/build.sh >/dev/null
+	@tools/lint/build.sh >/dev/null
 
 .PHONY: provider
 provider: ## Build the plugin into bin/
-	$(GO) build -ldflags "-X github.com/talos-proxmox/pulumi-talos-proxmox/provider.Version=$(VERSION)" \
-		-o $(PLUGIN) ./provider/cmd/pulumi-resource-talos-proxmox
+	$(GO) build -o $(PLUGIN) ./provider/cmd/pulumi-resource-talos-proxmox
 
 .PHONY: lab
 lab: ## Build the lab's plugins into bin/lab/ (never shipped): talos stand-in, bridged bpg proxmoxve
-	$(GO) build -o bin/lab/pulumi-resource-talos ./lab/cmd/pulumi-resource-talos
+	$(GO) -C lab build -o $(CURDIR)/bin/lab/pulumi-resource-talos ./cmd/pulumi-resource-talos
 	lab/proxmoxve/build.sh bin/lab/pulumi-resource-proxmoxve
 
 .PHONY: schema
@@ -59,18 +69,16 @@ sdk: ## Regenerate sdk/{go,nodejs,python} from schema.json
 codegen: schema sdk ## Regenerate every generated file (schema.json, sdk/)
 
 .PHONY: lint
-lint: ## gofmt and go vet
-	@test -z "$$(gofmt -l provider tests examples lab tools/sdkgen tools/sdkcheck)" || \
-		{ gofmt -l provider tests examples lab tools/sdkgen tools/sdkcheck; echo "run gofmt -w"; exit 1; }
-	$(GO) vet ./...
+lint: tools ## gofmt, and golangci-lint (govet, staticcheck, errcheck, doc comments, architecture rules) on every module
+	@test -z "$$(gofmt -l provider examples lab tools/sdkgen tools/sdkcheck)" || \
+		{ gofmt -l provider examples lab tools/sdkgen tools/sdkcheck; echo "run gofmt -w"; exit 1; }
+	$(LINT) run ./...
+	@for m in $(MODULES); do echo "golangci-lint: $$m"; (cd $$m && $(LINT) run --build-tags e2e ./...) || exit 1; done
 
 .PHONY: unit
-unit: ## Unit, Construct and schema tests (no toolchain needed); the lab's own modules too
+unit: ## Unit, Construct and schema tests (no toolchain needed); the lab's own modules and the Automation API example too
 	$(GO) test -count=1 ./...
-	$(GO) -C lab/pvecontract vet ./...
-	$(GO) -C lab/pvecontract test -count=1 ./...
-	$(GO) -C lab/proxmoxve vet ./...
-	$(GO) -C lab/proxmoxve test -count=1 ./...
+	@for m in $(MODULES); do echo "go test: $$m"; $(GO) -C $$m test -count=1 ./... || exit 1; done
 
 .PHONY: sdk-check
 sdk-check: ## Fail on stale sdk/; build and type-check the SDKs and the examples in every language
@@ -87,7 +95,7 @@ fuzz: ## Fuzz input validation for FUZZTIME
 
 .PHONY: e2e
 e2e: tools provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab
-	$(GO) test -count=1 -timeout 40m -tags e2e ./tests/...
+	$(GO) -C lab test -count=1 -timeout 40m -tags e2e ./e2e/...
 
 .PHONY: test
 test: tools provider lab lint unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
@@ -96,11 +104,11 @@ test: tools provider lab lint unit sdk-check fuzz e2e ## Everything CI runs: set
 bench: tools provider lab ## Benchmarks: Construct of 3/50/100 nodes; Cilium render vs helm template; `up` of 3 and 9 nodes on the lab
 	$(GO) test -run '^$$' -bench BenchmarkConstruct -benchmem -count 3 ./provider/
 	$(GO) test -run '^$$' -bench BenchmarkHelmRender -benchtime 1x -count 3 ./provider/internal/helmrender/
-	$(GO) test -tags e2e -run '^$$' -bench BenchmarkLabUp -benchtime 1x -count 3 ./tests/
+	$(GO) -C lab test -tags e2e -run '^$$' -bench BenchmarkLabUp -benchtime 1x -count 3 ./e2e/
 
 .PHONY: demo
 demo: tools provider lab ## Set up and run the demo: pulumi up of the example cluster on the local lab
-	$(GO) run ./lab/cmd/lab-demo -example examples/yaml -workdir $(CACHE)/demo
+	$(GO) -C lab run ./cmd/lab-demo -example $(CURDIR)/examples/yaml -workdir $(CACHE)/demo
 
 .PHONY: clean
 clean: ## Remove build output and local Pulumi state

@@ -12,11 +12,11 @@ import (
 	"os"
 	"sync"
 
-	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/charts"
-	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/controller"
-	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/imagefactory"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/chartrepo"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/hostemu"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/factoryfake"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
-	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosnode"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
 )
 
 // Options configure a lab.
@@ -29,7 +29,7 @@ type Options struct {
 	// PVE adjusts the Proxmox fake's options (latency, failures, …) before it starts.
 	PVE func(*pvefake.Options)
 	// Node adjusts every emulated Talos node's options before it starts.
-	Node func(vmid int, opts *talosnode.Options)
+	Node func(vmid int, opts *talosemu.Options)
 	// Logf receives the lab's log lines.
 	Logf func(format string, args ...any)
 }
@@ -37,10 +37,10 @@ type Options struct {
 // Lab is a running lab.
 type Lab struct {
 	// Charts is a Helm chart repository serving the Cilium chart (from its Go module).
-	Charts     *charts.Server
-	Factory    *imagefactory.Server
+	Charts     *chartrepo.Server
+	Factory    *factoryfake.Server
 	PVE        *pvefake.Server
-	Controller *controller.Controller
+	Controller *hostemu.Controller
 	opts       Options
 	closeOnce  sync.Once
 }
@@ -70,13 +70,13 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 		return nil, fmt.Errorf("starting the chart repository: %w", err)
 	}
 
-	factory, err := imagefactory.Start(ctx, "127.0.0.1:0")
+	factory, err := factoryfake.Start(ctx, "127.0.0.1:0")
 	if err != nil {
 		_ = chartRepo.Close()
 		return nil, fmt.Errorf("starting the Image Factory stand-in: %w", err)
 	}
 
-	ctrl := controller.New(ctx, controller.Options{Node: opts.Node, Logf: opts.Logf,
+	ctrl := hostemu.New(ctx, hostemu.Options{Node: opts.Node, Logf: opts.Logf,
 		DHCPPool: dhcpPool(opts.Subnet)})
 
 	pveOpts := pvefake.Options{
@@ -103,19 +103,19 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 
 // ciliumRepository serves the Cilium chart, packaged from its Go module, as a classic Helm
 // repository: the lab's stand-in for https://helm.cilium.io.
-func ciliumRepository(ctx context.Context) (*charts.Server, error) {
+func ciliumRepository(ctx context.Context) (*chartrepo.Server, error) {
 	dir, err := os.MkdirTemp("", "lab-charts-")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 
-	archive, err := charts.CiliumArchive(dir)
+	archive, err := chartrepo.CiliumArchive(dir)
 	if err != nil {
 		return nil, err
 	}
 
-	return charts.Repository(ctx, archive)
+	return chartrepo.Repository(ctx, archive)
 }
 
 // Close stops the nodes, the fake, the factory and the chart repository. Later calls do nothing.

@@ -50,11 +50,12 @@ type Plugin struct {
 	Name, Version, File string
 }
 
-// LabPlugins are the plugins a program needs in the lab: the component, and the two child
-// providers' lab builds under the versions the component's children ask for.
-func LabPlugins(componentPlugin, labBin string) []Plugin {
+// Plugins are the plugins a program needs in the lab: the component (built from this
+// checkout, at its version in provider/VERSION), and the two child providers' lab builds under
+// the versions the component's children ask for.
+func Plugins(componentPlugin, componentVersion, labBin string) []Plugin {
 	return []Plugin{
-		{Name: "talos-proxmox", Version: "0.1.0", File: componentPlugin},
+		{Name: "talos-proxmox", Version: componentVersion, File: componentPlugin},
 		{Name: "talos", Version: "0.7.1", File: filepath.Join(labBin, "pulumi-resource-talos")},
 		{Name: "proxmoxve", Version: "7.13.0", File: filepath.Join(labBin, "pulumi-resource-proxmoxve")},
 	}

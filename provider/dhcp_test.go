@@ -104,7 +104,7 @@ func TestTwoClustersInOneStack(t *testing.T) {
 	m := &mockMonitor{}
 	files := map[string]bool{}
 
-	err, names := func() (error, []string) {
+	names, err := func() ([]string, error) {
 		err := runWith(m, func(ctxRun func(string, TalosProxmoxClusterArgs) error) error {
 			a := homelabArgs()
 			if err := ctxRun("blue", a); err != nil {
@@ -124,7 +124,7 @@ func TestTwoClustersInOneStack(t *testing.T) {
 			return ctxRun("green", b)
 		})
 
-		return err, m.names
+		return m.names, err
 	}()
 	if err != nil {
 		t.Fatal(err)

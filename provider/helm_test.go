@@ -143,8 +143,8 @@ func TestConstructWithCiliumAndCharts(t *testing.T) {
 
 	// Construct again, with the servers gone: the cache serves both charts, and the manifests
 	// are byte-identical, so a second `pulumi up` sees no change.
-	repo.Close()
-	reg.Close()
+	_ = repo.Close()
+	_ = reg.Close()
 
 	again := &recorder{}
 	if _, err := construct(t, again, "homelab", inputs); err != nil {

@@ -198,7 +198,7 @@ func constructIn(tb testing.TB, r *recorder, name string, inputs property.Map) (
 		tb.Fatal(err)
 	}
 
-	server, err := integration.NewServer(tb.Context(), Name, semver.MustParse("0.1.0"),
+	server, err := integration.NewServer(tb.Context(), Name, semver.MustParse(Version),
 		integration.WithProvider(prov), integration.WithMocks(r.monitor()))
 	if err != nil {
 		tb.Fatal(err)

@@ -5,8 +5,10 @@ package provider
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/blang/semver"
 	p "github.com/pulumi/pulumi-go-provider"
@@ -18,9 +20,14 @@ import (
 // Name is the Pulumi package name.
 const Name = "talos-proxmox"
 
-// Version is the provider version, set at build time with
-// -ldflags "-X github.com/talos-proxmox/pulumi-talos-proxmox/provider.Version=…".
-var Version = "0.1.0"
+// versionFile is provider/VERSION, the one place the plugin's version is written: the plugin,
+// the schema (and so the SDKs), the Makefile and the lab all read it from there.
+//
+//go:embed VERSION
+var versionFile string
+
+// Version is the provider version, from provider/VERSION.
+var Version = strings.TrimSpace(versionFile)
 
 // Provider returns the component provider.
 func Provider() (p.Provider, error) {

@@ -73,14 +73,14 @@ func runWith(m *mockMonitor, program func(func(string, TalosProxmoxClusterArgs) 
 }
 
 // runArgs constructs the component from Go, as a Go program using it as a library does.
-func runArgs(args TalosProxmoxClusterArgs) (error, []string) {
+func runArgs(args TalosProxmoxClusterArgs) ([]string, error) {
 	m := &mockMonitor{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		_, err := NewTalosProxmoxCluster(ctx, "homelab", args)
 		return err
 	}, pulumi.WithMocks("project", "stack", m))
 
-	return err, m.names
+	return m.names, err
 }
 
 var badInputs = []struct {
@@ -297,7 +297,7 @@ func TestBadInputs(t *testing.T) {
 		t.Fatalf("only %d bad inputs", len(badInputs))
 	}
 
-	if err, names := runArgs(homelabArgs()); err != nil || len(names) == 0 {
+	if names, err := runArgs(homelabArgs()); err != nil || len(names) == 0 {
 		t.Fatalf("the base case must be valid: %v", err)
 	}
 
@@ -308,7 +308,7 @@ func TestBadInputs(t *testing.T) {
 			args := homelabArgs()
 			tc.mutate(&args)
 
-			err, names := runArgs(args)
+			names, err := runArgs(args)
 			if err == nil {
 				t.Fatalf("no error; want one naming %s", tc.path)
 			}
@@ -337,7 +337,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
 	node(&args, "cp-1", func(n *Node) { n.MemoryMib = ptr(100) })
 	node(&args, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "relative" })
 
-	err, _ := runArgs(args)
+	_, err := runArgs(args)
 	if err == nil {
 		t.Fatal("no error")
 	}

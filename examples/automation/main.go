@@ -46,7 +46,7 @@ func main() {
 	expectNoChanges := flag.Bool("expect-no-changes", false, "with preview or refresh: fail if anything would change")
 	flag.Var(&stacks, "stack", "stack (cluster) to manage; repeat for several")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [-workdir DIR] -stack NAME [-stack NAME…] up|preview|refresh|destroy|kubeconfig\n", os.Args[0])
+		_, _ = fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [-workdir DIR] -stack NAME [-stack NAME…] up|preview|refresh|destroy|kubeconfig\n", os.Args[0])
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -184,16 +184,14 @@ func writePrivate(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }() // after the rename: nothing left to remove
 
 	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
+		return errors.Join(err, tmp.Close())
 	}
 
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
+		return errors.Join(err, tmp.Close())
 	}
 
 	if err := tmp.Close(); err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/charts"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/chartrepo"
 )
 
 type mocks struct {
@@ -35,16 +35,16 @@ func (m *mocks) Call(pulumi.MockCallArgs) (resource.PropertyMap, error) {
 func TestProgramBuildsTheCluster(t *testing.T) {
 	dir := t.TempDir()
 
-	archive, err := charts.CiliumArchive(dir)
+	archive, err := chartrepo.CiliumArchive(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	repo, err := charts.Repository(t.Context(), archive)
+	repo, err := chartrepo.Repository(t.Context(), archive)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer repo.Close()
+	defer func() { _ = repo.Close() }()
 
 	t.Setenv("TALOS_PROXMOX_HELM_CACHE", filepath.Join(dir, "cache"))
 	t.Setenv("PULUMI_CONFIG", `{"`+project+`:ciliumRepository": "`+repo.URL+`"}`)

@@ -2,14 +2,14 @@ module github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvecontract
 
 go 1.26.6
 
-replace github.com/talos-proxmox/pulumi-talos-proxmox => ../..
+replace github.com/talos-proxmox/pulumi-talos-proxmox/lab => ..
 
 require (
 	github.com/bpg/terraform-provider-proxmox v0.111.1
 	github.com/hashicorp/terraform-plugin-framework v1.19.0
 	github.com/hashicorp/terraform-plugin-go v0.31.0
 	github.com/hashicorp/terraform-plugin-sdk/v2 v2.40.1
-	github.com/talos-proxmox/pulumi-talos-proxmox v0.0.0-00010101000000-000000000000
+	github.com/talos-proxmox/pulumi-talos-proxmox/lab v0.0.0-00010101000000-000000000000
 )
 
 require (

@@ -327,7 +327,7 @@ func (s *Server) fetchURL(raw string, verify bool) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("download failed - %s", lwpStatus(raw, err))
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("download failed - %s", res.Status)

@@ -119,7 +119,7 @@ func (c *apiClient) do(method, path string, params url.Values) response {
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 
 	out := response{Code: res.StatusCode, Reason: strings.TrimPrefix(res.Status, res.Status[:4])}
 

@@ -98,7 +98,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if err != nil {
 		return
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 
 	writeRaw(buf, e.Code, reason, body)
 }
@@ -123,13 +123,13 @@ func writeRaw(buf *bufio.ReadWriter, code int, reason string, body []byte) {
 
 	sort.Strings(keys)
 
-	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n", code, reason)
+	_, _ = fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n", code, reason)
 
 	for _, k := range keys {
-		fmt.Fprintf(buf, "%s: %s\r\n", k, headers[k])
+		_, _ = fmt.Fprintf(buf, "%s: %s\r\n", k, headers[k])
 	}
 
-	buf.WriteString("\r\n")
+	_, _ = buf.WriteString("\r\n")
 	_, _ = buf.Write(body)
 	_ = buf.Flush()
 }

@@ -28,7 +28,7 @@ func TestServesTLS13Only(t *testing.T) {
 		MaxVersion: tls.VersionTLS12, InsecureSkipVerify: true, //nolint:gosec // test
 	}}}
 	if res, err := old.Get(s.URL() + "/api2/json/version"); err == nil {
-		res.Body.Close()
+		_ = res.Body.Close()
 		t.Fatal("a TLS 1.2 client connected")
 	}
 

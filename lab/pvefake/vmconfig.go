@@ -353,7 +353,7 @@ func configJSON(conf map[string]string) map[string]any {
 func configDigest(conf map[string]string) string {
 	h := sha1.New() //nolint:gosec // PVE's digest
 	for _, k := range slices.Sorted(maps.Keys(conf)) {
-		fmt.Fprintf(h, "%s: %s\n", k, conf[k])
+		_, _ = fmt.Fprintf(h, "%s: %s\n", k, conf[k])
 	}
 
 	return hex.EncodeToString(h.Sum(nil))

@@ -136,7 +136,7 @@ func (s *Server) powerTask(c *call, typ string, change func(v *vm, r *taskRun) e
 
 		v := s.vms[vmid]
 		if v == nil || v.creating || v.node != node {
-			return fmt.Errorf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, vmid)
+			return fmt.Errorf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, vmid) //nolint:staticcheck // Proxmox VE's own wording
 		}
 
 		return change(v, r)

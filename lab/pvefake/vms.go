@@ -271,7 +271,7 @@ func (s *Server) deleteVM(c *call) (any, *apiError) {
 
 		v := s.vms[vmid]
 		if v == nil || v.creating {
-			return fmt.Errorf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, vmid)
+			return fmt.Errorf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, vmid) //nolint:staticcheck // Proxmox VE's own wording
 		}
 
 		if v.running {

@@ -52,7 +52,7 @@ func (s *Server) updateVMConfigAsync(c *call) (any, *apiError) {
 
 		v := s.vms[vmid]
 		if v == nil || v.creating {
-			return fmt.Errorf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, vmid)
+			return fmt.Errorf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, vmid) //nolint:staticcheck // Proxmox VE's own wording
 		}
 
 		return s.applyUpdate(v, params, r)

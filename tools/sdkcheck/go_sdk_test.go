@@ -4,6 +4,8 @@
 package sdkcheck
 
 import (
+	"encoding/json"
+	"os"
 	"sync"
 	"testing"
 
@@ -85,8 +87,8 @@ func TestGoSDKSendsPlainAndSecretInputs(t *testing.T) {
 	if rpc := mocks.args.RegisterRPC; !rpc.GetRemote() || rpc.GetCustom() {
 		t.Errorf("registered with remote=%v custom=%v, want a remote component", rpc.GetRemote(), rpc.GetCustom())
 	}
-	if got := mocks.args.RegisterRPC.GetVersion(); got != "0.1.0" {
-		t.Errorf("plugin version %q, want the schema's 0.1.0", got)
+	if got, want := mocks.args.RegisterRPC.GetVersion(), schemaVersion(t); got != want {
+		t.Errorf("plugin version %q, want the schema's %q", got, want)
 	}
 
 	in := mocks.args.Inputs
@@ -127,4 +129,22 @@ func wantString(t *testing.T, v resource.PropertyValue, want string) {
 	if !v.IsString() || v.StringValue() != want {
 		t.Errorf("got %v, want the plain string %q", v, want)
 	}
+}
+
+// schemaVersion is the version in schema.json, which `make schema` takes from the plugin, which
+// takes it from provider/VERSION.
+func schemaVersion(t *testing.T) string {
+	t.Helper()
+
+	raw, err := os.ReadFile("../../schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var s struct{ Version string }
+	if err := json.Unmarshal(raw, &s); err != nil || s.Version == "" {
+		t.Fatalf("schema.json has no version: %v", err)
+	}
+
+	return s.Version
 }

@@ -21,6 +21,7 @@ import (
 func main() {
 	toolchain := flag.String("toolchain", os.Getenv("PULUMI_TOOLCHAIN_BIN"), "directory with the pulumi CLI and language hosts")
 	plugin := flag.String("plugin", os.Getenv("TALOS_PROXMOX_PLUGIN"), "the built pulumi-resource-talos-proxmox")
+	version := flag.String("plugin-version", os.Getenv("TALOS_PROXMOX_VERSION"), "its version (provider/VERSION)")
 	labBin := flag.String("lab-bin", os.Getenv("TALOS_LAB_BIN"), "directory with the lab's child provider plugins")
 	example := flag.String("example", "examples/yaml", "the example program to deploy")
 	workdir := flag.String("workdir", ".cache/demo", "where the project copy, its state and the kubeconfig go")
@@ -29,13 +30,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	if err := run(ctx, *toolchain, *plugin, *labBin, *example, *workdir); err != nil {
+	if err := run(ctx, *toolchain, *plugin, *version, *labBin, *example, *workdir); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, toolchain, plugin, labBin, example, workdir string) error {
+func run(ctx context.Context, toolchain, plugin, version, labBin, example, workdir string) error {
 	start := time.Now()
 
 	dir, err := filepath.Abs(workdir)
@@ -84,7 +85,7 @@ func run(ctx context.Context, toolchain, plugin, labBin, example, workdir string
 		),
 	}
 
-	if err := p.InstallPlugins(ctx, lab.LabPlugins(plugin, labBin)); err != nil {
+	if err := p.InstallPlugins(ctx, lab.Plugins(plugin, version, labBin)); err != nil {
 		return err
 	}
 

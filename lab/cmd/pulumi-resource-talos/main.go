@@ -1,5 +1,5 @@
 // Command pulumi-resource-talos is the lab's stand-in for the pulumiverse talos provider v0.7.1
-// (see lab/talosprovider). It is built for the local lab only and never shipped as the real one.
+// (see lab/talosstandin). It is built for the local lab only and never shipped as the real one.
 package main
 
 import (
@@ -9,11 +9,11 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 
-	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosprovider"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosstandin"
 )
 
 func main() {
-	prov, err := talosprovider.New()
+	prov, err := talosstandin.New()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "error: %v\n", err)
 		os.Exit(1)

@@ -1,6 +1,10 @@
 package spec
 
-import "github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/imagefactory"
+import (
+	"slices"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/imagefactory"
+)
 
 // Defaults are the documented default values. The schema's descriptions quote them and a test
 // keeps the two in step.
@@ -63,3 +67,44 @@ var SupportedTalos = map[string]talosMinor{
 
 // SupportedTalosRange is the human-readable supported range.
 const SupportedTalosRange = "v1.10.0 to v1.11.x"
+
+func firstInt(vals ...any) int {
+	for _, v := range vals {
+		switch x := v.(type) {
+		case *int:
+			if x != nil {
+				return *x
+			}
+		case int:
+			return x
+		}
+	}
+
+	return 0
+}
+
+func firstString(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+
+	return ""
+}
+
+func firstBool(v *bool, def bool) bool {
+	if v != nil {
+		return *v
+	}
+
+	return def
+}
+
+func orDefault(v, def []string) []string {
+	if v == nil {
+		return slices.Clone(def)
+	}
+
+	return slices.Clone(v)
+}

@@ -1,22 +1,19 @@
-// Package helmtest adapts lab/charts to tests: real charts (Cilium from its Go module) and real
-// chart servers on loopback that stop when the test ends.
+// Package helmtest gives the Helm tests real charts and real chart servers: the Cilium chart
+// from its Go module (fetched through the Go module proxy when first needed, never committed), a
+// classic HTTP chart repository whose index is written by Helm's repo package, and an OCI
+// registry (distribution/v3, in memory), all on loopback and stopped when the test ends.
 package helmtest
 
 import (
 	"context"
 	"testing"
-
-	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/charts"
 )
-
-// CiliumVersion is the version of the Cilium chart the tests use.
-const CiliumVersion = charts.CiliumVersion
 
 // CiliumChartDir returns the unpacked Cilium chart from the Go module cache.
 func CiliumChartDir(tb testing.TB) string {
 	tb.Helper()
 
-	dir, err := charts.CiliumChartDir()
+	dir, err := ciliumChartDir()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -28,7 +25,7 @@ func CiliumChartDir(tb testing.TB) string {
 func CiliumArchive(tb testing.TB) string {
 	tb.Helper()
 
-	p, err := charts.CiliumArchive(tb.TempDir())
+	p, err := packageChart(CiliumChartDir(tb), tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -37,20 +34,20 @@ func CiliumArchive(tb testing.TB) string {
 }
 
 // Repository serves archives as a classic chart repository until the test ends.
-func Repository(tb testing.TB, archives ...string) *charts.Server {
+func Repository(tb testing.TB, archives ...string) *Server {
 	tb.Helper()
 
-	return serve(tb, charts.Repository, archives)
+	return serveFor(tb, startRepository, archives)
 }
 
 // Registry serves archives from an OCI registry until the test ends.
-func Registry(tb testing.TB, archives ...string) *charts.Server {
+func Registry(tb testing.TB, archives ...string) *Server {
 	tb.Helper()
 
-	return serve(tb, charts.Registry, archives)
+	return serveFor(tb, startRegistry, archives)
 }
 
-func serve(tb testing.TB, start func(context.Context, ...string) (*charts.Server, error), archives []string) *charts.Server {
+func serveFor(tb testing.TB, start func(context.Context, ...string) (*Server, error), archives []string) *Server {
 	tb.Helper()
 
 	s, err := start(tb.Context(), archives...)

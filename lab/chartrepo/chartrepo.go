@@ -1,0 +1,168 @@
+// Package chartrepo is the lab's Helm chart repository: a classic HTTP chart repository on
+// loopback, its index written by Helm's own repo package, serving the real Cilium chart from its
+// Go module (fetched through the Go module proxy when first needed, never committed). It stands
+// in for https://helm.cilium.io, which this machine cannot reach.
+package chartrepo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/repo"
+)
+
+// CiliumModule is the Go module that carries the Cilium chart, and CiliumVersion its version.
+const (
+	CiliumModule  = "github.com/cilium/cilium"
+	CiliumVersion = "1.18.0"
+)
+
+// CiliumChartDir returns the unpacked Cilium chart of github.com/cilium/cilium@v1.18.0,
+// downloaded through the Go module proxy (`go mod download`) into the module cache.
+var CiliumChartDir = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "charts-gomod-")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+
+	cmd := exec.Command("go", "mod", "download", "-json", CiliumModule+"@v"+CiliumVersion)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s@v%s: %w: %s", CiliumModule, CiliumVersion, err, out)
+	}
+
+	var mod struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Error != "" || mod.Dir == "" {
+		return "", fmt.Errorf("go mod download %s: %v %s", CiliumModule, err, mod.Error)
+	}
+
+	return filepath.Join(mod.Dir, "install", "kubernetes", "cilium"), nil
+})
+
+// Package packages a chart directory into dest as <name>-<version>.tgz, as `helm package` does,
+// and returns the archive's path.
+func Package(chartDir, dest string) (string, error) {
+	ch, err := loader.LoadDir(chartDir)
+	if err != nil {
+		return "", err
+	}
+
+	return chartutil.Save(ch, dest)
+}
+
+// CiliumArchive packages the Cilium chart into dest and returns the .tgz path.
+func CiliumArchive(dest string) (string, error) {
+	dir, err := CiliumChartDir()
+	if err != nil {
+		return "", err
+	}
+
+	return Package(dir, dest)
+}
+
+// Server is a chart server on loopback that counts the requests it answers.
+type Server struct {
+	// URL is the repository to give a chart: http://127.0.0.1:<port>.
+	URL      string
+	requests atomic.Int64
+	srv      *http.Server
+	ln       net.Listener
+	dir      string
+}
+
+// Requests is the number of requests answered so far.
+func (s *Server) Requests() int64 { return s.requests.Load() }
+
+// Close stops the server; later requests fail to connect.
+func (s *Server) Close() error {
+	err := s.srv.Close()
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
+
+	return err
+}
+
+func serve(ctx context.Context, h http.Handler) (*Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+
+	s := &Server{URL: "http://" + ln.Addr().String(), ln: ln}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		h.ServeHTTP(w, r)
+	})}
+
+	go func() { _ = s.srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		_ = s.Close()
+	}()
+
+	return s, nil
+}
+
+// Repository serves archives as a classic chart repository until ctx ends or Close: the
+// archives under charts/ and an index.yaml written by Helm's repo package (relative URLs, each
+// archive's digest).
+func Repository(ctx context.Context, archives ...string) (*Server, error) {
+	dir, err := os.MkdirTemp("", "charts-repo-")
+	if err != nil {
+		return nil, err
+	}
+
+	if err := writeRepository(dir, archives); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+
+	s, err := serve(ctx, http.FileServer(http.Dir(dir)))
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+
+	s.dir = dir
+
+	return s, nil
+}
+
+func writeRepository(dir string, archives []string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "charts"), 0o755); err != nil {
+		return err
+	}
+
+	for _, a := range archives {
+		data, err := os.ReadFile(a)
+		if err != nil {
+			return err
+		}
+
+		if err := os.WriteFile(filepath.Join(dir, "charts", filepath.Base(a)), data, 0o644); err != nil {
+			return err
+		}
+	}
+
+	idx, err := repo.IndexDirectory(dir, "")
+	if err != nil {
+		return err
+	}
+
+	return idx.WriteFile(filepath.Join(dir, "index.yaml"), 0o644)
+}

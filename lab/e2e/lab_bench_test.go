@@ -1,0 +1,84 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
+)
+
+// The latency injected into the Proxmox fake: a VM create task runs 2 s and a start task 3 s,
+// so the critical path of one node is download → create (2 s) → start (3 s) → apply →
+// bootstrap → kubeconfig.
+const (
+	createLatency = 2 * time.Second
+	startLatency  = 3 * time.Second
+	parallel      = 32
+)
+
+// benchProgram is a YAML program of n nodes (three control planes, the rest workers) over two
+// hosts with pinned VM ids.
+func benchProgram(l *lab.Lab, n int) string {
+	var b strings.Builder
+	b.WriteString("name: bench\nruntime: yaml\nconfig:\n  factoryUrl:\n    type: string\nresources:\n  bench:\n" +
+		"    type: talos-proxmox:index:TalosProxmoxCluster\n    properties:\n      clusterName: bench\n" +
+		"      talosVersion: v1.11.5\n      vip: " + l.Address(10) + "\n      network:\n        gateway: " + l.Address(1) + "\n" +
+		"      image:\n        factoryUrl: ${factoryUrl}\n      nodes:\n")
+
+	for i := range n {
+		role, name := "worker", fmt.Sprintf("w-%d", i)
+		if i < 3 {
+			role, name = "controlplane", fmt.Sprintf("cp-%d", i+1)
+		}
+
+		fmt.Fprintf(&b, "        %s:\n          hostNode: pve%d\n          role: %s\n          ip: %s\n          vmId: %d\n",
+			name, i%2+1, role, l.Address(11+i), 900+i)
+	}
+
+	b.WriteString("outputs:\n  endpoint: ${bench.endpoint}\n")
+
+	return b.String()
+}
+
+// BenchmarkLabUp measures the wall time of `pulumi up --parallel 32` of whole clusters on the
+// lab, with VM create and start latency injected. Goal: 9 nodes ≤ 1.3 × 3 nodes, and ≤ 1.2 × the
+// critical path. Run with `make bench`.
+func BenchmarkLabUp(b *testing.B) {
+	for _, n := range []int{3, 9} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+
+				e := newEnv(b)
+				l, p := onLab(b, e, lab.Options{Subnet: 40 + n, PVE: func(o *pvefake.Options) {
+					o.RouteLatency = map[string]time.Duration{
+						"POST /nodes/{node}/qemu":                     createLatency,
+						"POST /nodes/{node}/qemu/{vmid}/status/start": startLatency,
+					}
+				}}, func(l *lab.Lab) string { return benchProgram(l, n) })
+
+				b.StartTimer()
+				start := time.Now()
+
+				if out, err := p.Run(b.Context(), "up", "--yes", "--skip-preview", fmt.Sprintf("--parallel=%d", parallel)); err != nil {
+					b.Fatalf("up: %v\n%s", err, out)
+				}
+
+				elapsed := time.Since(start)
+				b.StopTimer()
+
+				critical := createLatency + startLatency
+				b.ReportMetric(elapsed.Seconds(), "s/up")
+				b.ReportMetric(elapsed.Seconds()/critical.Seconds(), "x-injected-latency")
+
+				l.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}

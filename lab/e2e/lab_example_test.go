@@ -1,0 +1,235 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
+)
+
+// TestYAMLExampleOnTheLab runs examples/yaml, unchanged, through the real CLI, our plugin, the
+// bridged bpg provider, the Proxmox VE fake and emulated Talos nodes: up; preview and refresh
+// show no changes; destroy leaves the fake with no VM and no downloaded file.
+func TestYAMLExampleOnTheLab(t *testing.T) {
+	e := newEnv(t)
+
+	program, err := os.ReadFile("../../examples/yaml/Pulumi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.WriteFile(filepath.Join(e.dir, "Pulumi.yaml"), program, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	l, p := onLab(t, e, lab.Options{Subnet: 3}, nil)
+	ctx := t.Context()
+
+	out, err := p.Run(ctx, "up", "--yes", "--skip-preview")
+	if err != nil {
+		t.Fatalf("up: %v\n%s", err, out)
+	}
+
+	if vms := l.PVE.VMs(); len(vms) != 5 {
+		t.Errorf("the fake has %d VMs, want 5", len(vms))
+	}
+
+	if nodes := l.Controller.Nodes(); len(nodes) != 5 {
+		t.Errorf("%d emulated Talos nodes run, want 5", len(nodes))
+	}
+
+	for _, host := range []string{"pve1", "pve2"} {
+		if vols := l.PVE.Volumes(host, "local"); len(vols) != 1 || !strings.HasSuffix(vols[0].VolID, ".qcow2") {
+			t.Errorf("%s has downloaded %v, want one qcow2 image", host, vols)
+		}
+	}
+
+	out, err = p.Run(ctx, "stack", "output", "--json", "--show-secrets")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	var outputs struct {
+		Endpoint, Kubeconfig string
+		Nodes                map[string]struct {
+			VMID int `json:"vmId"`
+			IP   string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &outputs); err != nil {
+		t.Fatal(err)
+	}
+
+	if outputs.Endpoint != "https://"+l.Address(10)+":6443" || !strings.Contains(outputs.Kubeconfig, outputs.Endpoint) {
+		t.Errorf("endpoint %q, kubeconfig:\n%s", outputs.Endpoint, outputs.Kubeconfig)
+	}
+
+	if n := outputs.Nodes["cp-1"]; n.IP != l.Address(11) || n.VMID < 100 {
+		t.Errorf("nodes.cp-1 = %+v", n)
+	}
+
+	if out, err := p.Run(ctx, "preview", "--expect-no-changes", "--diff"); err != nil {
+		t.Errorf("preview after up shows changes: %v\n%s", err, out)
+	}
+
+	helmPreview(t, p, filepath.Join(e.dir, "Pulumi.yaml"), string(program))
+
+	exported, err := p.Run(ctx, "stack", "export")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Key material (base64 PEM in the talos schema: "-----BEGIN" is "LS0tLS1CRUdJTi"), the
+	// bootstrap token, the kubeconfig and the talosconfig are all encrypted in the state.
+	for _, plain := range []string{"LS0tLS1CRUdJTi", "BEGIN", "bootstrapToken\": \"", "certificate-authority-data", "client-key-data", "crt: "} {
+		if strings.Contains(exported, plain) {
+			t.Errorf("the exported state holds %q in plaintext", plain)
+		}
+	}
+
+	// The first refresh after create rewrites an import disk's `speed` from null to absent in the
+	// state: a representation difference between the bridged bpg provider's create and read of
+	// disks with import_from, with no change on Proxmox. Nothing else may change.
+	out, err = p.Run(ctx, "refresh", "--yes", "--skip-preview", "--diff")
+	if err != nil {
+		t.Fatalf("refresh: %v\n%s", err, out)
+	}
+
+	for _, line := range strings.Split(out, "\n") {
+		l := strings.TrimSpace(line)
+		if (strings.HasPrefix(l, "- ") || strings.HasPrefix(l, "+ ")) && l != "- speed: <null>" {
+			t.Errorf("the first refresh changes more than the import disk's speed representation: %q\n%s", l, out)
+		}
+	}
+
+	if out, err := p.Run(ctx, "refresh", "--yes", "--expect-no-changes", "--skip-preview"); err != nil {
+		t.Errorf("a second refresh shows changes: %v\n%s", err, out)
+	}
+
+	if out, err := p.Run(ctx, "preview", "--expect-no-changes", "--diff"); err != nil {
+		t.Errorf("preview after refresh shows changes: %v\n%s", err, out)
+	}
+
+	if out, err := p.Run(ctx, "destroy", "--yes", "--skip-preview"); err != nil {
+		t.Fatalf("destroy: %v\n%s", err, out)
+	}
+
+	if vms := l.PVE.VMs(); len(vms) != 0 {
+		t.Errorf("the fake still has VMs after destroy: %v", vms)
+	}
+
+	for _, host := range []string{"pve1", "pve2"} {
+		if vols := l.PVE.Volumes(host, "local"); len(vols) != 0 {
+			t.Errorf("%s still holds %v after destroy", host, vols)
+		}
+	}
+}
+
+// TestBadInputOnTheLab: an invalid program fails at preview naming the property, and the
+// Proxmox fake stays empty.
+func TestBadInputOnTheLab(t *testing.T) {
+	e := newEnv(t)
+
+	program, err := os.ReadFile("../../examples/yaml/Pulumi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// storage-1's data disk gets a relative mount path.
+	bad := strings.Replace(string(program), "mountPath: /var/lib/longhorn", "mountPath: var/lib/longhorn", 1)
+	if err := os.WriteFile(filepath.Join(e.dir, "Pulumi.yaml"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	l, p := onLab(t, e, lab.Options{Subnet: 4}, nil)
+	ctx := t.Context()
+
+	for _, cmd := range [][]string{{"preview"}, {"up", "--yes"}} {
+		out, err := p.Run(ctx, cmd...)
+		if err == nil || !strings.Contains(out, `nodes.storage-1.dataDisks[0].mountPath: "var/lib/longhorn" must be an absolute path`) {
+			t.Errorf("%v: err %v, output lacks the property path:\n%s", cmd, err, out)
+		}
+	}
+
+	if n := len(l.PVE.VMs()); n != 0 {
+		t.Errorf("the fake has %d VMs after a rejected program", n)
+	}
+
+	if calls := l.PVE.Calls(); len(calls) != 0 {
+		t.Errorf("the Proxmox API was called: %v", calls)
+	}
+}
+
+// helmPreview: Cilium is rendered at plan time, so a changed chart value shows in `pulumi
+// preview` as an update of exactly the control planes' configuration applies (workers and VMs
+// untouched, nothing replaced); a chart version the repository does not have fails the preview
+// naming it; and the unchanged program, rendered again by a new plugin process, shows no change.
+func helmPreview(t *testing.T, p *lab.Pulumi, file, program string) {
+	t.Helper()
+
+	ctx := t.Context()
+	edit := func(from, to string) {
+		t.Helper()
+
+		if !strings.Contains(program, from) {
+			t.Fatalf("the example no longer contains %q", from)
+		}
+
+		if err := os.WriteFile(file, []byte(strings.Replace(program, from, to, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	edit("l2announcements:\n            enabled: true", "l2announcements:\n            enabled: false")
+
+	out, err := p.Run(ctx, "preview", "--json")
+	if err != nil {
+		t.Fatalf("preview with a changed Cilium value: %v\n%s", err, out)
+	}
+
+	var plan struct {
+		Steps []struct{ Op, URN string }
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	var changed []string
+
+	for _, s := range plan.Steps {
+		if s.Op == "same" {
+			continue
+		}
+
+		name := s.URN[strings.LastIndex(s.URN, "::")+2:]
+		changed = append(changed, s.Op+" "+name)
+	}
+
+	slices.Sort(changed)
+
+	want := "update homelab-cp-1-config,update homelab-cp-2-config,update homelab-cp-3-config"
+	if strings.Join(changed, ",") != want {
+		t.Errorf("a changed Cilium value previews as %v, want %s", changed, want)
+	}
+
+	edit("version: 1.18.0", "version: 1.99.0")
+
+	out, err = p.Run(ctx, "preview")
+	if err == nil || !strings.Contains(out, `cilium: version "1.99.0" of chart "cilium" not found in repository`) {
+		t.Errorf("preview of a missing chart version: %v\n%s", err, out)
+	}
+
+	if err := os.WriteFile(file, []byte(program), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if out, err := p.Run(ctx, "preview", "--expect-no-changes"); err != nil {
+		t.Errorf("preview of the unchanged program shows changes: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,230 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
+)
+
+// onLab starts a lab with opts and prepares a stack "lab" of the program in e.dir against it: the
+// plugins, the stack, and the stack config that points the program at the lab. When program is
+// set, its text is written to e.dir/Pulumi.yaml once the lab runs (it may use the lab's addresses).
+func onLab(tb testing.TB, e *env, opts lab.Options, program func(*lab.Lab) string) (*lab.Lab, *lab.Pulumi) {
+	tb.Helper()
+
+	l, err := lab.Start(tb.Context(), opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(l.Close)
+
+	if program != nil {
+		if err := os.WriteFile(filepath.Join(e.dir, "Pulumi.yaml"), []byte(program(l)), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+
+	p := &lab.Pulumi{Bin: e.bin, Dir: e.dir, Env: append(e.environ, "PULUMI_TALOS_LAB_TIMEOUT=1m")}
+
+	if err := p.InstallPlugins(tb.Context(), lab.Plugins(e.plugin, e.version, os.Getenv("TALOS_LAB_BIN"))); err != nil {
+		tb.Fatal(err)
+	}
+
+	if out, err := p.Run(tb.Context(), "stack", "init", "lab"); err != nil {
+		tb.Fatalf("%v\n%s", err, out)
+	}
+
+	if err := p.SetConfig(tb.Context(), l.StackConfig()); err != nil {
+		tb.Fatal(err)
+	}
+
+	return l, p
+}
+
+// upPreviewDestroy runs the lifecycle every example must pass on the lab.
+func upPreviewDestroy(t *testing.T, l *lab.Lab, p *lab.Pulumi) {
+	t.Helper()
+
+	ctx := t.Context()
+
+	if out, err := p.Run(ctx, "up", "--yes", "--skip-preview"); err != nil {
+		t.Fatalf("up: %v\n%s", err, out)
+	}
+
+	if n := len(l.PVE.VMs()); n != 5 {
+		t.Errorf("the fake has %d VMs after up, want 5", n)
+	}
+
+	if !strings.Contains(mustRun(t, p, "stack", "output", "endpoint"), l.Address(10)) {
+		t.Error("the endpoint output is not the lab VIP")
+	}
+
+	if out, err := p.Run(ctx, "preview", "--expect-no-changes", "--diff"); err != nil {
+		t.Errorf("preview after up shows changes: %v\n%s", err, out)
+	}
+
+	if out, err := p.Run(ctx, "destroy", "--yes", "--skip-preview"); err != nil {
+		t.Fatalf("destroy: %v\n%s", err, out)
+	}
+
+	if n := len(l.PVE.VMs()); n != 0 {
+		t.Errorf("the fake has %d VMs after destroy", n)
+	}
+}
+
+func mustRun(t *testing.T, p *lab.Pulumi, args ...string) string {
+	t.Helper()
+
+	out, err := p.Run(t.Context(), args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	return out
+}
+
+func run(t *testing.T, dir string, name string, args ...string) {
+	t.Helper()
+
+	cmd := exec.CommandContext(t.Context(), name, args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+}
+
+// copyDir copies a program directory, leaving out build and dependency directories.
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+
+	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+
+		rel, _ := filepath.Rel(from, path)
+		if d.IsDir() {
+			switch d.Name() {
+			case "node_modules", "bin", "venv", "__pycache__", "build":
+				if rel != "." {
+					return filepath.SkipDir
+				}
+			}
+
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+
+		return os.WriteFile(filepath.Join(to, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func repoPath(t *testing.T, rel string) string {
+	t.Helper()
+
+	p, err := filepath.Abs(filepath.Join("..", "..", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return p
+}
+
+// TestGoExampleOnTheLab: examples/go through the Go language host and the generated Go SDK.
+func TestGoExampleOnTheLab(t *testing.T) {
+	e := newEnv(t)
+	copyDir(t, repoPath(t, "examples/go"), e.dir)
+
+	mod, err := os.ReadFile(filepath.Join(e.dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	mod = []byte(strings.Replace(string(mod), "=> ../../sdk/go", "=> "+repoPath(t, "sdk/go"), 1))
+	if err := os.WriteFile(filepath.Join(e.dir, "go.mod"), mod, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	l, p := onLab(t, e, lab.Options{Subnet: 6}, nil)
+	upPreviewDestroy(t, l, p)
+}
+
+// TestTypeScriptExampleOnTheLab: examples/typescript through the Node.js language host and the
+// generated Node.js SDK, installed from a packed tarball as a user would get it.
+func TestTypeScriptExampleOnTheLab(t *testing.T) {
+	e := newEnv(t)
+	scratch := t.TempDir()
+
+	sdk := filepath.Join(scratch, "sdk")
+	copyDir(t, repoPath(t, "sdk/nodejs"), sdk)
+	run(t, sdk, "npm", "install", "--no-audit", "--no-fund", "--no-save", "@pulumi/pulumi@3.259.0")
+	run(t, sdk, "npx", "--no-install", "tsc")
+
+	for _, f := range []string{"package.json", "README.md"} {
+		data, _ := os.ReadFile(filepath.Join(sdk, f))
+		if err := os.WriteFile(filepath.Join(sdk, "bin", f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	run(t, filepath.Join(sdk, "bin"), "npm", "pack", "--pack-destination", scratch)
+
+	tarballs, _ := filepath.Glob(filepath.Join(scratch, "*.tgz"))
+	if len(tarballs) != 1 {
+		t.Fatalf("npm pack made %v", tarballs)
+	}
+
+	copyDir(t, repoPath(t, "examples/typescript"), e.dir)
+
+	pkg, _ := os.ReadFile(filepath.Join(e.dir, "package.json"))
+	pkg = []byte(strings.Replace(string(pkg), "file:../../sdk/nodejs/bin", "file:"+tarballs[0], 1))
+	if err := os.WriteFile(filepath.Join(e.dir, "package.json"), pkg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	run(t, e.dir, "npm", "install", "--no-audit", "--no-fund")
+
+	l, p := onLab(t, e, lab.Options{Subnet: 7}, nil)
+	upPreviewDestroy(t, l, p)
+}
+
+// TestPythonExampleOnTheLab: examples/python through the Python language host, in a virtualenv
+// with pulumi from PyPI and the generated SDK.
+func TestPythonExampleOnTheLab(t *testing.T) {
+	e := newEnv(t)
+	copyDir(t, repoPath(t, "examples/python"), e.dir)
+
+	sdk := filepath.Join(t.TempDir(), "python")
+	copyDir(t, repoPath(t, "sdk/python"), sdk)
+
+	python := "python3"
+	if v := os.Getenv("PYTHON"); v != "" {
+		python = v
+	}
+
+	run(t, e.dir, python, "-m", "venv", "venv")
+	run(t, e.dir, filepath.Join(e.dir, "venv", "bin", "pip"), "install", "--quiet", "--disable-pip-version-check", "pulumi==3.259.0", sdk)
+
+	l, p := onLab(t, e, lab.Options{Subnet: 8}, nil)
+
+	// The Python host of sdk v3.66 (the newest buildable here) runs the `python3` it finds on
+	// PATH; put the virtualenv's first, as an activated virtualenv does.
+	venv := filepath.Join(e.dir, "venv")
+	p.Env = append(p.Env, "VIRTUAL_ENV="+venv, "PATH="+filepath.Join(venv, "bin")+string(os.PathListSeparator)+e.bin+
+		string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	upPreviewDestroy(t, l, p)
+}

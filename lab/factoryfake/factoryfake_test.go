@@ -1,0 +1,72 @@
+package factoryfake
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+)
+
+const guestAgent = "customization:\n  systemExtensions:\n    officialExtensions:\n      - siderolabs/qemu-guest-agent\n"
+
+func TestSchematicsAndImages(t *testing.T) {
+	s, err := Start(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close() //nolint:errcheck
+
+	resp, err := http.Post(s.URL()+"/schematics", "application/yaml", bytes.NewBufferString(guestAgent))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var out struct{ ID string }
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close() //nolint:errcheck
+
+	// The id the real factory assigns to this schematic.
+	if resp.StatusCode != http.StatusCreated || out.ID != "ce4c980550dd2ab1b17bbf2b08801c7eb59418eafe8f279833297925d67c7515" {
+		t.Fatalf("POST /schematics = %d %q", resp.StatusCode, out.ID)
+	}
+
+	url := s.URL() + "/image/" + out.ID + "/v1.11.5/nocloud-amd64.qcow2"
+	resp, err = http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close() //nolint:errcheck
+
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(body, Image(out.ID, "v1.11.5", "nocloud-amd64.qcow2")) {
+		t.Fatalf("GET image = %d, %d bytes", resp.StatusCode, len(body))
+	}
+
+	resp, err = http.Get(s.URL() + "/image/0000/v1.11.5/nocloud-amd64.qcow2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() //nolint:errcheck
+
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown schematic = %d, want 404", resp.StatusCode)
+	}
+
+	resp, err = http.Post(s.URL()+"/schematics", "application/yaml", bytes.NewBufferString("customization:\n  bogus: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() //nolint:errcheck
+
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("invalid schematic = %d, want 400", resp.StatusCode)
+	}
+}
+
+func TestLoopbackOnly(t *testing.T) {
+	if _, err := Start(t.Context(), "0.0.0.0:0"); err == nil {
+		t.Fatal("listening on all interfaces must be refused")
+	}
+}

@@ -1,0 +1,283 @@
+// Package hostemu emulates what happens inside a Proxmox host when a VM
+// boots the Talos nocloud image: it watches the Proxmox API fake's VMs and, when one starts,
+// brings up an emulated Talos node in maintenance mode at the address from its cloud-init
+// `ipconfig0` (or, with DHCP, at an address it leases and the fake's guest agent reports).
+// When the VM stops or is deleted, the node goes away. So a configuration can only be applied
+// once its VM exists and runs, as on a real host.
+package hostemu
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
+)
+
+// Options configure a controller.
+type Options struct {
+	// DHCPPool is where DHCP addresses are leased from (default 127.0.100.0/24).
+	DHCPPool netip.Prefix
+	// Node adjusts the options of every emulated node (latency, failures, …) before it starts.
+	Node func(vmid int, opts *talosemu.Options)
+	// Logf receives one line per node started or stopped.
+	Logf func(format string, args ...any)
+}
+
+// Controller boots and halts emulated Talos nodes as the fake's VMs start and stop.
+type Controller struct {
+	ctx  context.Context
+	opts Options
+
+	mu       sync.Mutex
+	fake     *pvefake.Server
+	nodes    map[int]*talosemu.Node
+	clusters map[string]*talosemu.Cluster
+	leases   map[int]netip.Prefix
+	errs     []error
+}
+
+// New returns a controller; pass its Handle as the fake's OnEvent and call Attach once the fake
+// runs. Nodes stop when ctx ends or on Close.
+func New(ctx context.Context, opts Options) *Controller {
+	if !opts.DHCPPool.IsValid() {
+		opts.DHCPPool = netip.MustParsePrefix("127.0.100.0/24")
+	}
+
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+
+	return &Controller{
+		ctx: ctx, opts: opts,
+		nodes: map[int]*talosemu.Node{}, clusters: map[string]*talosemu.Cluster{}, leases: map[int]netip.Prefix{},
+	}
+}
+
+// Attach gives the controller the fake, to report DHCP leases through its guest agent.
+func (c *Controller) Attach(fake *pvefake.Server) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	c.fake = fake
+}
+
+// Handle reacts to one VM lifecycle event.
+func (c *Controller) Handle(e pvefake.Event) {
+	switch e.Type {
+	case pvefake.EventStarted, pvefake.EventRebooted:
+		if err := c.boot(e); err != nil {
+			c.mu.Lock()
+			c.errs = append(c.errs, err)
+			c.mu.Unlock()
+			c.opts.Logf("lab: VM %d (%s): %v", e.VMID, e.Name, err)
+		}
+	case pvefake.EventStopped, pvefake.EventDeleted:
+		c.halt(e.VMID)
+	case pvefake.EventCreated:
+	}
+}
+
+// Errors returns the VMs that could not get a node (e.g. no usable ipconfig0).
+func (c *Controller) Errors() []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	return slices.Clone(c.errs)
+}
+
+// Nodes returns the running emulated nodes by VM id.
+func (c *Controller) Nodes() map[int]*talosemu.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	out := make(map[int]*talosemu.Node, len(c.nodes))
+	for id, n := range c.nodes {
+		out[id] = n
+	}
+
+	return out
+}
+
+// Close halts every node.
+func (c *Controller) Close() {
+	c.mu.Lock()
+	ids := make([]int, 0, len(c.nodes))
+	for id := range c.nodes {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+
+	for _, id := range ids {
+		c.halt(id)
+	}
+}
+
+func (c *Controller) boot(e pvefake.Event) error {
+	c.mu.Lock()
+	if _, running := c.nodes[e.VMID]; running {
+		c.mu.Unlock()
+		return nil // a reboot of a running VM: the node keeps its state, as Talos on disk does
+	}
+	c.mu.Unlock()
+
+	addr, err := c.address(e)
+	if err != nil {
+		return err
+	}
+
+	opts := talosemu.Options{
+		Address:   addr.Addr().String(),
+		Cluster:   c.cluster(e),
+		Hostname:  e.Name,
+		Logf:      c.opts.Logf,
+		DataDisks: dataDisks(e.Config),
+	}
+
+	if c.opts.Node != nil {
+		c.opts.Node(e.VMID, &opts)
+	}
+
+	n, err := talosemu.Start(c.ctx, opts)
+	if err != nil {
+		return fmt.Errorf("starting the emulated Talos node at %s: %w", addr.Addr(), err)
+	}
+
+	c.mu.Lock()
+	c.nodes[e.VMID] = n
+	c.mu.Unlock()
+
+	c.opts.Logf("lab: VM %d (%s on %s) booted Talos in maintenance mode at %s", e.VMID, e.Name, e.Node, addr.Addr())
+
+	return nil
+}
+
+func (c *Controller) halt(vmid int) {
+	c.mu.Lock()
+	n := c.nodes[vmid]
+	delete(c.nodes, vmid)
+	fake := c.fake
+	_, leased := c.leases[vmid]
+	delete(c.leases, vmid)
+	c.mu.Unlock()
+
+	if leased && fake != nil {
+		fake.ClearGuestAddress(vmid)
+	}
+
+	if n != nil {
+		_ = n.Close()
+		c.opts.Logf("lab: VM %d stopped; its Talos node at %s is gone", vmid, n.IP())
+	}
+}
+
+// address is the node's address: cloud-init's static ip, or a DHCP lease the guest agent
+// then reports.
+func (c *Controller) address(e pvefake.Event) (netip.Prefix, error) {
+	ip := ""
+	for _, kv := range strings.Split(e.IPConfig0, ",") {
+		if v, ok := strings.CutPrefix(kv, "ip="); ok {
+			ip = v
+		}
+	}
+
+	switch ip {
+	case "":
+		return netip.Prefix{}, fmt.Errorf("no ipconfig0 address (%q): the nocloud image would have no network", e.IPConfig0)
+	case "dhcp":
+		return c.lease(e.VMID)
+	}
+
+	p, err := netip.ParsePrefix(ip)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("ipconfig0 address %q: %w", ip, err)
+	}
+
+	if !p.Addr().IsLoopback() {
+		return netip.Prefix{}, fmt.Errorf("ipconfig0 address %s is not on loopback: the lab only runs nodes on 127.0.0.0/8", p.Addr())
+	}
+
+	return p, nil
+}
+
+func (c *Controller) lease(vmid int) (netip.Prefix, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	used := map[netip.Addr]bool{}
+	for _, p := range c.leases {
+		used[p.Addr()] = true
+	}
+
+	for a := c.opts.DHCPPool.Addr().Next(); c.opts.DHCPPool.Contains(a); a = a.Next() {
+		if used[a] {
+			continue
+		}
+
+		p := netip.PrefixFrom(a, c.opts.DHCPPool.Bits())
+		c.leases[vmid] = p
+
+		if c.fake != nil {
+			c.fake.SetGuestAddress(vmid, p)
+		}
+
+		return p, nil
+	}
+
+	return netip.Prefix{}, fmt.Errorf("the DHCP pool %s is exhausted", c.opts.DHCPPool)
+}
+
+// cluster groups the nodes of one Talos cluster, so control planes join etcd and workers get
+// their certificates: VMs with the same tags, apart from talos and the role, belong together
+// (the component tags every VM with `talos`, its role and the cluster name).
+func (c *Controller) cluster(e pvefake.Event) *talosemu.Cluster {
+	var key []string
+	for _, t := range strings.Split(e.Config["tags"], ";") {
+		if t != "" && t != "talos" && t != "controlplane" && t != "worker" {
+			key = append(key, t)
+		}
+	}
+
+	slices.Sort(key)
+	k := strings.Join(key, ";")
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if c.clusters[k] == nil {
+		c.clusters[k] = talosemu.NewCluster()
+	}
+
+	return c.clusters[k]
+}
+
+// dataDisks are the VM's extra SCSI disks with their serials, as the guest would see them.
+func dataDisks(config map[string]string) []talosemu.Disk {
+	var out []talosemu.Disk
+
+	for i := 1; i < 31; i++ {
+		spec, ok := config[fmt.Sprintf("scsi%d", i)]
+		if !ok {
+			continue
+		}
+
+		d := talosemu.Disk{}
+		for _, kv := range strings.Split(spec, ",") {
+			if v, ok := strings.CutPrefix(kv, "serial="); ok {
+				d.Serial = v
+			}
+
+			if kv == "ssd=1" {
+				d.SSD = true
+			}
+		}
+
+		out = append(out, d)
+	}
+
+	return out
+}

@@ -1,0 +1,73 @@
+// Package talosemu emulates Talos Linux nodes for tests and for the local lab: one gRPC server per
+// node on a loopback address (127.0.0.x:50000), serving Talos' own MachineService and
+// StorageService definitions and judging configurations with Talos' own config loader and
+// validator, so that the real Talos client (pkg/machinery/client), the Talos Terraform provider's
+// call sequence and talosctl-style code talk to it as to a Proxmox VM running Talos' nocloud image.
+//
+// # Life of a node
+//
+// Start brings a node up in maintenance mode: TLS with a self-signed certificate and no client
+// certificate, like a freshly booted nocloud VM. ApplyConfiguration loads the configuration with
+// configloader and validates it (NocloudMode, see Options.ValidationMode); the node then
+// "installs" (the API is down for Options.InstallDelay) and comes back serving mutual TLS: a server
+// certificate issued by the configuration's OS CA (machine.ca) for the node's IP, hostname and
+// machine.certSANs, and only client certificates that chain to that CA (or machine.acceptedCAs).
+// The insecure Disks probe the Talos provider starts with therefore fails from then on, and the
+// provider falls back to its talosconfig, exactly as with a real node.
+//
+// Nodes of one Cluster registry behave as one cluster: Bootstrap on a control plane starts etcd
+// (once; then AlreadyExists "etcd data directory is not empty"), every other up control plane with
+// the same etcd CA joins it, EtcdMemberList reports the members with their peer URLs, a worker's
+// API certificate is signed with the OS CA key of an up control plane (trustd), and the `node` and
+// `nodes` metadata route calls to other nodes like apid does. Reset wipes the node back to
+// maintenance mode; Reboot activates a STAGED configuration.
+//
+// # Faithful to Talos (v1.10–v1.13 behaviour, checked against its sources)
+//
+//   - Maintenance mode: ApplyConfiguration accepts AUTO, REBOOT and TRY only (others Unimplemented
+//     "apply configuration --mode='…' is not supported in maintenance mode"); a parse error is a
+//     plain error (codes.Unknown), a validation error InvalidArgument "configuration validation
+//     failed: …"; the reply carries warnings only, dry-run the maintenance summary. Version and
+//     Reset answer Unimplemented "API is not implemented in maintenance mode"; methods the
+//     maintenance server lacks (Bootstrap, Kubeconfig, ServiceList, EtcdMemberList, Reboot)
+//     answer grpc-go's Unimplemented "method X not implemented". Disks works in both modes.
+//   - Configured: ApplyConfiguration with machined's messages and modes: NO_REBOOT and TRY only for
+//     changes Talos applies live (its CanApplyImmediate field list, ported), AUTO resolving to
+//     NO_REBOOT or REBOOT, STAGED persisting until the next reboot, TRY reverting after its
+//     timeout, dry_run with "Dry run summary", Messages[].Mode and ModeDetails as machined sets
+//     them; validation no longer requires an install section once installed.
+//   - Bootstrap refusals (worker: FailedPrecondition "bootstrap can only be performed on a control
+//     plane node"), Kubeconfig and EtcdMemberList on a worker (Unimplemented "… is only available on
+//     control plane nodes"), Reset request validation, the kubeconfig tar.gz with one file named
+//     "kubeconfig" in Talos' admin kubeconfig layout (admin@cluster context, cluster CA data, a
+//     client certificate from cluster.ca with adminKubeconfig's common name, organization and
+//     lifetime, the cluster endpoint as server).
+//
+// # Simplified or stricter (by choice)
+//
+//   - No etcd, kubelet or Kubernetes API runs: ServiceList reports etcd healthy on etcd members and
+//     kubelet healthy once the cluster is bootstrapped; joining etcd is instant; member IDs are
+//     hashes of hostname and IP.
+//   - Kubeconfig needs this control plane to be an etcd member (else FailedPrecondition); real
+//     Talos hands it out earlier, but no API server could answer it then.
+//   - NocloudMode requires machine.install; Talos' nocloud platform validates in "cloud" mode.
+//   - A configured node refuses (InvalidArgument) a configuration with another machine.ca (unless
+//     the running CA is kept in machine.acceptedCAs) or another machine.type: Talos would accept the
+//     first and lock every current client out, which here always means regenerated secrets.
+//   - No role-based authorization beyond "client certificate signed by the OS CA"; no Upgrade,
+//     Memory, COSI resource API, events or logs; Reset's Graceful and Reboot flags change nothing
+//     (the node always comes back, wiping STATE → maintenance, wiping EPHEMERAL → leaves etcd).
+//   - Dry-run and immediate-mode diffs are plain line diffs of the encoded configurations.
+//   - Fan-out (`nodes` metadata) is emulated for unary calls only.
+//
+// # Test knobs
+//
+// Options.Latency delays every call; Options.FailureRate fails that share of calls with
+// codes.Unavailable, drawn from a source seeded with Options.Seed (reproducible for sequential
+// callers); Options.Unreachable makes a node never come up, either refusing connections (fast
+// failures) or accepting TCP and never finishing the TLS handshake (clients hit their deadline);
+// Options.InstallDelay and Options.RebootDelay set how long the API is down;
+// Options.InvalidArgumentOnParseError turns the maintenance-mode parse error into InvalidArgument
+// so that retrying clients fail fast. SharedBundle generates one secrets bundle per process and
+// configurations from it (contract v1.11, single v1alpha1 document).
+package talosemu

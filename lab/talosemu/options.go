@@ -1,0 +1,180 @@
+package talosemu
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/validation"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultPort                = 50000
+	DefaultTalosVersion        = "v1.11.5"
+	DefaultSystemDiskSizeBytes = 32 << 30 // Proxmox' usual 32 GiB boot disk
+	DefaultInstallDelay        = 50 * time.Millisecond
+	DefaultRebootDelay         = 50 * time.Millisecond
+)
+
+// Unreachable selects how a node that never comes up misbehaves.
+type Unreachable int
+
+const (
+	// Reachable is the default: the node serves its API.
+	Reachable Unreachable = iota
+	// RefuseConnections never opens the listener: clients get "connection refused" at once, as from
+	// a machine whose apid is not running (fast failures).
+	RefuseConnections
+	// HangHandshake accepts TCP connections and never answers the TLS handshake, like a host that
+	// swallows packets: clients block until their deadline (slow failures).
+	HangHandshake
+)
+
+// Disk is an additional disk the node reports from the storage Disks API (like a Proxmox
+// scsiN disk with a serial).
+type Disk struct {
+	SizeBytes uint64
+	Serial    string
+	// Model defaults to "QEMU HARDDISK".
+	Model string
+	// SSD reports the disk as non-rotational (Proxmox' ssd=1 flag).
+	SSD bool
+}
+
+// Options configure one emulated node. The zero value of every field is usable; only Address
+// normally needs setting.
+type Options struct {
+	// Address is the node's IPv4 address; it must lie in 127.0.0.0/8 (default 127.0.0.1).
+	Address string
+	// Port is the apid port (default 50000, the one Talos clients add to bare endpoints).
+	Port int
+	// Cluster is the registry this node belongs to. Nodes of one Cluster see each other: control
+	// planes join etcd once one of them is bootstrapped, workers get their API certificate from a
+	// control plane's OS CA key (trustd), and the `node` metadata can name any of them. Nil means a
+	// private cluster of one node.
+	Cluster *Cluster
+	// Hostname is used when the applied config names none (default "talos-127-0-0-X").
+	Hostname string
+	// TalosVersion is the tag the Version API reports (default v1.11.5).
+	TalosVersion string
+	// SystemDiskSizeBytes is the size of /dev/sda (default 32 GiB).
+	SystemDiskSizeBytes uint64
+	// DataDisks are reported after /dev/sda as /dev/sdb, /dev/sdc, …
+	DataDisks []Disk
+	// InstallDelay is how long the API is down after the first configuration is applied (the
+	// install and reboot of a real node). 0 means DefaultInstallDelay, negative means none.
+	InstallDelay time.Duration
+	// RebootDelay is how long the API is down during a reboot or reset. 0 means
+	// DefaultRebootDelay, negative means none.
+	RebootDelay time.Duration
+	// ValidationMode is the runtime mode configs are validated for (default NocloudMode).
+	ValidationMode validation.RuntimeMode
+	// InvalidArgumentOnParseError answers an unparseable config applied in maintenance mode with
+	// codes.InvalidArgument. Real Talos answers a plain error (codes.Unknown), which the Talos
+	// Terraform provider retries until its 10-minute timeout; tests that want a fast failure set this.
+	InvalidArgumentOnParseError bool
+
+	// Latency delays every call by this much before it is handled.
+	Latency time.Duration
+	// FailureRate is the share of calls (0..1) answered with codes.Unavailable instead of being
+	// handled. Which calls fail is decided by a random source seeded with Seed, so a sequence of
+	// calls made one after another fails the same way on every run.
+	FailureRate float64
+	// Seed seeds the failure draw.
+	Seed uint64
+	// Unreachable makes the node never come up (see the constants).
+	Unreachable Unreachable
+
+	// Logf, when set, receives one line per state change (pass t.Logf in tests).
+	Logf func(format string, args ...any)
+}
+
+// NocloudMode is the validation mode of a Talos nocloud VM (the Proxmox image) as this project
+// requires it: String() "nocloud", an install section required, not in a container.
+//
+// Real Talos validates nocloud machines with its "cloud" mode, which does not require
+// machine.install; this mode is stricter on purpose, because the component always installs to disk.
+// As on a real node, the install requirement is dropped once the node is installed.
+type NocloudMode struct{}
+
+// String implements validation.RuntimeMode.
+func (NocloudMode) String() string { return "nocloud" }
+
+// RequiresInstall implements validation.RuntimeMode.
+func (NocloudMode) RequiresInstall() bool { return true }
+
+// InContainer implements validation.RuntimeMode.
+func (NocloudMode) InContainer() bool { return false }
+
+// installedMode wraps a mode once the node is installed, like Talos' own modeWrapper: an
+// installed node no longer requires install instructions.
+type installedMode struct{ validation.RuntimeMode }
+
+func (installedMode) RequiresInstall() bool { return false }
+
+// normalize checks o and fills in defaults.
+func (o Options) normalize() (Options, netip.Addr, error) {
+	if o.Address == "" {
+		o.Address = "127.0.0.1"
+	}
+
+	ip, err := netip.ParseAddr(o.Address)
+	if err != nil {
+		return o, ip, fmt.Errorf("address %q: %w", o.Address, err)
+	}
+
+	if !ip.Is4() || !netip.MustParsePrefix("127.0.0.0/8").Contains(ip) {
+		return o, ip, fmt.Errorf("address %q: emulated nodes listen on 127.0.0.0/8 only", o.Address)
+	}
+
+	if o.Port == 0 {
+		o.Port = DefaultPort
+	}
+
+	if o.Port < 1 || o.Port > 65535 {
+		return o, ip, fmt.Errorf("port %d is out of range", o.Port)
+	}
+
+	if o.FailureRate < 0 || o.FailureRate > 1 {
+		return o, ip, errors.New("failure rate must lie between 0 and 1")
+	}
+
+	o.InstallDelay = defaultDelay(o.InstallDelay, DefaultInstallDelay)
+	o.RebootDelay = defaultDelay(o.RebootDelay, DefaultRebootDelay)
+
+	if o.TalosVersion == "" {
+		o.TalosVersion = DefaultTalosVersion
+	}
+
+	if o.SystemDiskSizeBytes == 0 {
+		o.SystemDiskSizeBytes = DefaultSystemDiskSizeBytes
+	}
+
+	if o.ValidationMode == nil {
+		o.ValidationMode = NocloudMode{}
+	}
+
+	if o.Hostname == "" {
+		b := ip.As4()
+		o.Hostname = fmt.Sprintf("talos-%d-%d-%d-%d", b[0], b[1], b[2], b[3])
+	}
+
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+
+	return o, ip, nil
+}
+
+func defaultDelay(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	default:
+		return d
+	}
+}

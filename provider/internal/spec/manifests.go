@@ -1,0 +1,104 @@
+package spec
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"go.yaml.in/yaml/v4"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
+)
+
+func checkPatches(p *problems, path string, patches []Patch) {
+	for i, patch := range patches {
+		if !patch.Known {
+			continue
+		}
+
+		at := fmt.Sprintf("%s[%d]", path, i)
+		if strings.TrimSpace(patch.Text) == "" {
+			p.errorf(at, "is empty; remove it or write a Talos machine configuration patch")
+			continue
+		}
+
+		if _, err := configpatcher.LoadPatch([]byte(patch.Text)); err != nil {
+			p.errorf(at, "is not a Talos machine configuration patch: %v; write YAML such as \"machine:\\n  sysctls:\\n    vm.max_map_count: \\\"262144\\\"\" or a JSON patch list", oneLine(err.Error()))
+		}
+	}
+}
+
+func buildManifests(p *problems, in Input, c *Cluster) {
+	seen := map[string]bool{}
+
+	for i, m := range in.InlineManifests {
+		path := fmt.Sprintf("inlineManifests[%d]", i)
+		switch {
+		case m.Name == "":
+			p.errorf(path+".name", "is required; Talos tracks each inline manifest by its name")
+		case !manifestNameRe.MatchString(m.Name):
+			p.errorf(path+".name", "%q is not a valid manifest name; use letters, digits, '-', '_' and '.'", m.Name)
+		case strings.HasPrefix(m.Name, helmrender.ManifestPrefix):
+			p.errorf(path+".name", "%q starts with %q, which is reserved for Helm releases the component renders; rename it", m.Name, helmrender.ManifestPrefix)
+		case seen[m.Name]:
+			p.errorf(path+".name", "%q is used twice; give each inline manifest its own name", m.Name)
+		}
+		seen[m.Name] = true
+
+		if m.Contents.Known {
+			if why := checkManifestYAML(m.Contents.Text); why != "" {
+				p.errorf(path+".contents", "%s", why)
+			}
+		}
+
+		c.InlineManifests = append(c.InlineManifests, InlineManifest(m))
+	}
+
+	for i, u := range in.ExtraManifests {
+		if !isHTTPURL(u) {
+			p.errorf(fmt.Sprintf("extraManifests[%d]", i), "%q is not an http(s) URL; Talos downloads extra manifests from URLs such as https://example.com/manifest.yaml", u)
+		}
+	}
+
+	c.ExtraManifests = slices.Clone(in.ExtraManifests)
+}
+
+// checkManifestYAML returns why a Kubernetes manifest stream is unusable, or "".
+func checkManifestYAML(text string) string {
+	dec := yaml.NewDecoder(strings.NewReader(text))
+	docs := 0
+
+	for {
+		var doc map[string]any
+
+		err := dec.Decode(&doc)
+		if err != nil {
+			if err.Error() == "EOF" {
+				break
+			}
+
+			return "is not valid YAML: " + oneLine(err.Error())
+		}
+
+		if doc == nil {
+			continue
+		}
+
+		docs++
+
+		if _, ok := doc["apiVersion"].(string); !ok {
+			return fmt.Sprintf("document %d has no apiVersion; every Kubernetes object needs apiVersion and kind", docs)
+		}
+
+		if _, ok := doc["kind"].(string); !ok {
+			return fmt.Sprintf("document %d has no kind; every Kubernetes object needs apiVersion and kind", docs)
+		}
+	}
+
+	if docs == 0 {
+		return "holds no Kubernetes object; write at least one YAML document with apiVersion and kind"
+	}
+
+	return ""
+}

@@ -1,0 +1,115 @@
+package spec
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+)
+
+func buildNetwork(p *problems, in Input, c *Cluster) {
+	n := in.Network
+	out := Network{
+		Gateway:        n.Gateway,
+		PrefixLength:   Defaults.PrefixLength,
+		Nameservers:    slices.Clone(n.Nameservers),
+		NTPServers:     slices.Clone(n.NTPServers),
+		DHCP:           n.DHCP != nil && *n.DHCP,
+		PodSubnets:     orDefault(n.PodSubnets, Defaults.PodSubnets),
+		ServiceSubnets: orDefault(n.ServiceSubnets, Defaults.ServiceSubnets),
+		DNSDomain:      n.DNSDomain,
+	}
+
+	if out.DNSDomain == "" {
+		out.DNSDomain = Defaults.DNSDomain
+	} else if !isDNSSubdomain(out.DNSDomain) {
+		p.errorf("network.dnsDomain", "%q is not a DNS domain; use e.g. \"cluster.local\"", out.DNSDomain)
+	}
+
+	if n.PrefixLength != nil {
+		out.PrefixLength = *n.PrefixLength
+		if out.PrefixLength < 1 || out.PrefixLength > 32 {
+			p.errorf("network.prefixLength", "%d is not an IPv4 prefix length; use 1 to 32, e.g. 24 for a /24", out.PrefixLength)
+		}
+	}
+
+	switch {
+	case n.Gateway == "" && !out.DHCP:
+		p.errorf("network.gateway", "is required with static addresses; set the default gateway of the node subnet, e.g. \"192.168.1.1\", or set network.dhcp to true")
+	case n.Gateway != "":
+		if _, ok := parseIPv4(n.Gateway); !ok {
+			p.errorf("network.gateway", "%q is not an IPv4 address; use e.g. \"192.168.1.1\"", n.Gateway)
+		}
+	}
+
+	for i, ns := range n.Nameservers {
+		if _, err := netip.ParseAddr(ns); err != nil {
+			p.errorf(fmt.Sprintf("network.nameservers[%d]", i), "%q is not an IP address; Talos needs resolver addresses such as \"1.1.1.1\"", ns)
+		}
+	}
+
+	for i, s := range n.NTPServers {
+		if !isHost(s) {
+			p.errorf(fmt.Sprintf("network.ntpServers[%d]", i), "%q is not a host name or IP address; use e.g. \"time.cloudflare.com\"", s)
+		}
+	}
+
+	checkCIDRs(p, "network.podSubnets", out.PodSubnets)
+	checkCIDRs(p, "network.serviceSubnets", out.ServiceSubnets)
+	checkOverlaps(p, out)
+
+	if n.VLANID != nil && (*n.VLANID < 1 || *n.VLANID > 4094) {
+		p.errorf("network.vlanId", "%d is not a VLAN id; use 1 to 4094, or leave it unset for untagged traffic", *n.VLANID)
+	}
+
+	if n.Bridge != "" && !bridgeRe.MatchString(n.Bridge) {
+		p.errorf("network.bridge", "%q is not a Proxmox bridge name; use e.g. \"vmbr0\"", n.Bridge)
+	}
+
+	c.Network = out
+}
+
+// checkOverlaps rejects pod and service networks that overlap the node subnet or each other:
+// routing to nodes or services would break.
+func checkOverlaps(p *problems, n Network) {
+	gw, ok := parseIPv4(n.Gateway)
+	if !ok || n.PrefixLength < 1 || n.PrefixLength > 32 {
+		return
+	}
+
+	nodes := netip.PrefixFrom(gw, n.PrefixLength).Masked()
+
+	var pods []netip.Prefix
+	for i, s := range n.PodSubnets {
+		if c, err := netip.ParsePrefix(s); err == nil {
+			pods = append(pods, c.Masked())
+			if c.Overlaps(nodes) {
+				p.errorf(fmt.Sprintf("network.podSubnets[%d]", i), "%s overlaps the node subnet %s; pick a range the nodes do not use, e.g. 10.244.0.0/16", s, nodes)
+			}
+		}
+	}
+
+	for i, s := range n.ServiceSubnets {
+		c, err := netip.ParsePrefix(s)
+		if err != nil {
+			continue
+		}
+
+		if c.Overlaps(nodes) {
+			p.errorf(fmt.Sprintf("network.serviceSubnets[%d]", i), "%s overlaps the node subnet %s; pick a range the nodes do not use, e.g. 10.96.0.0/12", s, nodes)
+		}
+
+		for _, pod := range pods {
+			if c.Overlaps(pod) {
+				p.errorf(fmt.Sprintf("network.serviceSubnets[%d]", i), "%s overlaps the pod subnet %s; services and pods need separate ranges", s, pod)
+			}
+		}
+	}
+}
+
+func checkCIDRs(p *problems, path string, cidrs []string) {
+	for i, s := range cidrs {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			p.errorf(fmt.Sprintf("%s[%d]", path, i), "%q is not a CIDR; use e.g. \"10.244.0.0/16\"", s)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Builds the pinned golangci-lint (version from tools/lint/go.mod) from the Go
+# module proxy into a cache directory, unless it is already built there.
+#
+# Usage:
+#   tools/lint/build.sh              build if missing; last stdout line = bin dir
+#   tools/lint/build.sh --print-dir  print the bin dir only, build nothing
+#
+# Progress goes to stderr; stdout carries only the bin dir, so a Makefile can do
+#   LINT := $(shell tools/lint/build.sh --print-dir)/golangci-lint
+#
+# Environment:
+#   TALOS_PROXMOX_TOOLCHAIN_DIR  cache root, shared with tools/toolchain/build.sh
+#                                (default ${XDG_CACHE_HOME:-$HOME/.cache}/pulumi-talos-proxmox/toolchain)
+#   GO                           go command to use (default: go)
+set -euo pipefail
+
+# Everything below writes progress to stderr; fd 3 is the real stdout.
+exec 3>&1 1>&2
+
+usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+print_only=false
+case "${1:-}" in
+"") ;;
+--print-dir) print_only=true ;;
+-h | --help)
+	usage >&3
+	exit 0
+	;;
+*)
+	echo "build.sh: unknown argument: $1" >&2
+	usage
+	exit 2
+	;;
+esac
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+GO=${GO:-go}
+
+log() { printf 'lint: %s\n' "$*" >&2; }
+die() {
+	printf 'lint: error: %s\n' "$*" >&2
+	exit 1
+}
+
+# --- recipe: the version is the one the committed wrapper go.mod requires -----
+
+MOD=github.com/golangci/golangci-lint/v2
+PKG=$MOD/cmd/golangci-lint
+BIN=golangci-lint
+VERSION=$(awk -v m="$MOD" '$1 == "require" && $2 == m { print $3; exit } $1 == m && $2 ~ /^v/ { print $2; exit }' "$here/go.mod")
+[ -n "$VERSION" ] || die "$MOD is not required in tools/lint/go.mod"
+# The module's go.sum hash stands in for the commit (the proxy has no VCS info).
+SUM=$(awk -v m="$MOD" -v v="$VERSION" '$1 == m && $2 == v { print $3; exit }' "$here/go.sum")
+[ -n "$SUM" ] || die "$MOD $VERSION has no hash in tools/lint/go.sum"
+# As upstream's .goreleaser.yml: -s -w -X main.version/commit/date. main.date must be
+# non-empty or `golangci-lint version` reports the wrapper module's "(devel)"; it is
+# filled in at build time (@DATE@) with the release time the proxy records.
+LDFLAGS_TMPL="-s -w -X main.version=${VERSION#v} -X main.commit=$SUM -X main.date=@DATE@"
+
+sha256() {
+	if command -v sha256sum >/dev/null 2>&1; then
+		sha256sum | cut -d' ' -f1
+	elif command -v shasum >/dev/null 2>&1; then
+		shasum -a 256 | cut -d' ' -f1
+	else
+		openssl dgst -sha256 -r | cut -d' ' -f1
+	fi
+}
+
+recipe() {
+	local f
+	printf 'pkg %s\nldflags %s\nbin %s\n' "$PKG" "$LDFLAGS_TMPL" "$BIN"
+	for f in go.mod go.sum tools.go; do
+		printf 'file %s\n' "$f"
+		cat "$here/$f"
+	done
+}
+
+os=$(uname -s | tr '[:upper:]' '[:lower:]')
+arch=$(uname -m)
+KEY="golangci-lint-$VERSION-$os-$arch-$(recipe | sha256 | cut -c1-12)"
+ROOT=${TALOS_PROXMOX_TOOLCHAIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pulumi-talos-proxmox/toolchain}
+KEYDIR=$ROOT/$KEY
+BINDIR=$KEYDIR/bin
+STAMP=$KEYDIR/stamp
+
+if $print_only; then
+	printf '%s\n' "$BINDIR" >&3
+	exit 0
+fi
+
+# --- build -------------------------------------------------------------------
+
+filesize() { wc -c <"$1" | tr -d ' '; }
+is_built() { [ -f "$STAMP" ] && [ -x "$BINDIR/$BIN" ] && [ "$(cat "$STAMP")" = "$(filesize "$BINDIR/$BIN")" ]; }
+
+if ! is_built; then
+	command -v "$GO" >/dev/null 2>&1 || die "'$GO' not found; a Go toolchain is needed"
+	mkdir -p "$BINDIR"
+	# Serialise concurrent runs on the same key (the second one then skips).
+	if command -v flock >/dev/null 2>&1; then
+		exec 9>"$KEYDIR/.lock"
+		if ! flock -n 9; then
+			log "another build of $KEY is running; waiting for it"
+			flock 9
+		fi
+		rm -rf "$KEYDIR"/.tmp-* # holding the lock: leftovers of killed runs
+	fi
+fi
+if ! is_built; then
+	rm -f "$STAMP"
+	unset GOOS GOARCH
+	export GOWORK=off
+	start=$(date +%s)
+	log "building $BIN $VERSION into $BINDIR ..."
+	tmp=$(mktemp -d "$KEYDIR/.tmp-XXXXXX")
+	trap 'rm -rf "$tmp"' EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	date=$(cd "$here" && "$GO" list -mod=readonly -m -f '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' "$MOD" 2>/dev/null) || true
+	(cd "$here" && "$GO" build -mod=readonly -ldflags "${LDFLAGS_TMPL//@DATE@/${date:-unknown}}" -o "$tmp/$BIN" "$PKG")
+	chmod 0755 "$tmp/$BIN"
+	filesize "$tmp/$BIN" >"$tmp/stamp"
+	# rename(2) within one file system: bin/ never holds a half-written binary,
+	# and the stamp is written only after the binary is in place.
+	mv -f "$tmp/$BIN" "$BINDIR/$BIN"
+	mv -f "$tmp/stamp" "$STAMP"
+	log "built $BIN in $(($(date +%s) - start))s"
+else
+	log "$BIN $VERSION is up to date in $BINDIR"
+fi
+
+printf '%s\n' "$BINDIR" >&3
