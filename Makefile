@@ -65,8 +65,12 @@ schema: tools provider ## Regenerate schema.json from the built plugin
 sdk: ## Regenerate sdk/{go,nodejs,python} from schema.json
 	$(GO) -C tools/sdkgen run . -schema ../../schema.json -out ../../sdk
 
+.PHONY: docs
+docs: ## Regenerate docs/configuration.md from the provider's schema
+	$(GO) test ./provider -count=1 -run '^TestConfigurationDocIsCurrent$$' -update-docs
+
 .PHONY: codegen
-codegen: schema sdk ## Regenerate every generated file (schema.json, sdk/)
+codegen: schema sdk docs ## Regenerate every generated file (schema.json, sdk/, docs/configuration.md)
 
 .PHONY: lint
 lint: tools ## gofmt, and golangci-lint (govet, staticcheck, errcheck, doc comments, architecture rules) on every module

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/chartrepo"
@@ -21,7 +22,7 @@ import (
 
 // Options configure a lab.
 type Options struct {
-	// Hosts are the Proxmox host names (default pve1, pve2).
+	// Hosts are the Proxmox host names (default pve1, pve2, pve3).
 	Hosts []string
 	// Subnet is the third octet of the 127.0.<Subnet>.0/24 network the cluster's nodes use
 	// (default 2), so labs of parallel tests do not collide.
@@ -54,7 +55,7 @@ const (
 // Start starts the lab; it stops when ctx ends or on Close.
 func Start(ctx context.Context, opts Options) (*Lab, error) {
 	if len(opts.Hosts) == 0 {
-		opts.Hosts = []string{"pve1", "pve2"}
+		opts.Hosts = []string{"pve1", "pve2", "pve3"}
 	}
 
 	if opts.Subnet == 0 {
@@ -127,6 +128,9 @@ func (l *Lab) Close() {
 		_ = l.Charts.Close()
 	})
 }
+
+// Hosts are the Proxmox host names the fake serves.
+func (l *Lab) Hosts() []string { return slices.Clone(l.opts.Hosts) }
 
 // Address is the address of the i-th cluster address (10 = VIP, 11… nodes).
 func (l *Lab) Address(i int) string { return fmt.Sprintf("127.0.%d.%d", l.opts.Subnet, i) }

@@ -35,9 +35,14 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.ClusterName, "Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos "+
 		"cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.")
 	an.Describe(&a.TalosVersion, "Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the "+
-		"installer and the machine configuration format. Supported: v1.10.0 to v1.11.x.")
+		"installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not "+
+		"upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every "+
+		"node's configuration is re-applied at once with the new installer image, without a reboot, so running "+
+		"nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).")
 	an.Describe(&a.KubernetesVersion, "Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen "+
-		"Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11).")
+		"Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies "+
+		"every node's configuration at once with the new component images: no pre-checks, no node-by-node "+
+		"rollout and no health gate yet (see docs/operations.md).")
 	an.Describe(&a.Endpoint, "Host name or IP address clients use to reach the Kubernetes API "+
 		"(`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.")
 	an.Describe(&a.Vip, "Optional shared virtual IP that Talos moves between healthy control planes (layer 2, "+
@@ -45,7 +50,9 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 		"It only answers once the cluster is bootstrapped; the component always talks to node addresses.")
 	an.Describe(&a.Nodes, "The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox "+
 		"VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, "+
-		"even if nodes are added or renamed later.")
+		"even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: "+
+		"a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind "+
+		"(remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).")
 	an.Describe(&a.NodeDefaults, "Values applied to every node that does not set its own.")
 	an.Describe(&a.Network, "How the nodes are addressed: static addresses through Proxmox cloud-init "+
 		"(default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.")
@@ -70,7 +77,8 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.HelmCharts, "Helm charts rendered by the component (like `helm template`, at preview) and "+
 		"embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and "+
 		"before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates "+
-		"missing objects but never updates or deletes them.")
+		"missing objects but never updates or deletes them: a chart or values change after bootstrap updates the "+
+		"control planes' configuration, not the cluster's objects.")
 }
 
 // Cilium installs Cilium from its Helm chart with the values Talos documents.

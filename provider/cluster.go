@@ -41,7 +41,7 @@ func (c *TalosProxmoxCluster) Annotate(an infer.Annotator) {
 	an.Describe(&c.WorkerIps, "Addresses of the worker nodes, in name order.")
 	an.Describe(&c.Nodes, "Every node by hostname: its Proxmox VM id, address, Proxmox host and role.")
 	an.Describe(&c.SchematicId, "Image Factory schematic id of the Talos image.")
-	an.Describe(&c.InstallerImage, "Installer image Talos installs and upgrades from.")
+	an.Describe(&c.InstallerImage, "Installer image in every node's configuration: Talos installs from it, and `talosctl upgrade --image` with it upgrades a node to `talosVersion`.")
 	an.Describe(&c.HelmReleases, "Every Helm release rendered into the control planes' configuration (Cilium "+
 		"and `helmCharts`), by release name: the chart, its digest and what was rendered.")
 }

@@ -194,8 +194,6 @@ func TestYAMLExampleMatchesSchema(t *testing.T) {
 	checkObject("homelab", r.InputProperties, r.RequiredInputs, loadYAMLExample(t, nil))
 }
 
-// TestYAMLExampleConstructs runs the YAML example's inputs through the component with mocked
-// children: it must validate and produce the cluster the README describes.
 // TestYAMLExampleConstructs constructs the YAML example, with Cilium from a chart repository on
 // loopback instead of https://helm.cilium.io.
 func TestYAMLExampleConstructs(t *testing.T) {
@@ -217,8 +215,8 @@ func TestYAMLExampleConstructs(t *testing.T) {
 		t.Errorf("%d VMs, want 5", n)
 	}
 
-	if n := len(r.ofType("proxmoxve:Download/file:File")); n != 2 {
-		t.Errorf("%d downloads, want 2 (two hosts)", n)
+	if n := len(r.ofType("proxmoxve:Download/file:File")); n != 3 {
+		t.Errorf("%d downloads, want 3 (three hosts)", n)
 	}
 
 	for host, patches := range nodeConfigs(r) {
@@ -233,7 +231,7 @@ func TestYAMLExampleConstructs(t *testing.T) {
 		hosts = append(hosts, vm.Inputs.Get("nodeName").AsString())
 	}
 	slices.Sort(hosts)
-	if strings.Join(slices.Compact(hosts), ",") != "pve1,pve2" {
+	if strings.Join(slices.Compact(hosts), ",") != "pve1,pve2,pve3" {
 		t.Errorf("hosts = %v", hosts)
 	}
 }

@@ -31,12 +31,12 @@ spec:
     - cidr: %s
 `
 
-// program is the cluster of one stack: three control planes over two Proxmox hosts behind a
+// program is the cluster of one stack: three control planes over three Proxmox hosts behind a
 // VIP, a Longhorn worker and a GPU worker. Site values come from stack config.
 func program(ctx *pulumi.Context) error {
 	cfg := config.New(ctx, "")
 
-	hosts := stringsOr(cfg, "hosts", []string{"pve1", "pve2"})
+	hosts := stringsOr(cfg, "hosts", []string{"pve1", "pve2", "pve3"})
 	addrs := stringsOr(cfg, "addresses", []string{"192.168.10.11", "192.168.10.12", "192.168.10.13", "192.168.10.21", "192.168.10.22"})
 	talosVersion := or(cfg.Get("talosVersion"), "v1.11.5")
 	prefixLength := cfg.GetInt("prefixLength")
@@ -47,7 +47,7 @@ func program(ctx *pulumi.Context) error {
 	nodes := map[string]provider.Node{
 		"cp-1": {HostNode: hosts[0], Role: "controlplane", Ip: addrs[0]},
 		"cp-2": {HostNode: hosts[1], Role: "controlplane", Ip: addrs[1]},
-		"cp-3": {HostNode: hosts[0], Role: "controlplane", Ip: addrs[2]},
+		"cp-3": {HostNode: hosts[2], Role: "controlplane", Ip: addrs[2]},
 		"storage-1": {
 			HostNode: hosts[0], Role: "worker", Ip: addrs[3],
 			Labels:    map[string]string{"node.longhorn.io/create-default-disk": "true"},

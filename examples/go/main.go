@@ -1,5 +1,5 @@
-// Command talos-homelab-go is a Pulumi Go program: a highly available Talos cluster on two
-// Proxmox hosts, three control planes behind a VIP, a Longhorn worker and a GPU worker.
+// Command talos-homelab-go is a Pulumi Go program: a highly available Talos cluster on three
+// Proxmox hosts (one control plane each), three control planes behind a VIP, a Longhorn worker and a GPU worker.
 //
 // Every site-specific value is stack configuration with a default, so the program runs
 // unchanged on a real Proxmox cluster and in the local lab. Proxmox credentials are the
@@ -41,7 +41,7 @@ func main() {
 	pulumi.Run(func(ctx *pulumi.Context) error {
 		cfg := config.New(ctx, "")
 
-		hosts := stringsOr(cfg, "hosts", []string{"pve1", "pve2"})
+		hosts := stringsOr(cfg, "hosts", []string{"pve1", "pve2", "pve3"})
 		addrs := stringsOr(cfg, "addresses", []string{"192.168.10.11", "192.168.10.12", "192.168.10.13", "192.168.10.21", "192.168.10.22"})
 		prefixLength := cfg.GetInt("prefixLength")
 		if prefixLength == 0 {
@@ -70,7 +70,7 @@ func main() {
 			Nodes: map[string]talosproxmox.NodeArgs{
 				"cp-1": {HostNode: hosts[0], Role: "controlplane", Ip: pulumi.StringRef(addrs[0])},
 				"cp-2": {HostNode: hosts[1], Role: "controlplane", Ip: pulumi.StringRef(addrs[1])},
-				"cp-3": {HostNode: hosts[0], Role: "controlplane", Ip: pulumi.StringRef(addrs[2])},
+				"cp-3": {HostNode: hosts[2], Role: "controlplane", Ip: pulumi.StringRef(addrs[2])},
 				"storage-1": {
 					HostNode:  hosts[0],
 					Role:      "worker",

@@ -1,4 +1,4 @@
-"""A highly available Talos cluster on two Proxmox hosts: three control planes behind a VIP, a
+"""A highly available Talos cluster on three Proxmox hosts: three control planes behind a VIP, a
 Longhorn worker and a GPU worker.
 
 Every site-specific value is stack configuration with a default, so the program runs unchanged
@@ -42,7 +42,7 @@ def strings(key: str, default: List[str]) -> List[str]:
     return [str(v) for v in value] if value else default
 
 
-hosts = strings("hosts", ["pve1", "pve2"])
+hosts = strings("hosts", ["pve1", "pve2", "pve3"])
 addresses = strings(
     "addresses",
     ["192.168.10.11", "192.168.10.12", "192.168.10.13", "192.168.10.21", "192.168.10.22"],
@@ -67,7 +67,7 @@ cluster = talosproxmox.TalosProxmoxCluster(
     nodes={
         "cp-1": talosproxmox.NodeArgs(host_node=hosts[0], role="controlplane", ip=addresses[0]),
         "cp-2": talosproxmox.NodeArgs(host_node=hosts[1], role="controlplane", ip=addresses[1]),
-        "cp-3": talosproxmox.NodeArgs(host_node=hosts[0], role="controlplane", ip=addresses[2]),
+        "cp-3": talosproxmox.NodeArgs(host_node=hosts[2], role="controlplane", ip=addresses[2]),
         "storage-1": talosproxmox.NodeArgs(
             host_node=hosts[0],
             role="worker",

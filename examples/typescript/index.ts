@@ -1,4 +1,4 @@
-// A highly available Talos cluster on two Proxmox hosts: three control planes behind a VIP, a
+// A highly available Talos cluster on three Proxmox hosts: three control planes behind a VIP, a
 // Longhorn worker and a GPU worker.
 //
 // Every site-specific value is stack configuration with a default, so the program runs unchanged
@@ -8,7 +8,7 @@ import * as pulumi from "@pulumi/pulumi";
 import * as talosproxmox from "@talos-proxmox/pulumi";
 
 const config = new pulumi.Config();
-const hosts = config.getObject<string[]>("hosts") ?? ["pve1", "pve2"];
+const hosts = config.getObject<string[]>("hosts") ?? ["pve1", "pve2", "pve3"];
 const addresses = config.getObject<string[]>("addresses") ??
     ["192.168.10.11", "192.168.10.12", "192.168.10.13", "192.168.10.21", "192.168.10.22"];
 const pool = config.get("loadBalancerPool") ?? "192.168.10.240/28";
@@ -53,7 +53,7 @@ const cluster = new talosproxmox.TalosProxmoxCluster("homelab", {
     nodes: {
         "cp-1": { hostNode: hosts[0], role: "controlplane", ip: addresses[0] },
         "cp-2": { hostNode: hosts[1], role: "controlplane", ip: addresses[1] },
-        "cp-3": { hostNode: hosts[0], role: "controlplane", ip: addresses[2] },
+        "cp-3": { hostNode: hosts[2], role: "controlplane", ip: addresses[2] },
         "storage-1": {
             hostNode: hosts[0],
             role: "worker",

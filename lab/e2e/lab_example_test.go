@@ -36,6 +36,15 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 		t.Fatalf("up: %v\n%s", err, out)
 	}
 
+	// The demo runs this program: a new user must see no warning to worry about (the example
+	// spreads its control planes over three hosts; the lab's proxmoxve plugin warns about nothing
+	// the published one does not).
+	for line := range strings.Lines(out) {
+		if strings.Contains(strings.ToLower(line), "warning") {
+			t.Errorf("up printed a warning: %s", strings.TrimSpace(line))
+		}
+	}
+
 	if vms := l.PVE.VMs(); len(vms) != 5 {
 		t.Errorf("the fake has %d VMs, want 5", len(vms))
 	}
@@ -44,7 +53,7 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 		t.Errorf("%d emulated Talos nodes run, want 5", len(nodes))
 	}
 
-	for _, host := range []string{"pve1", "pve2"} {
+	for _, host := range []string{"pve1", "pve2", "pve3"} {
 		if vols := l.PVE.Volumes(host, "local"); len(vols) != 1 || !strings.HasSuffix(vols[0].VolID, ".qcow2") {
 			t.Errorf("%s has downloaded %v, want one qcow2 image", host, vols)
 		}
@@ -124,7 +133,7 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 		t.Errorf("the fake still has VMs after destroy: %v", vms)
 	}
 
-	for _, host := range []string{"pve1", "pve2"} {
+	for _, host := range []string{"pve1", "pve2", "pve3"} {
 		if vols := l.PVE.Volumes(host, "local"); len(vols) != 0 {
 			t.Errorf("%s still holds %v after destroy", host, vols)
 		}

@@ -123,7 +123,7 @@ func proxmoxInFake(l *lab.Lab) (vms, files, strayDisks []string) {
 		ids[vm.VMID] = true
 	}
 
-	for _, host := range []string{"pve1", "pve2"} {
+	for _, host := range []string{"pve1", "pve2", "pve3"} {
 		for _, v := range l.PVE.Volumes(host, "local") {
 			files = append(files, host+"/"+v.VolID)
 		}

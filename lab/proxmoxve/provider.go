@@ -66,8 +66,13 @@ func Info(ctx context.Context) (tfbridge.ProviderInfo, error) {
 		Version:      Version,
 		MetadataInfo: tfbridge.NewProviderMetadata([]byte("{}")),
 		Resources: map[string]*tfbridge.ResourceInfo{
-			"proxmox_virtual_environment_vm":            {Tok: VirtualMachineToken}, // SDKv2 half
-			"proxmox_virtual_environment_download_file": {Tok: FileToken},           // PF half
+			"proxmox_virtual_environment_vm": {Tok: VirtualMachineToken}, // SDKv2 half
+			// PF half. bpg v0.111.1 deprecates proxmox_virtual_environment_download_file in favour
+			// of proxmox_download_file, the same resource (same code and schema) without the
+			// deprecation warning. The published proxmoxve v7.13.0 plugin is built on a bpg from
+			// before that rename and warns about nothing, so the lab maps to the new name: a
+			// warning the real plugin never prints would be the lab's own noise.
+			"proxmox_download_file": {Tok: FileToken},
 		},
 	}
 

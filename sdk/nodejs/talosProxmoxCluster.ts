@@ -41,7 +41,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
      */
     declare public /*out*/ readonly helmReleases: pulumi.Output<{[key: string]: outputs.HelmReleaseInfo}>;
     /**
-     * Installer image Talos installs and upgrades from.
+     * Installer image in every node's configuration: Talos installs from it, and `talosctl upgrade --image` with it upgrades a node to `talosVersion`.
      */
     declare public /*out*/ readonly installerImage: pulumi.Output<string>;
     /**
@@ -162,7 +162,7 @@ export interface TalosProxmoxClusterArgs {
      */
     extraManifests?: string[];
     /**
-     * Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them.
+     * Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
      */
     helmCharts?: inputs.HelmChartArgs[];
     /**
@@ -174,7 +174,7 @@ export interface TalosProxmoxClusterArgs {
      */
     inlineManifests?: inputs.InlineManifestArgs[];
     /**
-     * Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11).
+     * Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks, no node-by-node rollout and no health gate yet (see docs/operations.md).
      */
     kubernetesVersion?: string;
     /**
@@ -186,7 +186,7 @@ export interface TalosProxmoxClusterArgs {
      */
     nodeDefaults?: inputs.NodeDefaultsArgs;
     /**
-     * The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later.
+     * The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind (remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).
      */
     nodes: {[key: string]: inputs.NodeArgs};
     /**
@@ -194,7 +194,7 @@ export interface TalosProxmoxClusterArgs {
      */
     proxmoxClusterName?: string;
     /**
-     * Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x.
+     * Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every node's configuration is re-applied at once with the new installer image, without a reboot, so running nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).
      */
     talosVersion: string;
     /**

@@ -73,7 +73,7 @@ func run(ctx context.Context, toolchain, plugin, version, labBin, example, workd
 	}
 	defer l.Close()
 
-	fmt.Printf("   Proxmox VE API %s (hosts pve1, pve2), Image Factory %s\n", l.PVE.URL(), l.Factory.URL())
+	fmt.Printf("   Proxmox VE API %s (hosts %s), Image Factory %s\n", l.PVE.URL(), strings.Join(l.Hosts(), ", "), l.Factory.URL())
 
 	p := &lab.Pulumi{
 		Bin: toolchain,

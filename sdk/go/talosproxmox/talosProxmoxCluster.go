@@ -24,7 +24,7 @@ type TalosProxmoxCluster struct {
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// Every Helm release rendered into the control planes' configuration (Cilium and `helmCharts`), by release name: the chart, its digest and what was rendered.
 	HelmReleases HelmReleaseInfoMapOutput `pulumi:"helmReleases"`
-	// Installer image Talos installs and upgrades from.
+	// Installer image in every node's configuration: Talos installs from it, and `talosctl upgrade --image` with it upgrades a node to `talosVersion`.
 	InstallerImage pulumi.StringOutput `pulumi:"installerImage"`
 	// Admin kubeconfig of the cluster (a secret). Write it to a file to use kubectl.
 	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
@@ -77,23 +77,23 @@ type talosProxmoxClusterArgs struct {
 	Endpoint *string `pulumi:"endpoint"`
 	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
 	ExtraManifests []string `pulumi:"extraManifests"`
-	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them.
+	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
 	HelmCharts []HelmChart `pulumi:"helmCharts"`
 	// Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
 	Image *Image `pulumi:"image"`
 	// Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
 	InlineManifests []InlineManifest `pulumi:"inlineManifests"`
-	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11).
+	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks, no node-by-node rollout and no health gate yet (see docs/operations.md).
 	KubernetesVersion *string `pulumi:"kubernetesVersion"`
 	// How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
 	Network *Network `pulumi:"network"`
 	// Values applied to every node that does not set its own.
 	NodeDefaults *NodeDefaults `pulumi:"nodeDefaults"`
-	// The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later.
+	// The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind (remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).
 	Nodes map[string]Node `pulumi:"nodes"`
 	// Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
 	ProxmoxClusterName *string `pulumi:"proxmoxClusterName"`
-	// Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x.
+	// Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every node's configuration is re-applied at once with the new installer image, without a reboot, so running nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).
 	TalosVersion string `pulumi:"talosVersion"`
 	// Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
 	Vip *string `pulumi:"vip"`
@@ -117,23 +117,23 @@ type TalosProxmoxClusterArgs struct {
 	Endpoint *string
 	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
 	ExtraManifests []string
-	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them.
+	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
 	HelmCharts []HelmChartArgs
 	// Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
 	Image *ImageArgs
 	// Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
 	InlineManifests []InlineManifestArgs
-	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11).
+	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks, no node-by-node rollout and no health gate yet (see docs/operations.md).
 	KubernetesVersion *string
 	// How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
 	Network *NetworkArgs
 	// Values applied to every node that does not set its own.
 	NodeDefaults *NodeDefaultsArgs
-	// The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later.
+	// The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind (remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).
 	Nodes map[string]NodeArgs
 	// Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
 	ProxmoxClusterName *string
-	// Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x.
+	// Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every node's configuration is re-applied at once with the new installer image, without a reboot, so running nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).
 	TalosVersion string
 	// Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
 	Vip *string
@@ -248,7 +248,7 @@ func (o TalosProxmoxClusterOutput) HelmReleases() HelmReleaseInfoMapOutput {
 	return o.ApplyT(func(v *TalosProxmoxCluster) HelmReleaseInfoMapOutput { return v.HelmReleases }).(HelmReleaseInfoMapOutput)
 }
 
-// Installer image Talos installs and upgrades from.
+// Installer image in every node's configuration: Talos installs from it, and `talosctl upgrade --image` with it upgrades a node to `talosVersion`.
 func (o TalosProxmoxClusterOutput) InstallerImage() pulumi.StringOutput {
 	return o.ApplyT(func(v *TalosProxmoxCluster) pulumi.StringOutput { return v.InstallerImage }).(pulumi.StringOutput)
 }

@@ -43,18 +43,18 @@ class TalosProxmoxClusterArgs:
         The set of arguments for constructing a TalosProxmoxCluster resource.
 
         :param _builtins.str cluster_name: Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.
-        :param Mapping[str, 'NodeArgs'] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later.
-        :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x.
+        :param Mapping[str, 'NodeArgs'] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind (remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).
+        :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every node's configuration is re-applied at once with the new installer image, without a reboot, so running nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).
         :param _builtins.bool allow_scheduling_on_control_planes: Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
         :param 'CiliumArgs' cilium: Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
-        :param Sequence['HelmChartArgs'] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them.
+        :param Sequence['HelmChartArgs'] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
         :param 'ImageArgs' image: Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
         :param Sequence['InlineManifestArgs'] inline_manifests: Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
-        :param _builtins.str kubernetes_version: Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11).
+        :param _builtins.str kubernetes_version: Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks, no node-by-node rollout and no health gate yet (see docs/operations.md).
         :param 'NetworkArgs' network: How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
         :param 'NodeDefaultsArgs' node_defaults: Values applied to every node that does not set its own.
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
@@ -111,7 +111,7 @@ class TalosProxmoxClusterArgs:
     @pulumi.getter
     def nodes(self) -> Mapping[str, 'NodeArgs']:
         """
-        The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later.
+        The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind (remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).
         """
         return pulumi.get(self, "nodes")
 
@@ -123,7 +123,7 @@ class TalosProxmoxClusterArgs:
     @pulumi.getter(name="talosVersion")
     def talos_version(self) -> _builtins.str:
         """
-        Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x.
+        Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every node's configuration is re-applied at once with the new installer image, without a reboot, so running nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).
         """
         return pulumi.get(self, "talos_version")
 
@@ -207,7 +207,7 @@ class TalosProxmoxClusterArgs:
     @pulumi.getter(name="helmCharts")
     def helm_charts(self) -> Optional[Sequence['HelmChartArgs']]:
         """
-        Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them.
+        Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
         """
         return pulumi.get(self, "helm_charts")
 
@@ -243,7 +243,7 @@ class TalosProxmoxClusterArgs:
     @pulumi.getter(name="kubernetesVersion")
     def kubernetes_version(self) -> Optional[_builtins.str]:
         """
-        Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11).
+        Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks, no node-by-node rollout and no health gate yet (see docs/operations.md).
         """
         return pulumi.get(self, "kubernetes_version")
 
@@ -349,15 +349,15 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
-        :param Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them.
+        :param Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
         :param Union['ImageArgs', 'ImageArgsDict'] image: Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
         :param Sequence[Union['InlineManifestArgs', 'InlineManifestArgsDict']] inline_manifests: Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
-        :param _builtins.str kubernetes_version: Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11).
+        :param _builtins.str kubernetes_version: Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks, no node-by-node rollout and no health gate yet (see docs/operations.md).
         :param Union['NetworkArgs', 'NetworkArgsDict'] network: How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
         :param Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict'] node_defaults: Values applied to every node that does not set its own.
-        :param Mapping[str, Union['NodeArgs', 'NodeArgsDict']] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later.
+        :param Mapping[str, Union['NodeArgs', 'NodeArgsDict']] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind (remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
-        :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x.
+        :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every node's configuration is re-applied at once with the new installer image, without a reboot, so running nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).
         :param _builtins.str vip: Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] worker_config_patches: Patches applied to worker nodes, after `configPatches`.
         """
@@ -490,7 +490,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
     @pulumi.getter(name="installerImage")
     def installer_image(self) -> pulumi.Output[_builtins.str]:
         """
-        Installer image Talos installs and upgrades from.
+        Installer image in every node's configuration: Talos installs from it, and `talosctl upgrade --image` with it upgrades a node to `talosVersion`.
         """
         return pulumi.get(self, "installer_image")
 

@@ -1,0 +1,234 @@
+package provider
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var updateDocs = flag.Bool("update-docs", false, "rewrite docs/configuration.md from the schema")
+
+// configurationDoc is docs/configuration.md: every input and output of the component, from the
+// schema's own descriptions (which state each default), so the page cannot drift from what the
+// SDKs document. `make codegen` rewrites it.
+const configurationDoc = "../docs/configuration.md"
+
+func TestConfigurationDocIsCurrent(t *testing.T) {
+	t.Parallel()
+
+	raw, err := Schema(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := renderConfigurationDoc(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if *updateDocs {
+		if err := os.WriteFile(configurationDoc, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+
+		return
+	}
+
+	want, err := os.ReadFile(configurationDoc)
+	if err != nil || string(want) != got {
+		t.Fatalf("docs/configuration.md is stale (%v): run `make codegen` and commit the result", err)
+	}
+}
+
+type schemaProp struct {
+	Type                 string      `json:"type"`
+	Ref                  string      `json:"$ref"`
+	Items                *schemaProp `json:"items"`
+	AdditionalProperties *schemaProp `json:"additionalProperties"`
+	Plain                bool        `json:"plain"`
+	Secret               bool        `json:"secret"`
+	Description          string      `json:"description"`
+}
+
+type schemaObject struct {
+	Description     string                `json:"description"`
+	Properties      map[string]schemaProp `json:"properties"`
+	InputProperties map[string]schemaProp `json:"inputProperties"`
+	Required        []string              `json:"required"`
+	RequiredInputs  []string              `json:"requiredInputs"`
+}
+
+func renderConfigurationDoc(raw []byte) (string, error) {
+	var s struct {
+		Resources map[string]schemaObject `json:"resources"`
+		Types     map[string]schemaObject `json:"types"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", err
+	}
+
+	comp, ok := s.Resources[ClusterToken]
+	if !ok {
+		return "", fmt.Errorf("the schema has no %s", ClusterToken)
+	}
+
+	var b strings.Builder
+
+	b.WriteString("<!-- Generated from the schema by `make codegen` (provider/docs_test.go); do not edit. -->\n\n")
+	b.WriteString("# Configuration reference\n\n")
+	b.WriteString("Every input and output of `" + ClusterToken + "`, with its default, as the SDKs document it.\n")
+	b.WriteString("Names are the schema's (YAML, TypeScript); Python uses snake_case (`memoryMib` → `memory_mib`),\n")
+	b.WriteString("Go uses PascalCase (`MemoryMib`). *plain* inputs must be known values at preview (they shape the\n")
+	b.WriteString("resource graph); the others accept outputs and secrets.\n\n")
+	b.WriteString(comp.Description + "\n\n")
+
+	b.WriteString("## Inputs\n\n")
+	table(&b, comp.InputProperties, comp.RequiredInputs)
+
+	seen := map[string]bool{}
+	types(&b, s.Types, refs(comp.InputProperties), seen)
+
+	b.WriteString("## Outputs\n\n")
+	table(&b, comp.Properties, nil)
+	types(&b, s.Types, refs(comp.Properties), seen)
+
+	return b.String(), nil
+}
+
+// types writes a section per object type in queue and the types they refer to, once each.
+func types(b *strings.Builder, all map[string]schemaObject, queue []string, seen map[string]bool) {
+	for len(queue) > 0 {
+		ref := queue[0]
+		queue = queue[1:]
+
+		if seen[ref] {
+			continue
+		}
+
+		seen[ref] = true
+		t := all[ref]
+
+		fmt.Fprintf(b, "### %s\n\n%s\n\n", typeName(ref), t.Description)
+		table(b, t.Properties, t.Required)
+		queue = append(queue, refs(t.Properties)...)
+	}
+}
+
+func table(b *strings.Builder, props map[string]schemaProp, required []string) {
+	b.WriteString("| name | type | description |\n|---|---|---|\n")
+
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		p := props[name]
+
+		var notes []string
+		if slices.Contains(required, name) {
+			notes = append(notes, "required")
+		}
+
+		if p.Plain {
+			notes = append(notes, "plain")
+		}
+
+		if p.Secret {
+			notes = append(notes, "secret")
+		}
+
+		kind := typeOf(p)
+		if len(notes) > 0 {
+			kind += " (" + strings.Join(notes, ", ") + ")"
+		}
+
+		desc := strings.ReplaceAll(strings.ReplaceAll(p.Description, "\n", " "), "|", "\\|")
+		fmt.Fprintf(b, "| `%s` | %s | %s |\n", name, kind, desc)
+	}
+
+	b.WriteString("\n")
+}
+
+func typeOf(p schemaProp) string {
+	switch {
+	case p.Ref != "":
+		return "[" + typeName(p.Ref) + "](#" + strings.ToLower(typeName(p.Ref)) + ")"
+	case p.Type == "array" && p.Items != nil:
+		return "list of " + typeOf(*p.Items)
+	case p.Type == "object" && p.AdditionalProperties != nil:
+		return "map of " + typeOf(*p.AdditionalProperties)
+	case p.Type == "":
+		return "any"
+	default:
+		return p.Type
+	}
+}
+
+func typeName(ref string) string { return ref[strings.LastIndex(ref, ":")+1:] }
+
+// refs lists the object types props refer to, in property order.
+func refs(props map[string]schemaProp) []string {
+	var out []string
+
+	var walk func(p schemaProp)
+	walk = func(p schemaProp) {
+		switch {
+		case p.Ref != "":
+			out = append(out, strings.TrimPrefix(p.Ref, "#/types/"))
+		case p.Items != nil:
+			walk(*p.Items)
+		case p.AdditionalProperties != nil:
+			walk(*p.AdditionalProperties)
+		}
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		walk(props[name])
+	}
+
+	return out
+}
+
+// TestReadmeLinksEveryDoc keeps the README short and every reference page reachable from it,
+// and every relative link in the README and docs/ pointing at a file that exists.
+func TestReadmeLinksEveryDoc(t *testing.T) {
+	t.Parallel()
+
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if n := strings.Count(string(readme), "\n"); n > 200 {
+		t.Errorf("README.md has %d lines; keep it under 200 and move reference material to docs/", n)
+	}
+
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs/*.md: %v", err)
+	}
+
+	for _, p := range pages {
+		if !strings.Contains(string(readme), "(docs/"+filepath.Base(p)+")") {
+			t.Errorf("README.md does not link docs/%s", filepath.Base(p))
+		}
+	}
+
+	link := regexp.MustCompile(`\]\(([^)#:]+)(#[^)]*)?\)`)
+
+	for _, f := range append([]string{"../README.md"}, pages...) {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		for _, m := range link.FindAllStringSubmatch(string(text), -1) {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(f), m[1])); err != nil {
+				t.Errorf("%s links %s, which does not exist", f, m[1])
+			}
+		}
+	}
+}
