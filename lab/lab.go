@@ -14,8 +14,8 @@ import (
 	"sync"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/chartrepo"
-	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/hostemu"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/factoryfake"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/hostemu"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
 )
