@@ -21,8 +21,9 @@ TOOLCHAIN    := $(shell tools/toolchain/build.sh --print-dir)
 PULUMI       := $(TOOLCHAIN)/pulumi
 LINT         := $(shell tools/lint/build.sh --print-dir)/golangci-lint
 FUZZTIME     ?= 30s
-# Go modules that lint and unit tests cover, besides the root.
+# Go modules that unit tests cover, besides the root; golangci-lint covers these and more.
 MODULES      := lab lab/proxmoxve lab/pvecontract examples/automation
+LINT_MODULES := $(MODULES) examples/go tools/sdkgen tools/sdkcheck
 
 # Pulumi never touches the user's own state or plugins, never calls home and never downloads
 # plugins: everything it needs is built here.
@@ -43,8 +44,14 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## Build the pinned Pulumi CLI, language hosts and golangci-lint (cached by version)
+tools: toolchain lint-tools ## Build the pinned Pulumi CLI, language hosts and golangci-lint (cached by version)
+
+.PHONY: toolchain
+toolchain: ## Build the pinned Pulumi CLI and language hosts (cached by version)
 	@tools/toolchain/build.sh >/dev/null
+
+.PHONY: lint-tools
+lint-tools: ## Build the pinned golangci-lint (cached by version)
 	@tools/lint/build.sh >/dev/null
 
 .PHONY: provider
@@ -57,7 +64,7 @@ lab: ## Build the lab's plugins into bin/lab/ (never shipped): talos stand-in, b
 	lab/proxmoxve/build.sh bin/lab/pulumi-resource-proxmoxve
 
 .PHONY: schema
-schema: tools provider ## Regenerate schema.json from the built plugin
+schema: toolchain provider ## Regenerate schema.json from the built plugin
 	$(PULUMI) package get-schema ./$(PLUGIN) > schema.json.tmp
 	mv schema.json.tmp schema.json
 
@@ -73,11 +80,10 @@ docs: ## Regenerate docs/configuration.md from the provider's schema
 codegen: schema sdk docs ## Regenerate every generated file (schema.json, sdk/, docs/configuration.md)
 
 .PHONY: lint
-lint: tools ## gofmt, and golangci-lint (govet, staticcheck, errcheck, doc comments, architecture rules) on every module
-	@test -z "$$(gofmt -l provider examples lab tools/sdkgen tools/sdkcheck)" || \
-		{ gofmt -l provider examples lab tools/sdkgen tools/sdkcheck; echo "run gofmt -w"; exit 1; }
+lint: lint-tools ## gofmt, and golangci-lint (govet, staticcheck, errcheck, doc comments, architecture rules) on every module
+	@test -z "$$(gofmt -l provider examples lab tools)" || { gofmt -l provider examples lab tools; echo "run gofmt -w"; exit 1; }
 	$(LINT) run ./...
-	@for m in $(MODULES); do echo "golangci-lint: $$m"; (cd $$m && $(LINT) run --build-tags e2e ./...) || exit 1; done
+	@for m in $(LINT_MODULES); do echo "golangci-lint: $$m"; (cd $$m && $(LINT) run --build-tags e2e ./...) || exit 1; done
 
 .PHONY: unit
 unit: ## Unit, Construct and schema tests (no toolchain needed); the lab's own modules and the Automation API example too
@@ -98,20 +104,20 @@ fuzz: ## Fuzz input validation for FUZZTIME
 	$(GO) test ./provider/internal/spec -run '^$$' -fuzz FuzzBuild -fuzztime $(FUZZTIME)
 
 .PHONY: e2e
-e2e: tools provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab
+e2e: toolchain provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab
 	$(GO) -C lab test -count=1 -timeout 40m -tags e2e ./e2e/...
 
 .PHONY: test
 test: tools provider lab lint unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
 
 .PHONY: bench
-bench: tools provider lab ## Benchmarks: Construct of 3/50/100 nodes; Cilium render vs helm template; `up` of 3 and 9 nodes on the lab
+bench: toolchain provider lab ## Benchmarks: Construct of 3/50/100 nodes; Cilium render vs helm template; `up` of 3 and 9 nodes on the lab
 	$(GO) test -run '^$$' -bench BenchmarkConstruct -benchmem -count 3 ./provider/
 	$(GO) test -run '^$$' -bench BenchmarkHelmRender -benchtime 1x -count 3 ./provider/internal/helmrender/
 	$(GO) -C lab test -tags e2e -run '^$$' -bench BenchmarkLabUp -benchtime 1x -count 3 ./e2e/
 
 .PHONY: demo
-demo: tools provider lab ## Set up and run the demo: pulumi up of the example cluster on the local lab
+demo: toolchain provider lab ## Set up and run the demo: pulumi up of the example cluster on the local lab
 	$(GO) -C lab run ./cmd/lab-demo -example $(CURDIR)/examples/yaml -workdir $(CACHE)/demo
 
 .PHONY: clean

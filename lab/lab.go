@@ -1,7 +1,7 @@
 // Package lab runs the local lab on loopback: a Proxmox VE API fake with its hosts and
-// storages, an Image Factory stand-in, and a controller that boots an emulated Talos node
+// storages, an Image Factory fake, and a host emulator (hostemu) that boots an emulated Talos node
 // whenever a VM starts. With the lab's talos stand-in plugin and the bridged bpg proxmoxve
-// plugin, `pulumi up` of the example cluster runs on this machine. See README.md ("The lab").
+// plugin, `pulumi up` of the example cluster runs on this machine. See docs/lab.md.
 package lab
 
 import (

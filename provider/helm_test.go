@@ -166,11 +166,24 @@ func TestConstructHelmFailureRegistersNothing(t *testing.T) {
 		"values":     property.New(map[string]property.Value{"hubble": property.New(map[string]property.Value{"tls": property.New(map[string]property.Value{"auto": property.New(map[string]property.Value{"method": property.New("helm")})})})}),
 	}))
 
+	// Two failing releases and a bad input elsewhere: one error reports all three.
+	inputs = inputs.Set("helmCharts", property.New([]property.Value{property.New(map[string]property.Value{
+		"name": property.New("missing"), "chart": property.New("./no-such-chart"),
+	})})).Set("clusterName", property.New("Bad_Name"))
+
 	r := &recorder{}
 
 	_, err := construct(t, r, "homelab", inputs)
-	if err == nil || !strings.Contains(err.Error(), "cilium: chart cilium 1.18.0 renders differently every time") {
-		t.Fatalf("error = %v", err)
+	if err == nil {
+		t.Fatal("no error")
+	}
+
+	for _, want := range []string{
+		"\n  - clusterName:", "\n  - cilium: chart cilium 1.18.0 renders differently every time", "\n  - helmCharts[0]:",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q is not reported:\n%v", want, err)
+		}
 	}
 
 	if len(r.custom()) != 0 {

@@ -184,6 +184,13 @@ func changedPaths(at string, a, b reflect.Value) []string {
 	return nil
 }
 
+// reported reports whether err lists a problem at path (path ends with ':' or is a prefix such
+// as `controlPlaneConfigPatches[`): the problem's line must start with it, so `configPatches[0]:`
+// is not found in `nodes.worker-1.configPatches[0]:`.
+func reported(err error, path string) bool {
+	return strings.Contains(err.Error(), "\n  - "+path)
+}
+
 // validateEach constructs each input in one in-memory Pulumi program and returns each error.
 func validateEach(t *testing.T, inputs []TalosProxmoxClusterArgs) []error {
 	t.Helper()
@@ -251,7 +258,7 @@ func TestEveryPairOfIndependentFaultsIsReported(t *testing.T) {
 		}
 
 		for _, f := range []fault{p.a, p.b} {
-			if !strings.Contains(errs[i].Error(), f.path) {
+			if !reported(errs[i], f.path) {
 				failed++
 				if failed <= 20 {
 					t.Errorf("%q + %q: %s is not reported:\n%s", p.a.name, p.b.name, f.path, errs[i])
@@ -304,7 +311,7 @@ func TestAllIndependentFaultsInOneInput(t *testing.T) {
 	}
 
 	for _, f := range chosen {
-		if !strings.Contains(err.Error(), f.path) {
+		if !reported(err, f.path) {
 			t.Errorf("%q: %s is not reported", f.name, f.path)
 		}
 	}

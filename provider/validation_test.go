@@ -267,7 +267,9 @@ var badInputs = []struct {
 		a.HelmCharts = []HelmChart{{Name: strings.Repeat("a", 54), Chart: "x", Repository: "https://charts.example.com", Version: "1.0.0"}}
 	}, "helmCharts[0].name:", "at most 53"},
 	{"helm release named like cilium", func(a *TalosProxmoxClusterArgs) {
-		a.Cilium = &Cilium{}
+		// A repository on loopback that refuses connections: the valid Cilium release is fetched
+		// beside the other problems, and a unit test must not reach the internet.
+		a.Cilium = &Cilium{Repository: "http://127.0.0.1:9"}
 		a.HelmCharts = []HelmChart{{Name: "cilium", Chart: "cilium", Repository: "https://helm.cilium.io", Version: "1.18.0"}}
 	}, "helmCharts[0].name:", "already used by cilium"},
 	{"helm chart without chart", func(a *TalosProxmoxClusterArgs) {

@@ -6,7 +6,7 @@
 //	automation [-workdir DIR] -stack homelab [-stack lab] up|preview|refresh|destroy|kubeconfig
 //
 // Each stack's site-specific values are ordinary stack configuration in DIR (Pulumi.<stack>.yaml;
-// see README.md): hosts, addresses, gateway, vip, … . Proxmox credentials never appear in code:
+// see docs/languages.md): hosts, addresses, gateway, vip, … . Proxmox credentials never appear in code:
 // set them as secret stack config (pulumi config set --secret proxmoxve:apiToken …) or export
 // PROXMOX_VE_ENDPOINT and PROXMOX_VE_API_TOKEN, which this program stores as (secret) stack config.
 //

@@ -48,46 +48,49 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	if flags.NArg() != 0 {
-		fmt.Fprintf(stderr, "sdkgen: unexpected arguments %q\n", flags.Args())
+		say(stderr, "sdkgen: unexpected arguments %q\n", flags.Args())
 		return exitError
 	}
 
 	spec, err := os.ReadFile(*schemaPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "sdkgen: %v\n", err)
+		say(stderr, "sdkgen: %v\n", err)
 		return exitError
 	}
 	files, warnings, err := generate(spec)
 	for _, w := range warnings {
-		fmt.Fprintf(stderr, "sdkgen: warning: %s\n", w)
+		say(stderr, "sdkgen: warning: %s\n", w)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "sdkgen: %s: %v\n", *schemaPath, err)
+		say(stderr, "sdkgen: %s: %v\n", *schemaPath, err)
 		return exitError
 	}
 
 	if !*check {
 		if err := writeTree(*outDir, files); err != nil {
-			fmt.Fprintf(stderr, "sdkgen: %v\n", err)
+			say(stderr, "sdkgen: %v\n", err)
 			return exitError
 		}
-		fmt.Fprintf(stdout, "sdkgen: wrote %d files to %s\n", len(files), *outDir)
+		say(stdout, "sdkgen: wrote %d files to %s\n", len(files), *outDir)
 		return 0
 	}
 
 	diffs, err := diffTree(*outDir, files)
 	if err != nil {
-		fmt.Fprintf(stderr, "sdkgen: %v\n", err)
+		say(stderr, "sdkgen: %v\n", err)
 		return exitError
 	}
 	if len(diffs) == 0 {
-		fmt.Fprintf(stdout, "sdkgen: %s is up to date with %s\n", *outDir, *schemaPath)
+		say(stdout, "sdkgen: %s is up to date with %s\n", *outDir, *schemaPath)
 		return 0
 	}
 	for _, d := range diffs {
-		fmt.Fprintf(stdout, "%-8s %s\n", d.kind, d.path)
+		say(stdout, "%-8s %s\n", d.kind, d.path)
 	}
-	fmt.Fprintf(stderr, "sdkgen: %s is stale (%d files differ from %s): regenerate it with sdkgen\n",
+	say(stderr, "sdkgen: %s is stale (%d files differ from %s): regenerate it with sdkgen\n",
 		*outDir, len(diffs), *schemaPath)
 	return exitStale
 }
+
+// say prints a message; a failed write to the terminal leaves nothing better to do.
+func say(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }

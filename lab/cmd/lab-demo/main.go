@@ -61,7 +61,7 @@ func run(ctx context.Context, toolchain, plugin, version, labBin, example, workd
 		return err
 	}
 
-	fmt.Println("== starting the lab on loopback (Proxmox VE fake, Image Factory stand-in, Talos node controller)")
+	fmt.Println("== starting the lab on loopback (Proxmox VE API fake, Image Factory fake, emulated Talos nodes)")
 
 	l, err := lab.Start(ctx, lab.Options{Logf: func(format string, args ...any) {
 		if strings.HasPrefix(format, "lab:") {

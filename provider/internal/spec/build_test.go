@@ -181,3 +181,20 @@ func FuzzBuild(f *testing.F) {
 		}
 	})
 }
+
+// TestKubernetesVersionFormWithoutTalosVersion: the Kubernetes version's form is checked even
+// when the Talos version is missing or unsupported (only its range needs the Talos minor).
+func TestKubernetesVersionFormWithoutTalosVersion(t *testing.T) {
+	t.Parallel()
+
+	for _, talos := range []string{"", "v1.12.0", "1.11"} {
+		in := base()
+		in.TalosVersion = talos
+		in.KubernetesVersion = "latest"
+
+		_, err := Build(in)
+		if err == nil || !strings.Contains(err.Error(), "\n  - talosVersion:") || !strings.Contains(err.Error(), "\n  - kubernetesVersion: \"latest\"") {
+			t.Errorf("talosVersion %q + kubernetesVersion latest: want both reported, got %v", talos, err)
+		}
+	}
+}
