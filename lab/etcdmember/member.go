@@ -1,0 +1,325 @@
+// Package etcdmember runs a real etcd member for an emulated Talos control plane: an embedded
+// etcd server (go.etcd.io/etcd/server/v3 embed) on the node's loopback address, with peer and
+// client mutual TLS from the cluster's etcd CA, certificates issued as Talos issues them
+// (internal/pkg/etcd/certs.go). A member bootstraps a new cluster or joins a running one the way
+// Talos' etcd service does (add as a learner, start, promote); a hard stop leaves it in the
+// member list, as a powered-off VM does, and quorum loss is real.
+//
+// It is the lab's building block for the Talos etcd API; the node emulator (lab/talosemu) does
+// not use it yet.
+package etcdmember
+
+import (
+	"context"
+	"crypto/tls"
+	stdx509 "crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/siderolabs/crypto/x509"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Config describes one member.
+type Config struct {
+	// Name is the member name: the node's hostname, as Talos uses it.
+	Name string
+	// IP is the node's address; the member listens on IP:ClientPort and IP:PeerPort.
+	IP net.IP
+	// ClientPort and PeerPort default to etcd's 2379 and 2380.
+	ClientPort, PeerPort int
+	// Dir holds the member's data (Dir/data) and certificates (Dir/pki).
+	Dir string
+	// CA is the cluster's etcd CA (cluster.etcd.ca of the machine configuration), with its key.
+	CA *x509.PEMEncodedCertificateAndKey
+	// Fast sets short raft timings (10 ms ticks, 100 ms elections) for tests.
+	Fast bool
+}
+
+func (c Config) clientURL() string {
+	return fmt.Sprintf("https://%s", net.JoinHostPort(c.IP.String(), port(c.ClientPort, 2379)))
+}
+func (c Config) peerURL() string {
+	return fmt.Sprintf("https://%s", net.JoinHostPort(c.IP.String(), port(c.PeerPort, 2380)))
+}
+
+func port(p, def int) string {
+	if p == 0 {
+		p = def
+	}
+
+	return fmt.Sprint(p)
+}
+
+// Member is a running (or stopped) etcd member.
+type Member struct {
+	cfg   Config
+	etcd  *embed.Etcd
+	close sync.Once
+	// ID is the member's etcd id.
+	ID uint64
+}
+
+// Bootstrap starts a new one-member cluster, as Talos' Bootstrap API does on the first control
+// plane. A data directory that already holds data is refused, as Talos refuses it.
+func Bootstrap(ctx context.Context, cfg Config) (*Member, error) {
+	if entries, err := os.ReadDir(filepath.Join(cfg.Dir, "data")); err == nil && len(entries) > 0 {
+		return nil, errors.New("etcd data directory is not empty")
+	}
+
+	return start(ctx, cfg, embed.ClusterStateFlagNew, cfg.Name+"="+cfg.peerURL())
+}
+
+// Join adds cfg as a learner through a running member's client endpoints, starts it and promotes
+// it to a voting member, as Talos' etcd service does for every control plane but the first.
+func Join(ctx context.Context, cfg Config, endpoints []string) (*Member, error) {
+	c, err := NewClient(cfg.CA, endpoints...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Close() }()
+
+	// etcd refuses membership changes ("unhealthy cluster") until its leader has been connected
+	// to a quorum for 5 s; Talos retries, and so does this.
+	var add *clientv3.MemberAddResponse
+
+	for {
+		if add, err = c.MemberAddAsLearner(clientv3.WithRequireLeader(ctx), []string{cfg.peerURL()}); err == nil {
+			break
+		}
+
+		if !errors.Is(err, rpctypes.ErrUnhealthy) {
+			return nil, fmt.Errorf("adding %s as a learner: %w", cfg.Name, err)
+		}
+
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("adding %s as a learner: %w", cfg.Name, errors.Join(err, ctx.Err()))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+
+	var initial []string
+
+	for _, m := range add.Members {
+		name := m.Name
+		if m.ID == add.Member.ID {
+			name = cfg.Name
+		}
+
+		for _, u := range m.PeerURLs {
+			initial = append(initial, name+"="+u)
+		}
+	}
+
+	m, err := start(ctx, cfg, embed.ClusterStateFlagExisting, strings.Join(initial, ","))
+	if err != nil {
+		return nil, err
+	}
+
+	for {
+		if _, err = c.MemberPromote(ctx, add.Member.ID); err == nil {
+			return m, nil
+		}
+
+		select {
+		case <-ctx.Done():
+			return m, fmt.Errorf("promoting %s: %w", cfg.Name, errors.Join(err, ctx.Err()))
+		case <-time.After(20 * time.Millisecond): // a learner is promoted once it caught up
+		}
+	}
+}
+
+// Restart starts a stopped member again from its data directory (a node that rebooted).
+func Restart(ctx context.Context, cfg Config) (*Member, error) {
+	return start(ctx, cfg, embed.ClusterStateFlagExisting, "")
+}
+
+// ClientURL is the member's client endpoint.
+func (m *Member) ClientURL() string { return m.cfg.clientURL() }
+
+// HardStop stops the member as a power cut does: no leadership transfer, no goodbye. It stays in
+// the cluster's member list; its data directory is kept.
+func (m *Member) HardStop() {
+	m.close.Do(func() {
+		m.etcd.Server.HardStop()
+		m.etcd.Close()
+	})
+}
+
+// Stop stops the member gracefully (handing leadership over first), as a reboot does. Stopping
+// a stopped member does nothing.
+func (m *Member) Stop() { m.close.Do(m.etcd.Close) }
+
+// Stopped is closed once the member's server has stopped (e.g. after it was removed from the
+// cluster).
+func (m *Member) Stopped() <-chan struct{} { return m.etcd.Server.StopNotify() }
+
+// Wipe deletes the member's data directory (a reset of the node's EPHEMERAL partition).
+func (m *Member) Wipe() error { return os.RemoveAll(filepath.Join(m.cfg.Dir, "data")) }
+
+func start(ctx context.Context, cfg Config, state, initialCluster string) (*Member, error) {
+	pki := filepath.Join(cfg.Dir, "pki")
+	if err := os.MkdirAll(pki, 0o700); err != nil {
+		return nil, err
+	}
+
+	files, err := writeCerts(pki, cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	peer, _ := url.Parse(cfg.peerURL())
+	client, _ := url.Parse(cfg.clientURL())
+
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = filepath.Join(cfg.Dir, "data")
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
+	ec.InitialClusterToken = "talosemu"
+	ec.ClusterState = state
+
+	if initialCluster != "" {
+		ec.InitialCluster = initialCluster
+	}
+
+	ec.ClientTLSInfo = transport.TLSInfo{CertFile: files.serverCrt, KeyFile: files.serverKey, TrustedCAFile: files.ca, ClientCertAuth: true}
+	// Peers dial from 127.0.0.1 (the kernel's source address on 127/8), not from their node's
+	// 127.x address: the peer certificate's addresses cannot match the source here.
+	ec.PeerTLSInfo = transport.TLSInfo{
+		CertFile: files.peerCrt, KeyFile: files.peerKey, TrustedCAFile: files.ca, ClientCertAuth: true, SkipClientSANVerify: true,
+	}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	ec.QuotaBackendBytes = 64 << 20 // also keeps bbolt's memory map small
+	ec.UnsafeNoFsync = true
+	ec.EnableGRPCGateway = false
+
+	if cfg.Fast {
+		ec.TickMs, ec.ElectionMs = 10, 100
+	}
+
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("starting etcd member %s: %w", cfg.Name, err)
+	}
+
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcd member %s: %w", cfg.Name, err)
+	case <-ctx.Done():
+		e.Close()
+		return nil, fmt.Errorf("etcd member %s not ready: %w", cfg.Name, ctx.Err())
+	}
+
+	return &Member{cfg: cfg, etcd: e, ID: uint64(e.Server.MemberID())}, nil
+}
+
+type certFiles struct{ ca, serverCrt, serverKey, peerCrt, peerKey string }
+
+// writeCerts issues the member's server and peer certificates from the etcd CA, as Talos does:
+// server for the node's address, localhost and the hostname; peer for the node's address.
+func writeCerts(dir string, cfg Config) (certFiles, error) {
+	both := []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth, stdx509.ExtKeyUsageClientAuth}
+
+	server, err := issue(cfg.CA, cfg.Name, []net.IP{cfg.IP, net.ParseIP("127.0.0.1"), net.ParseIP("::1")}, []string{cfg.Name, "localhost"}, both)
+	if err != nil {
+		return certFiles{}, err
+	}
+
+	peer, err := issue(cfg.CA, cfg.Name, []net.IP{cfg.IP}, []string{cfg.Name}, both)
+	if err != nil {
+		return certFiles{}, err
+	}
+
+	f := certFiles{
+		ca: filepath.Join(dir, "ca.crt"), serverCrt: filepath.Join(dir, "server.crt"), serverKey: filepath.Join(dir, "server.key"),
+		peerCrt: filepath.Join(dir, "peer.crt"), peerKey: filepath.Join(dir, "peer.key"),
+	}
+
+	for path, data := range map[string][]byte{
+		f.ca: cfg.CA.Crt, f.serverCrt: server.Crt, f.serverKey: server.Key, f.peerCrt: peer.Crt, f.peerKey: peer.Key,
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return certFiles{}, err
+		}
+	}
+
+	return f, nil
+}
+
+func issue(ca *x509.PEMEncodedCertificateAndKey, cn string, ips []net.IP, dns []string, usage []stdx509.ExtKeyUsage) (*x509.PEMEncodedCertificateAndKey, error) {
+	authority, err := x509.NewCertificateAuthorityFromCertificateAndKey(ca)
+	if err != nil {
+		return nil, fmt.Errorf("etcd CA: %w", err)
+	}
+
+	kp, err := x509.NewKeyPair(authority,
+		x509.NotAfter(time.Now().Add(87600*time.Hour)),
+		x509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
+		x509.CommonName(cn), x509.DNSNames(dns), x509.IPAddresses(ips), x509.ExtKeyUsage(usage),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("issuing %s's etcd certificate: %w", cn, err)
+	}
+
+	return x509.NewCertificateAndKeyFromKeyPair(kp), nil
+}
+
+// NewClient is an etcd client with Talos' admin identity (a client certificate with common name
+// "talos" from the etcd CA).
+func NewClient(ca *x509.PEMEncodedCertificateAndKey, endpoints ...string) (*clientv3.Client, error) {
+	admin, err := issue(ca, "talos", nil, nil, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth})
+	if err != nil {
+		return nil, err
+	}
+
+	cert, err := tls.X509KeyPair(admin.Crt, admin.Key)
+	if err != nil {
+		return nil, err
+	}
+
+	pool := stdx509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca.Crt) {
+		return nil, errors.New("the etcd CA certificate does not parse")
+	}
+
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, RootCAs: pool}
+
+	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, TLS: cfg, Logger: zap.NewNop()})
+}
+
+// Leave removes member id through endpoints, retrying while etcd refuses membership changes
+// ("unhealthy cluster", within 5 s of a change) or the server is stopping, as Talos'
+// EtcdLeaveCluster does; a member already gone counts as removed.
+func Leave(ctx context.Context, c *clientv3.Client, id uint64) error {
+	for {
+		_, err := c.MemberRemove(clientv3.WithRequireLeader(ctx), id)
+
+		switch {
+		case err == nil, errors.Is(err, rpctypes.ErrMemberNotFound):
+			return nil
+		case !errors.Is(err, rpctypes.ErrUnhealthy) && !errors.Is(err, rpctypes.ErrStopped):
+			return fmt.Errorf("removing member %x: %w", id, err)
+		}
+
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("removing member %x: %w", id, errors.Join(err, ctx.Err()))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
