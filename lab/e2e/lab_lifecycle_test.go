@@ -79,9 +79,12 @@ func TestYAMLLifecycleOnTheLab(t *testing.T) {
 	write(moved)
 	out := up("move storage-1")
 
+	// Proxmox hands out the lowest free id, so the new VM may get the old one's id back: a new
+	// VM is told by its generation id (vmgenid), which every create draws afresh.
 	after := vmOf(l, "storage-1")
-	if after.Node != "pve2" || after.VMID == before.VMID {
-		t.Errorf("storage-1 was not re-created on pve2: before %+v, after %+v", before, after)
+	if after.Node != "pve2" || after.Config["vmgenid"] == "" || after.Config["vmgenid"] == before.Config["vmgenid"] {
+		t.Errorf("storage-1 was not re-created on pve2: before %s %d vmgenid %s, after %s %d vmgenid %s",
+			before.Node, before.VMID, before.Config["vmgenid"], after.Node, after.VMID, after.Config["vmgenid"])
 	}
 
 	if !regexp.MustCompile(`homelab-storage-1-config replaced`).MatchString(out) {
