@@ -6,7 +6,7 @@
 // member list, as a powered-off VM does, and quorum loss is real.
 //
 // It is the lab's building block for the Talos etcd API; the node emulator (lab/talosemu) does
-// not use it yet.
+// not use it yet. talos.md beside this file says how Talos answers each etcd RPC on top of it.
 package etcdmember
 
 import (
