@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -82,19 +81,11 @@ func renderReleases(ctx context.Context, kubeVersion string, rels []helmrender.R
 	}
 
 	r := &helmrender.Renderer{Cache: helmrender.NewCache(dir), KubeVersion: kubeVersion}
-	if !fetchOnly {
-		return r.RenderAll(ctx, rels)
+	if fetchOnly {
+		return nil, r.FetchAll(ctx, rels)
 	}
 
-	var errs []error
-
-	for _, rel := range rels {
-		if _, err := r.Fetch(ctx, rel.Source); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", rel.Path, err))
-		}
-	}
-
-	return nil, errors.Join(errs...)
+	return r.RenderAll(ctx, rels)
 }
 
 // unjoin splits an errors.Join error into its errors.

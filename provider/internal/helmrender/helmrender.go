@@ -166,3 +166,18 @@ func (r *Renderer) RenderAll(ctx context.Context, rels []Release) ([]*Manifest, 
 
 	return out, errors.Join(errs...)
 }
+
+// FetchAll fetches every release's chart without rendering it (when no Kubernetes version is
+// known to render for), so a missing chart or a wrong digest is still reported. Like RenderAll it
+// does not stop at a failed release; each error names the release's property path.
+func (r *Renderer) FetchAll(ctx context.Context, rels []Release) error {
+	var errs []error
+
+	for _, rel := range rels {
+		if _, err := r.Fetch(ctx, rel.Source); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", rel.Path, err))
+		}
+	}
+
+	return errors.Join(errs...)
+}
