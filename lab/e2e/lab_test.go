@@ -117,6 +117,8 @@ func TestTalosStandInThroughTheEngine(t *testing.T) {
 	defer factory.Close() //nolint:errcheck
 
 	cluster := talosemu.NewCluster()
+	defer cluster.Close() //nolint:errcheck // removes a temporary directory
+
 	ips := []string{"127.0.5.1", "127.0.5.2", "127.0.5.3"}
 
 	var applies strings.Builder

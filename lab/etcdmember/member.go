@@ -5,8 +5,8 @@
 // Talos' etcd service does (add as a learner, start, promote); a hard stop leaves it in the
 // member list, as a powered-off VM does, and quorum loss is real.
 //
-// It is the lab's building block for the Talos etcd API; the node emulator (lab/talosemu) does
-// not use it yet. talos.md beside this file says how Talos answers each etcd RPC on top of it.
+// The node emulator (lab/talosemu) runs one per control plane and answers Talos' etcd API from
+// them; talos.md beside this file says how Talos answers each etcd RPC on top of it.
 package etcdmember
 
 import (
@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -95,8 +96,10 @@ func Join(ctx context.Context, cfg Config, endpoints []string) (*Member, error) 
 	var add *clientv3.MemberAddResponse
 
 	for {
-		if add, err = c.MemberAddAsLearner(clientv3.WithRequireLeader(ctx), []string{cfg.peerURL()}); err == nil {
-			break
+		if err = removeStale(ctx, c, cfg); err == nil {
+			if add, err = c.MemberAddAsLearner(clientv3.WithRequireLeader(ctx), []string{cfg.peerURL()}); err == nil {
+				break
+			}
 		}
 
 		if !errors.Is(err, rpctypes.ErrUnhealthy) {
@@ -139,6 +142,30 @@ func Join(ctx context.Context, cfg Config, endpoints []string) (*Member, error) 
 		case <-time.After(20 * time.Millisecond): // a learner is promoted once it caught up
 		}
 	}
+}
+
+// removeStale removes what would conflict with the new member, as Talos' etcd service does before
+// it joins with an empty data directory: a member with the same name (this node's former self).
+// It also removes a member added with this peer URL that never started (a join that failed
+// half-way), which would otherwise block every later join ("Peer URLs already exists").
+func removeStale(ctx context.Context, c *clientv3.Client, cfg Config) error {
+	list, err := c.MemberList(clientv3.WithRequireLeader(ctx))
+	if err != nil {
+		return err
+	}
+
+	for _, m := range list.Members {
+		stale := m.Name == cfg.Name || (m.Name == "" && slices.Contains(m.PeerURLs, cfg.peerURL()))
+		if !stale {
+			continue
+		}
+
+		if _, err := c.MemberRemove(clientv3.WithRequireLeader(ctx), m.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
+			return fmt.Errorf("removing the stale member %x: %w", m.ID, err)
+		}
+	}
+
+	return nil
 }
 
 // Restart starts a stopped member again from its data directory (a node that rebooted).

@@ -2,15 +2,20 @@
 // boots the Talos nocloud image: it watches the Proxmox API fake's VMs and, when one starts,
 // brings up an emulated Talos node in maintenance mode at the address from its cloud-init
 // `ipconfig0` (or, with DHCP, at an address it leases and the fake's guest agent reports).
-// When the VM stops or is deleted, the node goes away. So a configuration can only be applied
-// once its VM exists and runs, as on a real host.
+// When the VM stops, the node goes away (its etcd member hard-stopped, still listed); its disk
+// keeps the installed configuration and etcd data, so the VM boots Talos installed when it starts
+// again. A deleted VM's disk is gone. So a configuration can only be applied once its VM exists
+// and runs, as on a real host.
 package hostemu
 
 import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -37,6 +42,8 @@ type Controller struct {
 	fake     *pvefake.Server
 	nodes    map[int]*talosemu.Node
 	clusters map[string]*talosemu.Cluster
+	disks    map[int]*talosemu.SystemDisk // what each VM's disk holds across power cycles
+	dir      string                       // where the disks and etcd data live
 	leases   map[int]netip.Prefix
 	errs     []error
 }
@@ -55,6 +62,7 @@ func New(ctx context.Context, opts Options) *Controller {
 	return &Controller{
 		ctx: ctx, opts: opts,
 		nodes: map[int]*talosemu.Node{}, clusters: map[string]*talosemu.Cluster{}, leases: map[int]netip.Prefix{},
+		disks: map[int]*talosemu.SystemDisk{},
 	}
 }
 
@@ -76,8 +84,11 @@ func (c *Controller) Handle(e pvefake.Event) {
 			c.mu.Unlock()
 			c.opts.Logf("lab: VM %d (%s): %v", e.VMID, e.Name, err)
 		}
-	case pvefake.EventStopped, pvefake.EventDeleted:
+	case pvefake.EventStopped:
 		c.halt(e.VMID)
+	case pvefake.EventDeleted:
+		c.halt(e.VMID)
+		c.dropDisk(e.VMID)
 	case pvefake.EventCreated:
 	}
 }
@@ -103,7 +114,7 @@ func (c *Controller) Nodes() map[int]*talosemu.Node {
 	return out
 }
 
-// Close halts every node.
+// Close halts every node, stops the clusters' etcd members and removes the disks.
 func (c *Controller) Close() {
 	c.mu.Lock()
 	ids := make([]int, 0, len(c.nodes))
@@ -114,6 +125,57 @@ func (c *Controller) Close() {
 
 	for _, id := range ids {
 		c.halt(id)
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	for _, cl := range c.clusters {
+		cl.Close() //nolint:errcheck // removes a temporary directory
+	}
+
+	if c.dir != "" {
+		os.RemoveAll(c.dir) //nolint:errcheck // temporary
+	}
+}
+
+// disk is VM vmid's system disk, created at its first boot.
+func (c *Controller) disk(vmid int) (*talosemu.SystemDisk, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if d := c.disks[vmid]; d != nil {
+		return d, nil
+	}
+
+	if c.dir == "" {
+		dir, err := os.MkdirTemp("", "lab-disks-")
+		if err != nil {
+			return nil, err
+		}
+
+		c.dir = dir
+	}
+
+	d, err := talosemu.NewSystemDisk(filepath.Join(c.dir, strconv.Itoa(vmid)))
+	if err != nil {
+		return nil, err
+	}
+
+	c.disks[vmid] = d
+
+	return d, nil
+}
+
+// dropDisk forgets a deleted VM's disk.
+func (c *Controller) dropDisk(vmid int) {
+	c.mu.Lock()
+	d := c.disks[vmid]
+	delete(c.disks, vmid)
+	c.mu.Unlock()
+
+	if d != nil {
+		d.Wipe() //nolint:errcheck // temporary
 	}
 }
 
@@ -130,7 +192,13 @@ func (c *Controller) boot(e pvefake.Event) error {
 		return err
 	}
 
+	disk, err := c.disk(e.VMID)
+	if err != nil {
+		return fmt.Errorf("the VM's disk: %w", err)
+	}
+
 	opts := talosemu.Options{
+		Disk:      disk,
 		Address:   addr.Addr().String(),
 		Cluster:   c.cluster(e),
 		Hostname:  e.Name,
@@ -151,7 +219,12 @@ func (c *Controller) boot(e pvefake.Event) error {
 	c.nodes[e.VMID] = n
 	c.mu.Unlock()
 
-	c.opts.Logf("lab: VM %d (%s on %s) booted Talos in maintenance mode at %s", e.VMID, e.Name, e.Node, addr.Addr())
+	mode := "in maintenance mode"
+	if disk.Installed() {
+		mode = "installed on its disk"
+	}
+
+	c.opts.Logf("lab: VM %d (%s on %s) booted Talos %s at %s", e.VMID, e.Name, e.Node, mode, addr.Addr())
 
 	return nil
 }
@@ -249,7 +322,7 @@ func (c *Controller) cluster(e pvefake.Event) *talosemu.Cluster {
 	defer c.mu.Unlock()
 
 	if c.clusters[k] == nil {
-		c.clusters[k] = talosemu.NewCluster()
+		c.clusters[k] = talosemu.NewClusterWith(talosemu.ClusterOptions{Logf: c.opts.Logf})
 	}
 
 	return c.clusters[k]

@@ -163,7 +163,7 @@ func TestApplyRefusesAnotherMachine(t *testing.T) {
 func TestResetReturnsToMaintenance(t *testing.T) {
 	t.Parallel()
 
-	cluster := talosemu.NewCluster()
+	cluster := newCluster(t)
 	n := startNode(t, talosemu.Options{Cluster: cluster})
 	cfg := machineConfig(t, machine.TypeControlPlane, "cp-1")
 	install(t, n, cfg)
@@ -191,8 +191,17 @@ func TestResetReturnsToMaintenance(t *testing.T) {
 		t.Fatalf("bootstrap after wiping etcd: %v", err)
 	}
 
-	// A full graceful reset (what destroy with reset sends) wipes everything.
-	if err := secureClient(t, n).ResetGeneric(nodeCtx(t, n), &machineapi.ResetRequest{Graceful: true, Reboot: true}); err != nil {
+	waitState(t, n, talosemu.StateBootstrapped)
+
+	// A graceful reset leaves etcd first, which etcd refuses for its last member (Talos' docs: reset
+	// a single control plane with --graceful=false).
+	err = secureClient(t, n).ResetGeneric(nodeCtx(t, n), &machineapi.ResetRequest{Graceful: true, Reboot: true})
+	if err == nil || !strings.Contains(err.Error(), "failed to leave cluster") {
+		t.Fatalf("graceful reset of the only etcd member: %v", err)
+	}
+
+	// A full ungraceful reset wipes everything.
+	if err := secureClient(t, n).ResetGeneric(nodeCtx(t, n), &machineapi.ResetRequest{Reboot: true}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 )
@@ -85,6 +86,7 @@ func (n *Node) bringUp(phase State) error {
 
 	n.boot = b
 	n.bootedAt = time.Now()
+	n.bootID = uuid.NewString()
 	n.setPhaseLocked(phase)
 
 	return nil

@@ -2,8 +2,8 @@ package talosemu
 
 import (
 	"bytes"
-	"hash/fnv"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 
@@ -12,19 +12,35 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// ClusterOptions configure a Cluster.
+type ClusterOptions struct {
+	// Dir holds the etcd data of nodes without a SystemDisk (default: a temporary directory,
+	// removed by Close).
+	Dir string
+	// FastEtcd runs etcd with short raft timings (10 ms ticks, 100 ms elections), for tests.
+	FastEtcd bool
+	// Logf receives one line per etcd event.
+	Logf func(format string, args ...any)
+}
+
 // Cluster is the registry the nodes of one emulated cluster share. It stands in for what real
-// nodes learn from each other over the network: the etcd membership (who was bootstrapped, who
-// joined), the OS CA key a worker's trustd request is signed with, and the addresses apid can
-// proxy a `node` call to.
+// nodes learn from each other over the network: the control planes' etcd members (real embedded
+// etcd servers, see etcd.go), the OS CA key a worker's trustd request is signed with, and the
+// addresses apid can proxy a `node` call to.
 //
 // Lock order: a Node may call into its Cluster while holding its own lock; the Cluster never calls
 // a Node method while holding its own.
 type Cluster struct {
+	opts ClusterOptions
+
 	mu      sync.Mutex
 	nodes   []*Node
 	records map[*Node]nodeRecord
-	members []etcdMember // join order; empty until a control plane is bootstrapped
-	etcdCA  []byte       // etcd CA certificate of the running etcd cluster
+	etcd    map[*Node]*nodeEtcd // control planes that ever ran an etcd member
+	etcdCA  []byte              // etcd CA certificate of the bootstrapped cluster
+	tmpDir  string              // created on demand when opts.Dir is empty
+	seq     int                 // members started so far
+	closed  bool
 	changed chan struct{}
 }
 
@@ -32,22 +48,49 @@ type Cluster struct {
 type nodeRecord struct {
 	up           bool // serving its API in normal (configured) mode
 	controlPlane bool
-	etcdCA       []byte
+	etcdCA       *x509.PEMEncodedCertificateAndKey
 	osCA         *x509.PEMEncodedCertificateAndKey
 	hostname     string
 	ip           netip.Addr
+	etcdPorts    [2]int // client, peer
+	disk         *SystemDisk
 }
 
-type etcdMember struct {
-	node     *Node
-	id       uint64
-	hostname string
-	ip       netip.Addr
+// NewCluster returns an empty registry with default options.
+func NewCluster() *Cluster { return NewClusterWith(ClusterOptions{}) }
+
+// NewClusterWith returns an empty registry.
+func NewClusterWith(opts ClusterOptions) *Cluster {
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+
+	return &Cluster{opts: opts, records: map[*Node]nodeRecord{}, etcd: map[*Node]*nodeEtcd{}, changed: make(chan struct{})}
 }
 
-// NewCluster returns an empty registry.
-func NewCluster() *Cluster {
-	return &Cluster{records: map[*Node]nodeRecord{}, changed: make(chan struct{})}
+// Close stops every etcd member still running (as a power cut would) and removes the temporary
+// directory. Nodes should be closed first; Close is safe to call more than once.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	var running []*nodeEtcd
+	for _, e := range c.etcd {
+		if e.member != nil {
+			running = append(running, e)
+		}
+	}
+	dir := c.tmpDir
+	c.mu.Unlock()
+
+	for _, e := range running {
+		e.member.HardStop()
+	}
+
+	if dir != "" {
+		return os.RemoveAll(dir)
+	}
+
+	return nil
 }
 
 // Nodes lists the registered nodes in registration order.
@@ -56,27 +99,6 @@ func (c *Cluster) Nodes() []*Node {
 	defer c.mu.Unlock()
 
 	return slices.Clone(c.nodes)
-}
-
-// Bootstrapped reports whether etcd runs somewhere in the cluster.
-func (c *Cluster) Bootstrapped() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	return len(c.members) > 0
-}
-
-// EtcdMembers lists the hostnames of the etcd members in join order.
-func (c *Cluster) EtcdMembers() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	names := make([]string, 0, len(c.members))
-	for _, m := range c.members {
-		names = append(names, m.hostname)
-	}
-
-	return names
 }
 
 func (c *Cluster) register(n *Node, rec nodeRecord) error {
@@ -96,17 +118,19 @@ func (c *Cluster) register(n *Node, rec nodeRecord) error {
 	return nil
 }
 
+// unregister forgets a node whose machine is gone (powered off or deleted): its etcd member stops
+// without a goodbye and stays in the member list, as a real member of a lost machine does.
 func (c *Cluster) unregister(n *Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
 	c.nodes = slices.DeleteFunc(c.nodes, func(o *Node) bool { return o == n })
 	delete(c.records, n)
-	c.leaveLocked(n)
+	c.powerOffLocked(n)
 	c.notifyLocked()
 }
 
-// update stores what n publishes; an up control plane joins a running, compatible etcd cluster.
+// update stores what n publishes; an up control plane starts or joins etcd if the cluster runs it.
 func (c *Cluster) update(n *Node, rec nodeRecord) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -115,65 +139,15 @@ func (c *Cluster) update(n *Node, rec nodeRecord) {
 		return // closed
 	}
 
+	was := c.records[n]
 	c.records[n] = rec
-	c.joinReadyLocked()
+
+	if was.up && !rec.up {
+		c.stopLocked(n) // a reboot or reset: etcd stops gracefully
+	}
+
+	c.startReadyLocked()
 	c.notifyLocked()
-}
-
-// bootstrap starts etcd on n, the way the Bootstrap API does on a real control plane.
-func (c *Cluster) bootstrap(n *Node) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	if c.memberIndexLocked(n) >= 0 {
-		return status.Error(codes.AlreadyExists, "etcd data directory is not empty")
-	}
-
-	if len(c.members) > 0 {
-		return status.Error(codes.FailedPrecondition,
-			"talosemu: this registry already runs an etcd cluster whose etcd CA differs from this node's cluster.etcd.ca")
-	}
-
-	rec := c.records[n]
-	c.etcdCA = rec.etcdCA
-	c.members = append(c.members, newMember(n, rec))
-	c.joinReadyLocked()
-	c.notifyLocked()
-
-	return nil
-}
-
-// leave removes n from etcd (a reset or a closed node).
-func (c *Cluster) leave(n *Node) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	c.leaveLocked(n)
-	c.notifyLocked()
-}
-
-func (c *Cluster) leaveLocked(n *Node) {
-	if i := c.memberIndexLocked(n); i >= 0 {
-		c.members = slices.Delete(c.members, i, i+1)
-	}
-
-	if len(c.members) == 0 {
-		c.etcdCA = nil
-	}
-}
-
-func (c *Cluster) isMember(n *Node) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	return c.memberIndexLocked(n) >= 0
-}
-
-func (c *Cluster) etcdMembers() []etcdMember {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	return slices.Clone(c.members)
 }
 
 // osCAKey finds the OS CA with its key on an up control plane whose CA certificate is crt: what a
@@ -218,28 +192,4 @@ func (c *Cluster) changedCh() <-chan struct{} {
 func (c *Cluster) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
-}
-
-func (c *Cluster) joinReadyLocked() {
-	if len(c.members) == 0 {
-		return
-	}
-
-	for _, n := range c.nodes {
-		rec := c.records[n]
-		if rec.up && rec.controlPlane && bytes.Equal(rec.etcdCA, c.etcdCA) && c.memberIndexLocked(n) < 0 {
-			c.members = append(c.members, newMember(n, rec))
-		}
-	}
-}
-
-func (c *Cluster) memberIndexLocked(n *Node) int {
-	return slices.IndexFunc(c.members, func(m etcdMember) bool { return m.node == n })
-}
-
-func newMember(n *Node, rec nodeRecord) etcdMember {
-	h := fnv.New64a()
-	h.Write([]byte(rec.hostname + "/" + rec.ip.String()))
-
-	return etcdMember{node: n, id: h.Sum64(), hostname: rec.hostname, ip: rec.ip}
 }

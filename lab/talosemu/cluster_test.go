@@ -34,9 +34,7 @@ func TestBootstrapOnceThenKubeconfig(t *testing.T) {
 		t.Fatalf("bootstrap: %v", err)
 	}
 
-	if n.State() != talosemu.StateBootstrapped {
-		t.Fatalf("state = %v", n.State())
-	}
+	waitState(t, n, talosemu.StateBootstrapped)
 
 	err = c.Bootstrap(nodeCtx(t, n), &machineapi.BootstrapRequest{})
 	wantCode(t, err, codes.AlreadyExists)
@@ -179,7 +177,7 @@ func decodeB64(t *testing.T, s string) []byte {
 func TestWorkerRefusesControlPlaneCalls(t *testing.T) {
 	t.Parallel()
 
-	cluster := talosemu.NewCluster()
+	cluster := newCluster(t)
 	worker := startNode(t, talosemu.Options{Cluster: cluster})
 
 	// A worker's config carries the OS CA without its key: its API certificate comes from a control
@@ -216,7 +214,7 @@ func TestWorkerRefusesControlPlaneCalls(t *testing.T) {
 func TestSecondControlPlaneJoinsEtcd(t *testing.T) {
 	t.Parallel()
 
-	cluster := talosemu.NewCluster()
+	cluster := newCluster(t)
 	cp1 := startNode(t, talosemu.Options{Cluster: cluster})
 	cp2 := startNode(t, talosemu.Options{Cluster: cluster})
 
@@ -240,6 +238,8 @@ func TestSecondControlPlaneJoinsEtcd(t *testing.T) {
 	for _, m := range members.Messages[0].Members {
 		got = append(got, m.Hostname+" "+m.PeerUrls[0])
 	}
+
+	slices.Sort(got)
 
 	want := []string{"cp-1 https://" + cp1.IP() + ":2380", "cp-2 https://" + cp2.IP() + ":2380"}
 	if !slices.Equal(got, want) {

@@ -15,12 +15,21 @@
 // The insecure Disks probe the Talos provider starts with therefore fails from then on, and the
 // provider falls back to its talosconfig, exactly as with a real node.
 //
-// Nodes of one Cluster registry behave as one cluster: Bootstrap on a control plane starts etcd
-// (once; then AlreadyExists "etcd data directory is not empty"), every other up control plane with
-// the same etcd CA joins it, EtcdMemberList reports the members with their peer URLs, a worker's
-// API certificate is signed with the OS CA key of an up control plane (trustd), and the `node` and
-// `nodes` metadata route calls to other nodes like apid does. Reset wipes the node back to
-// maintenance mode; Reboot activates a STAGED configuration.
+// Nodes of one Cluster registry behave as one cluster. Every control plane runs a real etcd
+// member (embedded etcd, lab/etcdmember) on its address with the cluster's etcd CA: Bootstrap starts
+// a one-member cluster (asynchronously, as Talos does; AlreadyExists "etcd data directory is not
+// empty" once there is data), every other up control plane with the same etcd CA joins it as
+// Talos' etcd service does (removing a stale member of the same name, adding itself as a
+// learner, promoting itself). The etcd APIs (EtcdMemberList, EtcdStatus, EtcdForfeitLeadership,
+// EtcdLeaveCluster, EtcdRemoveMemberByID) answer from that cluster with machined's semantics and
+// texts. A node that is closed (its VM powered off or deleted) hard-stops its member, which stays
+// in the member list; quorum loss is real. A reboot stops the member gracefully and starts it again
+// from its data; a reset wiping EPHEMERAL leaves etcd first when graceful (failing the reset if
+// etcd refuses, e.g. for its last member), else leaves a dead member behind. A worker's API
+// certificate is signed with the OS CA key of an up control plane (trustd), and the `node` and
+// `nodes` metadata route calls to other nodes like apid does. Reset wiping STATE goes back to
+// maintenance mode; Reboot activates a STAGED configuration. With Options.Disk, a node keeps its
+// installed configuration, version and etcd data across Close and Start (a VM power cycle).
 //
 // # Faithful to Talos (v1.10–v1.13 behaviour, checked against its sources)
 //
@@ -45,9 +54,10 @@
 //
 // # Simplified or stricter (by choice)
 //
-//   - No etcd, kubelet or Kubernetes API runs: ServiceList reports etcd healthy on etcd members and
-//     kubelet healthy once the cluster is bootstrapped; joining etcd is instant; member IDs are
-//     hashes of hostname and IP.
+//   - No kubelet or Kubernetes API runs here: ServiceList reports kubelet healthy once the cluster
+//     is bootstrapped. Bootstrapping a second etcd cluster in a registry that runs one is refused
+//     (FailedPrecondition) rather than splitting the cluster. A failed graceful reset fails the
+//     Reset call itself; on Talos the call succeeds and the reset sequence fails afterwards.
 //   - Kubeconfig needs this control plane to be an etcd member (else FailedPrecondition); real
 //     Talos hands it out earlier, but no API server could answer it then.
 //   - NocloudMode requires machine.install; Talos' nocloud platform validates in "cloud" mode.
@@ -55,8 +65,8 @@
 //     the running CA is kept in machine.acceptedCAs) or another machine.type: Talos would accept the
 //     first and lock every current client out, which here always means regenerated secrets.
 //   - No role-based authorization beyond "client certificate signed by the OS CA"; no Upgrade,
-//     Memory, COSI resource API, events or logs; Reset's Graceful and Reboot flags change nothing
-//     (the node always comes back, wiping STATE → maintenance, wiping EPHEMERAL → leaves etcd).
+//     Memory, COSI resource API, events or logs; Reset's Reboot flag changes nothing (the node
+//     always comes back).
 //   - Dry-run and immediate-mode diffs are plain line diffs of the encoded configurations.
 //   - Fan-out (`nodes` metadata) is emulated for unary calls only.
 //

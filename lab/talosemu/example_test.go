@@ -62,6 +62,11 @@ func ExampleStart() {
 		panic(err)
 	}
 
+	// As on Talos, Bootstrap returns at once; etcd (a real embedded member) runs a moment later.
+	if err := node.WaitState(ctx, talosemu.StateBootstrapped); err != nil {
+		panic(err)
+	}
+
 	fmt.Println(node.State())
 	// Output:
 	// installed

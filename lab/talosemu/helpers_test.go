@@ -27,6 +27,16 @@ func nextHost() string {
 	return fmt.Sprintf("127.77.%d.%d", n/250, n%250+1)
 }
 
+// newCluster is a registry whose etcd runs with short raft timings in a test directory.
+func newCluster(t *testing.T) *talosemu.Cluster {
+	t.Helper()
+
+	c := talosemu.NewClusterWith(talosemu.ClusterOptions{Dir: t.TempDir(), FastEtcd: true, Logf: t.Logf})
+	t.Cleanup(func() { c.Close() }) //nolint:errcheck // removes nothing: Dir is the test's
+
+	return c
+}
+
 func sharedBundle(t *testing.T) *talosemu.Bundle {
 	t.Helper()
 
@@ -47,6 +57,10 @@ func startNode(t *testing.T, opts talosemu.Options) *talosemu.Node {
 	}
 
 	opts.Logf = t.Logf
+
+	if opts.Cluster == nil {
+		opts.Cluster = newCluster(t)
+	}
 
 	n, err := talosemu.Start(t.Context(), opts)
 	if err != nil {

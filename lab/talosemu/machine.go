@@ -63,7 +63,7 @@ func (s *machineService) Version(context.Context, *emptypb.Empty) (*machineapi.V
 
 	return &machineapi.VersionResponse{Messages: []*machineapi.Version{{
 		Version: &machineapi.VersionInfo{
-			Tag:       s.node.opts.TalosVersion,
+			Tag:       s.node.talosVersion(),
 			Sha:       "talosemu",
 			GoVersion: goruntime.Version(),
 			Os:        "linux",
@@ -154,35 +154,6 @@ func services(snap snapshot) []*machineapi.ServiceInfo {
 	return append(list, running("udevd", unknown()))
 }
 
-// EtcdMemberList lists the etcd members of the cluster (bootstrapped and joined control planes).
-func (s *machineService) EtcdMemberList(context.Context, *machineapi.EtcdMemberListRequest) (*machineapi.EtcdMemberListResponse, error) {
-	snap := s.node.snapshot()
-
-	switch {
-	case snap.active == nil:
-		return nil, notInMaintenance("EtcdMemberList")
-	case !snap.controlPlane:
-		return nil, status.Error(codes.Unimplemented, "member list is only available on control plane nodes")
-	case !snap.etcdMember:
-		return nil, status.Error(codes.Unavailable,
-			"etcd is not running on this node: the cluster is not bootstrapped or this control plane has not joined it yet")
-	}
-
-	reply := &machineapi.EtcdMembers{}
-
-	for _, m := range s.node.cluster.etcdMembers() {
-		reply.LegacyMembers = append(reply.LegacyMembers, m.hostname)
-		reply.Members = append(reply.Members, &machineapi.EtcdMember{
-			Id:         m.id,
-			Hostname:   m.hostname,
-			PeerUrls:   []string{"https://" + m.ip.String() + ":2380"},
-			ClientUrls: []string{"https://" + m.ip.String() + ":2379"},
-		})
-	}
-
-	return &machineapi.EtcdMemberListResponse{Messages: []*machineapi.EtcdMembers{reply}}, nil
-}
-
 // Reboot takes the API down for RebootDelay; the node comes back with its persisted (e.g. STAGED)
 // configuration.
 func (s *machineService) Reboot(context.Context, *machineapi.RebootRequest) (*machineapi.RebootResponse, error) {
@@ -201,9 +172,10 @@ func (s *machineService) Reboot(context.Context, *machineapi.RebootRequest) (*ma
 }
 
 // Reset wipes the node and reboots it. Wiping STATE (the default) removes the configuration, so the
-// node comes back in maintenance mode; wiping EPHEMERAL (the default too) removes it from etcd.
-// Graceful and Reboot are accepted and change nothing: the emulated node always comes back.
-func (s *machineService) Reset(_ context.Context, req *machineapi.ResetRequest) (*machineapi.ResetResponse, error) {
+// node comes back in maintenance mode; wiping EPHEMERAL (the default too) deletes the etcd data,
+// after leaving etcd when Graceful is set. Reboot is accepted and changes nothing: the emulated
+// node always comes back.
+func (s *machineService) Reset(ctx context.Context, req *machineapi.ResetRequest) (*machineapi.ResetResponse, error) {
 	n := s.node
 	if n.snapshot().active == nil {
 		return nil, errMaintenanceAPI
@@ -214,12 +186,16 @@ func (s *machineService) Reset(_ context.Context, req *machineapi.ResetRequest) 
 		return nil, err
 	}
 
+	// A graceful reset leaves etcd first (failing the reset if that fails); an ungraceful one just
+	// wipes the data, leaving a dead member behind.
+	if wipeEphemeral {
+		if err := n.cluster.leave(ctx, n, req.GetGraceful()); err != nil {
+			return nil, err
+		}
+	}
+
 	n.mu.Lock()
 	defer n.mu.Unlock()
-
-	if wipeEphemeral {
-		n.cluster.leave(n)
-	}
 
 	n.takeDownLocked(StateRebooting, n.opts.RebootDelay, func() {
 		if wipeState {

@@ -64,17 +64,18 @@ type appliedConfig struct {
 // Node is one emulated Talos node: a gRPC server on a loopback address serving the Talos
 // MachineService and StorageService the way apid and machined do.
 type Node struct {
-	opts      Options
-	ip        netip.Addr
-	addr      string
-	cluster   *Cluster
-	ctx       context.Context //nolint:containedctx // the node's lifetime
-	cancel    context.CancelFunc
-	maintCert tls.Certificate
-	faults    *faults
-	methods   methodTable
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	opts       Options
+	ip         netip.Addr
+	addr       string
+	cluster    *Cluster
+	ctx        context.Context //nolint:containedctx // the node's lifetime
+	cancel     context.CancelFunc
+	maintCert  tls.Certificate
+	faults     *faults
+	methods    methodTable
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+	ownCluster bool // the cluster is this node's private one: Close closes it
 
 	mu        sync.Mutex
 	phase     State          // never StateBootstrapped: that is derived from the cluster
@@ -86,6 +87,8 @@ type Node struct {
 	tryTimer  *time.Timer    // reverts a TRY apply
 	closing   bool           // Close has begun: nothing may come up any more
 	bootedAt  time.Time      // when the API last came up
+	bootID    string         // changes at every boot, like /proc/sys/kernel/random/boot_id
+	version   string         // the Talos version the node runs (changes with an upgrade)
 	changed   chan struct{}  // closed at every state change
 }
 
@@ -101,19 +104,22 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("talosemu: maintenance certificate: %w", err)
 	}
 
-	if opts.Cluster == nil {
+	ownCluster := opts.Cluster == nil
+	if ownCluster {
 		opts.Cluster = NewCluster()
 	}
 
 	n := &Node{
-		opts:      opts,
-		ip:        ip,
-		addr:      net.JoinHostPort(ip.String(), strconv.Itoa(opts.Port)),
-		cluster:   opts.Cluster,
-		maintCert: cert,
-		faults:    newFaults(opts),
-		phase:     StateMaintenance,
-		changed:   make(chan struct{}),
+		opts:       opts,
+		ip:         ip,
+		addr:       net.JoinHostPort(ip.String(), strconv.Itoa(opts.Port)),
+		cluster:    opts.Cluster,
+		maintCert:  cert,
+		faults:     newFaults(opts),
+		phase:      StateMaintenance,
+		changed:    make(chan struct{}),
+		version:    opts.TalosVersion,
+		ownCluster: ownCluster,
 	}
 	n.methods = newMethodTable(n)
 	n.ctx, n.cancel = context.WithCancel(ctx)
@@ -123,7 +129,21 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("talosemu: %w", err)
 	}
 
-	if err := n.bringUp(StateMaintenance); err != nil {
+	installed, version, err := n.fromDisk()
+	if err != nil {
+		n.cancel()
+		n.cluster.unregister(n)
+
+		return nil, fmt.Errorf("talosemu: %w", err)
+	}
+
+	if installed != nil {
+		// An installed node boots its configuration from disk (as long as a reboot takes).
+		n.mu.Lock()
+		n.active, n.persisted, n.version = installed, installed, version
+		n.takeDownLocked(StateRebooting, n.opts.RebootDelay, func() {})
+		n.mu.Unlock()
+	} else if err := n.bringUp(StateMaintenance); err != nil {
 		n.cancel()
 		n.cluster.unregister(n)
 
@@ -135,9 +155,25 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		n.Close() //nolint:errcheck // Close never fails
 	}()
 
-	opts.Logf("talosemu %s: up in maintenance mode", n.addr)
+	if installed == nil {
+		opts.Logf("talosemu %s: up in maintenance mode", n.addr)
+	}
 
 	return n, nil
+}
+
+// fromDisk reads what Options.Disk holds: the installed configuration (nil if none) and version.
+func (n *Node) fromDisk() (*appliedConfig, string, error) {
+	if n.opts.Disk == nil {
+		return nil, "", nil
+	}
+
+	applied, version, err := n.opts.Disk.load()
+	if version == "" {
+		version = n.opts.TalosVersion
+	}
+
+	return applied, version, err
 }
 
 // Address is the node's "127.0.0.x:port" listen address.
@@ -254,6 +290,20 @@ func (n *Node) Close() error {
 		n.wg.Wait()
 		n.cluster.unregister(n)
 
+		if n.ownCluster {
+			n.cluster.Close() //nolint:errcheck // removing a temporary directory
+		}
+
+		if n.opts.Disk != nil {
+			n.mu.Lock()
+			var raw []byte
+			if n.persisted != nil {
+				raw = n.persisted.raw
+			}
+			n.opts.Disk.save(raw, n.version)
+			n.mu.Unlock()
+		}
+
 		// Only now, with the address released, does the node report StateClosed.
 		n.mu.Lock()
 		n.phase = StateClosed
@@ -284,15 +334,18 @@ func (n *Node) notifyLocked() {
 
 // recordLocked is what the node tells its cluster about itself.
 func (n *Node) recordLocked() nodeRecord {
-	rec := nodeRecord{up: n.phase == StateInstalled, ip: n.ip, hostname: n.hostnameLocked()}
+	rec := nodeRecord{
+		up: n.phase == StateInstalled, ip: n.ip, hostname: n.hostnameLocked(),
+		etcdPorts: etcdPorts(n.opts.Port), disk: n.opts.Disk,
+	}
 
 	if n.active != nil {
 		cfg := n.active.cfg
 		rec.controlPlane = cfg.Machine().Type().IsControlPlane()
 		rec.osCA = cfg.Machine().Security().IssuingCA()
 
-		if ca := cfg.Cluster().Etcd().CA(); ca != nil {
-			rec.etcdCA = ca.Crt
+		if rec.controlPlane {
+			rec.etcdCA = cfg.Cluster().Etcd().CA()
 		}
 	}
 
@@ -309,4 +362,12 @@ func (n *Node) stopTryTimerLocked() {
 		n.tryTimer.Stop()
 		n.tryTimer = nil
 	}
+}
+
+// talosVersion is the version the node runs.
+func (n *Node) talosVersion() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return n.version
 }

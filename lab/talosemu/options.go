@@ -61,6 +61,9 @@ type Options struct {
 	TalosVersion string
 	// SystemDiskSizeBytes is the size of /dev/sda (default 32 GiB).
 	SystemDiskSizeBytes uint64
+	// Disk, when set, is the VM's system disk: the node boots configured from it if it holds a
+	// configuration, and saves its configuration, version and etcd data there when it stops.
+	Disk *SystemDisk
 	// DataDisks are reported after /dev/sda as /dev/sdb, /dev/sdc, …
 	DataDisks []Disk
 	// InstallDelay is how long the API is down after the first configuration is applied (the

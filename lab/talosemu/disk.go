@@ -1,0 +1,74 @@
+package talosemu
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+)
+
+// SystemDisk stands for a VM's system disk across power cycles: the installed configuration and
+// Talos version, and (under Dir) the etcd data of a control plane. A node started with a disk
+// that holds a configuration boots configured, as an installed Talos does; without a disk, a
+// stopped node is gone for good. The lab's host emulator keeps one disk per VM and drops it when
+// the VM is deleted.
+type SystemDisk struct {
+	// Dir holds the etcd data directory (Dir/etcd).
+	Dir string
+
+	mu           sync.Mutex
+	config       []byte
+	talosVersion string
+}
+
+// NewSystemDisk returns an empty disk whose files live under dir.
+func NewSystemDisk(dir string) (*SystemDisk, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("system disk: %w", err)
+	}
+
+	return &SystemDisk{Dir: dir}, nil
+}
+
+// Installed reports whether the disk holds a configuration.
+func (d *SystemDisk) Installed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+
+	return len(d.config) > 0
+}
+
+// Wipe empties the disk.
+func (d *SystemDisk) Wipe() error {
+	d.mu.Lock()
+	d.config, d.talosVersion = nil, ""
+	d.mu.Unlock()
+
+	return os.RemoveAll(d.Dir)
+}
+
+func (d *SystemDisk) save(config []byte, version string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+
+	d.config, d.talosVersion = bytes.Clone(config), version
+}
+
+func (d *SystemDisk) load() (*appliedConfig, string, error) {
+	d.mu.Lock()
+	raw, version := bytes.Clone(d.config), d.talosVersion
+	d.mu.Unlock()
+
+	if len(raw) == 0 {
+		return nil, version, nil
+	}
+
+	cfg, err := configloader.NewFromBytes(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("the configuration on the system disk does not load: %w", err)
+	}
+
+	return &appliedConfig{raw: raw, cfg: cfg}, version, nil
+}

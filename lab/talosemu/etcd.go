@@ -1,0 +1,455 @@
+package talosemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/etcdmember"
+)
+
+// nodeEtcd is one control plane's etcd member as the cluster tracks it: a real embedded etcd
+// server (lab/etcdmember) on the node's address, with the cluster's etcd CA.
+type nodeEtcd struct {
+	cfg      etcdmember.Config
+	member   *etcdmember.Member // running; nil while stopped
+	starting bool
+	left     bool          // left the cluster (EtcdLeaveCluster): no member until the next boot
+	stopped  chan struct{} // closed once the last member instance has fully stopped
+	seq      int           // order in which members first ran
+	id       uint64        // the member id once it ran (kept while stopped)
+	lastErr  error
+}
+
+// etcdRetry is how soon a failed start of a member is tried again (Talos' etcd service retries
+// too, e.g. while the cluster has no quorum).
+const etcdRetry = time.Second
+
+// Bootstrapped reports whether an etcd member runs somewhere in the cluster.
+func (c *Cluster) Bootstrapped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	return c.runningLocked() > 0
+}
+
+// EtcdMembers lists the hostnames of the control planes whose etcd member runs, in the order they
+// first started. The etcd member list itself (which also holds stopped and dead members) is what
+// the EtcdMemberList API reports.
+func (c *Cluster) EtcdMembers() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	type named struct {
+		seq  int
+		name string
+	}
+
+	var list []named
+
+	for _, e := range c.etcd {
+		if e.member != nil {
+			list = append(list, named{e.seq, e.cfg.Name})
+		}
+	}
+
+	slices.SortFunc(list, func(a, b named) int { return a.seq - b.seq })
+
+	names := make([]string, 0, len(list))
+	for _, m := range list {
+		names = append(names, m.name)
+	}
+
+	return names
+}
+
+func (c *Cluster) runningLocked() int {
+	count := 0
+
+	for _, e := range c.etcd {
+		if e.member != nil {
+			count++
+		}
+	}
+
+	return count
+}
+
+func (c *Cluster) isMember(n *Node) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	e := c.etcd[n]
+
+	return e != nil && e.member != nil
+}
+
+// etcdStarting reports whether n's member is being started (bootstrap, join or restart).
+func (c *Cluster) etcdStarting(n *Node) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	e := c.etcd[n]
+
+	return e != nil && e.starting
+}
+
+// bootstrap starts a new one-member etcd cluster on n, as the Bootstrap API does. Like Talos, it
+// returns at once; the member runs a moment later.
+func (c *Cluster) bootstrap(n *Node) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	rec := c.records[n]
+	e := c.nodeEtcdLocked(n, rec)
+
+	if e.member != nil || e.starting || hasData(e.cfg.Dir) {
+		return status.Error(codes.AlreadyExists, "etcd data directory is not empty")
+	}
+
+	if c.runningLocked() > 0 {
+		return status.Error(codes.FailedPrecondition,
+			"talosemu: this registry already runs an etcd cluster; bootstrapping a second one would split the cluster")
+	}
+
+	c.etcdCA = rec.etcdCA.Crt
+	e.left = false
+	c.startLocked(n, e, "bootstrap", func(ctx context.Context) (*etcdmember.Member, error) {
+		return etcdmember.Bootstrap(ctx, e.cfg)
+	})
+
+	return nil
+}
+
+// startReadyLocked starts the member of every up control plane that should run one: from its
+// data directory after a reboot, or by joining the running cluster when it has none yet.
+func (c *Cluster) startReadyLocked() {
+	if c.closed {
+		return
+	}
+
+	endpoints := c.clientURLsLocked(true)
+
+	for _, n := range c.nodes {
+		rec := c.records[n]
+		if !rec.up || !rec.controlPlane || rec.etcdCA == nil {
+			continue
+		}
+
+		e := c.nodeEtcdLocked(n, rec)
+		if e.member != nil || e.starting || e.left {
+			continue
+		}
+
+		switch {
+		case hasData(e.cfg.Dir):
+			c.startLocked(n, e, "restart", func(ctx context.Context) (*etcdmember.Member, error) {
+				return etcdmember.Restart(ctx, e.cfg)
+			})
+		case len(endpoints) > 0 && string(rec.etcdCA.Crt) == string(c.etcdCA):
+			c.startLocked(n, e, "join", func(ctx context.Context) (*etcdmember.Member, error) {
+				return etcdmember.Join(ctx, e.cfg, endpoints)
+			})
+		}
+	}
+}
+
+// startLocked runs start in the background once the member's previous instance has stopped.
+func (c *Cluster) startLocked(n *Node, e *nodeEtcd, what string, start func(context.Context) (*etcdmember.Member, error)) {
+	e.starting = true
+	prev := e.stopped
+
+	go func() {
+		<-prev
+
+		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Minute)
+		m, err := start(ctx)
+		cancel()
+
+		c.mu.Lock()
+		defer c.mu.Unlock()
+
+		e.starting = false
+		rec, registered := c.records[n]
+
+		switch {
+		case err != nil:
+			e.lastErr = err
+			c.opts.Logf("talosemu %s: etcd %s failed: %v", n.addr, what, err)
+			time.AfterFunc(etcdRetry, func() {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				c.startReadyLocked()
+			})
+		case !registered || !rec.up || c.closed:
+			// The machine went down while etcd started.
+			if m != nil {
+				e.stopped = make(chan struct{})
+				go stopMember(m, false, e.stopped)
+			}
+		default:
+			e.member, e.lastErr, e.id = m, nil, m.ID
+			if e.seq == 0 {
+				c.seq++
+				e.seq = c.seq
+			}
+			c.etcdCA = rec.etcdCA.Crt
+			c.opts.Logf("talosemu %s: etcd member %x running (%s)", n.addr, m.ID, what)
+			go c.watchRemoval(n, e, m)
+			c.startReadyLocked()
+		}
+
+		c.notifyLocked()
+	}()
+}
+
+// watchRemoval notices a member that etcd removed from the cluster: its server stops by itself,
+// as a real etcd does when it learns it was removed.
+func (c *Cluster) watchRemoval(n *Node, e *nodeEtcd, m *etcdmember.Member) {
+	<-m.Stopped()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if e.member == m {
+		e.member = nil
+		e.stopped = make(chan struct{})
+		go stopMember(m, false, e.stopped)
+		c.opts.Logf("talosemu %s: etcd member %x stopped", n.addr, m.ID)
+		c.notifyLocked()
+	}
+}
+
+// stopLocked stops n's member gracefully (a reboot), keeping its data. At the next boot the
+// etcd service starts again, also after the node left the cluster.
+func (c *Cluster) stopLocked(n *Node) {
+	if e := c.etcd[n]; e != nil {
+		e.left = false
+	}
+
+	if e := c.etcd[n]; e != nil && e.member != nil {
+		m := e.member
+		e.member = nil
+		e.stopped = make(chan struct{})
+		go stopMember(m, false, e.stopped)
+	}
+}
+
+// powerOffLocked hard-stops n's member (no leadership transfer, no goodbye): it stays in the
+// member list. Its data stays on the node's SystemDisk; without one, the machine is gone for good.
+func (c *Cluster) powerOffLocked(n *Node) {
+	e := c.etcd[n]
+	if e == nil {
+		return
+	}
+
+	delete(c.etcd, n)
+
+	done := make(chan struct{})
+	prev, m := e.stopped, e.member
+	e.member = nil
+
+	go func() {
+		<-prev
+		if m != nil {
+			stopMember(m, true, nil)
+		}
+		close(done)
+	}()
+
+	if c.records[n].disk == nil {
+		go func() {
+			<-done
+			os.RemoveAll(e.cfg.Dir) //nolint:errcheck // a temporary directory
+		}()
+	}
+}
+
+func stopMember(m *etcdmember.Member, hard bool, done chan struct{}) {
+	if hard {
+		m.HardStop()
+	} else {
+		m.Stop()
+	}
+
+	if done != nil {
+		close(done)
+	}
+}
+
+// leave takes n out of etcd: gracefully (EtcdLeaveCluster, a graceful reset) it removes its
+// member through the cluster, retrying while etcd refuses membership changes, then stops it;
+// either way the data directory is wiped. Ungracefully the member stays listed, dead.
+func (c *Cluster) leave(ctx context.Context, n *Node, graceful bool) error {
+	c.mu.Lock()
+	e := c.etcd[n]
+	if e == nil {
+		c.mu.Unlock()
+		return nil
+	}
+
+	// A member still starting finishes first (its data would land after the wipe).
+	for e.starting {
+		ch := c.changed
+		c.mu.Unlock()
+
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("failed to leave cluster: etcd is still starting: %w", ctx.Err())
+		}
+
+		c.mu.Lock()
+	}
+
+	m := e.member
+	endpoints := c.clientURLsLocked(false)
+	ca := c.records[n].etcdCA
+	c.mu.Unlock()
+
+	if graceful && m != nil {
+		cli, err := etcdmember.NewClient(ca, endpoints...)
+		if err != nil {
+			return fmt.Errorf("failed to leave cluster: %w", err)
+		}
+
+		err = etcdmember.Leave(ctx, cli, m.ID)
+		cli.Close() //nolint:errcheck
+
+		if err != nil {
+			return fmt.Errorf("failed to leave cluster: %w", err)
+		}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if e.member != nil {
+		e.member = nil
+		e.stopped = make(chan struct{})
+		go stopMember(m, !graceful, e.stopped)
+	}
+
+	e.left = true
+	stopped := e.stopped
+
+	go func() {
+		<-stopped
+		os.RemoveAll(filepath.Join(e.cfg.Dir, "data")) //nolint:errcheck // best effort, like a wipe
+	}()
+
+	c.notifyLocked()
+
+	return nil
+}
+
+// etcdClient is an etcd client with Talos' admin identity for n: its own member (local) or every
+// control plane of the cluster, running or not, as Talos' NewClientFromControlPlaneIPs does.
+func (c *Cluster) etcdClient(n *Node, local bool) (*clientv3.Client, *nodeEtcd, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	rec := c.records[n]
+	e := c.etcd[n]
+
+	endpoints := c.clientURLsLocked(false)
+	if local {
+		if e == nil || e.member == nil {
+			return nil, e, errors.New("etcd is not running on this node")
+		}
+
+		endpoints = []string{e.member.ClientURL()}
+	}
+
+	if len(endpoints) == 0 || rec.etcdCA == nil {
+		return nil, e, errors.New("no etcd member to ask: the cluster is not bootstrapped")
+	}
+
+	cli, err := etcdmember.NewClient(rec.etcdCA, endpoints...)
+
+	return cli, e, err
+}
+
+// clientURLsLocked lists the control planes' etcd client URLs: only running members, or every
+// control plane that ever ran one.
+func (c *Cluster) clientURLsLocked(runningOnly bool) []string {
+	var urls []string
+
+	for _, n := range c.nodes {
+		if e := c.etcd[n]; e != nil && (e.member != nil || !runningOnly) {
+			urls = append(urls, "https://"+net.JoinHostPort(e.cfg.IP.String(), strconv.Itoa(e.cfg.ClientPort)))
+		}
+	}
+
+	return urls
+}
+
+// nodeEtcdLocked returns n's member record, creating it with the member's configuration.
+func (c *Cluster) nodeEtcdLocked(n *Node, rec nodeRecord) *nodeEtcd {
+	if e := c.etcd[n]; e != nil {
+		return e
+	}
+
+	dir := filepath.Join(c.dirLocked(), n.ip.String()+"-"+strconv.Itoa(n.opts.Port))
+	if rec.disk != nil {
+		dir = filepath.Join(rec.disk.Dir, "etcd")
+	}
+
+	done := make(chan struct{})
+	close(done)
+
+	e := &nodeEtcd{
+		cfg: etcdmember.Config{
+			Name: rec.hostname, IP: n.ip.AsSlice(), ClientPort: rec.etcdPorts[0], PeerPort: rec.etcdPorts[1],
+			Dir: dir, CA: rec.etcdCA, Fast: c.opts.FastEtcd,
+		},
+		stopped: done,
+	}
+	c.etcd[n] = e
+
+	return e
+}
+
+func (c *Cluster) dirLocked() string {
+	if c.opts.Dir != "" {
+		return c.opts.Dir
+	}
+
+	if c.tmpDir == "" {
+		dir, err := os.MkdirTemp("", "talosemu-etcd-")
+		if err != nil {
+			dir = filepath.Join(os.TempDir(), "talosemu-etcd-fallback")
+		}
+
+		c.tmpDir = dir
+	}
+
+	return c.tmpDir
+}
+
+// hasData reports whether a member's data directory holds an etcd member.
+func hasData(dir string) bool {
+	entries, err := os.ReadDir(filepath.Join(dir, "data"))
+
+	return err == nil && len(entries) > 0
+}
+
+// etcdPorts are the member's client and peer ports: etcd's 2379/2380 for nodes on the default
+// apid port; nodes sharing an address on other apid ports use the two ports after it.
+func etcdPorts(apid int) [2]int {
+	if apid == DefaultPort {
+		return [2]int{2379, 2380}
+	}
+
+	return [2]int{apid + 1, apid + 2}
+}
