@@ -195,8 +195,9 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// Image is the placeholder served for an image URL, deterministic: a valid qcow2 header with a
-// 1 GiB virtual size for `.qcow2` (what Proxmox imports), gzip for `.gz`, else 4 KiB of text.
+// Image is the placeholder served for an image URL, deterministic: 4 KiB of text naming the
+// schematic and version, after a valid qcow2 header with a 1 GiB virtual size for `.qcow2` (what
+// Proxmox imports), gzipped for `.gz`.
 func Image(schematicID, version, file string) []byte {
 	head := fmt.Sprintf("talos-proxmox lab image\nschematic %s\nversion %s\nfile %s\n", schematicID, version, file)
 	body := make([]byte, 4096)
@@ -204,7 +205,8 @@ func Image(schematicID, version, file string) []byte {
 
 	switch {
 	case strings.HasSuffix(file, ".qcow2"):
-		return pvefake.QCOW2Image(1 << 30)
+		// The text after the header tells the lab which version and schematic a VM boots.
+		return append(pvefake.QCOW2Image(1<<30), body...)
 	case strings.HasSuffix(file, ".gz"):
 		var buf bytes.Buffer
 

@@ -197,13 +197,17 @@ func (c *Controller) boot(e pvefake.Event) error {
 		return fmt.Errorf("the VM's disk: %w", err)
 	}
 
+	booted := c.bootImage(e)
+
 	opts := talosemu.Options{
-		Disk:      disk,
-		Address:   addr.Addr().String(),
-		Cluster:   c.cluster(e),
-		Hostname:  e.Name,
-		Logf:      c.opts.Logf,
-		DataDisks: dataDisks(e.Config),
+		TalosVersion: booted.Version,
+		Schematic:    booted.Schematic,
+		Disk:         disk,
+		Address:      addr.Addr().String(),
+		Cluster:      c.cluster(e),
+		Hostname:     e.Name,
+		Logf:         c.opts.Logf,
+		DataDisks:    dataDisks(e.Config),
 	}
 
 	if c.opts.Node != nil {
@@ -350,6 +354,73 @@ func dataDisks(config map[string]string) []talosemu.Disk {
 		}
 
 		out = append(out, d)
+	}
+
+	return out
+}
+
+// bootImage is the Talos version and schematic of the image the VM boots: read from the lab image
+// its disk (or CD-ROM) was imported from, as factoryfake wrote it. Zero when none is found (the
+// node then runs talosemu's default version).
+func (c *Controller) bootImage(e pvefake.Event) talosemu.Installed {
+	c.mu.Lock()
+	fake := c.fake
+	c.mu.Unlock()
+
+	if fake == nil {
+		return talosemu.Installed{}
+	}
+
+	keys := make([]string, 0, len(e.Config))
+	for k := range e.Config {
+		keys = append(keys, k)
+	}
+
+	slices.Sort(keys)
+
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "scsi") && !strings.HasPrefix(k, "ide") && !strings.HasPrefix(k, "sata") && !strings.HasPrefix(k, "virtio") {
+			continue
+		}
+
+		volid, _, _ := strings.Cut(e.Config[k], ",")
+		storage, _, ok := strings.Cut(volid, ":")
+
+		if !ok {
+			continue
+		}
+
+		for _, v := range fake.Volumes(e.Node, storage) {
+			if v.VolID != volid {
+				continue
+			}
+
+			if got := parseLabImage(v.Data); got.Version != "" {
+				return got
+			}
+		}
+	}
+
+	return talosemu.Installed{}
+}
+
+// parseLabImage reads "schematic <id>" and "version <v>" lines from factoryfake's image header.
+func parseLabImage(data []byte) talosemu.Installed {
+	var out talosemu.Installed
+
+	head := string(data[:min(len(data), 16<<10)])
+	if !strings.Contains(head, "talos-proxmox lab image") {
+		return out
+	}
+
+	for _, line := range strings.Split(head, "\n") {
+		if v, ok := strings.CutPrefix(line, "schematic "); ok {
+			out.Schematic = v
+		}
+
+		if v, ok := strings.CutPrefix(line, "version "); ok {
+			out.Version = v
+		}
 	}
 
 	return out

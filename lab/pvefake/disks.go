@@ -194,6 +194,14 @@ func (s *Server) allocDrive(node string, vmid int, key, file string, props map[s
 			return "", nil, err
 		}
 
+		if src, ok := props["import-from"]; ok {
+			// The new disk holds what it was imported from: the guest boots that image.
+			id, name := splitVolid(src, "")
+			if from := s.storageOn(node, id); from != nil && from.volumes[name] != nil {
+				v.data = from.volumes[name].data
+			}
+		}
+
 		delete(props, "format")
 		delete(props, "import-from")
 		props["size"] = formatSize(size)

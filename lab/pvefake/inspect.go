@@ -31,7 +31,8 @@ type Volume struct {
 	// Size is the virtual size of images and the file size of other content.
 	Size int64
 	VMID int
-	// Data holds a downloaded file's bytes (nil for VM images). Do not modify.
+	// Data holds a downloaded file's bytes, or for a VM disk imported from one (import-from) the
+	// bytes it was imported from (nil for other VM images). Do not modify.
 	Data []byte
 }
 

@@ -142,6 +142,7 @@ func (n *Node) takeDownLocked(during State, delay time.Duration, then func()) {
 
 		n.mu.Lock()
 		then()
+		n.bootStagedLocked()
 		n.mu.Unlock()
 
 		n.comeBack()

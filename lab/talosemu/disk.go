@@ -18,9 +18,9 @@ type SystemDisk struct {
 	// Dir holds the etcd data directory (Dir/etcd).
 	Dir string
 
-	mu           sync.Mutex
-	config       []byte
-	talosVersion string
+	mu        sync.Mutex
+	config    []byte
+	installed Installed
 }
 
 // NewSystemDisk returns an empty disk whose files live under dir.
@@ -43,32 +43,32 @@ func (d *SystemDisk) Installed() bool {
 // Wipe empties the disk.
 func (d *SystemDisk) Wipe() error {
 	d.mu.Lock()
-	d.config, d.talosVersion = nil, ""
+	d.config, d.installed = nil, Installed{}
 	d.mu.Unlock()
 
 	return os.RemoveAll(d.Dir)
 }
 
-func (d *SystemDisk) save(config []byte, version string) {
+func (d *SystemDisk) save(config []byte, installed Installed) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 
-	d.config, d.talosVersion = bytes.Clone(config), version
+	d.config, d.installed = bytes.Clone(config), installed
 }
 
-func (d *SystemDisk) load() (*appliedConfig, string, error) {
+func (d *SystemDisk) load() (*appliedConfig, Installed, error) {
 	d.mu.Lock()
-	raw, version := bytes.Clone(d.config), d.talosVersion
+	raw, installed := bytes.Clone(d.config), d.installed
 	d.mu.Unlock()
 
 	if len(raw) == 0 {
-		return nil, version, nil
+		return nil, installed, nil
 	}
 
 	cfg, err := configloader.NewFromBytes(raw)
 	if err != nil {
-		return nil, "", fmt.Errorf("the configuration on the system disk does not load: %w", err)
+		return nil, installed, fmt.Errorf("the configuration on the system disk does not load: %w", err)
 	}
 
-	return &appliedConfig{raw: raw, cfg: cfg}, version, nil
+	return &appliedConfig{raw: raw, cfg: cfg}, installed, nil
 }

@@ -24,7 +24,7 @@ type nodeEtcd struct {
 	cfg      etcdmember.Config
 	member   *etcdmember.Member // running; nil while stopped
 	starting bool
-	left     bool          // left the cluster (EtcdLeaveCluster): no member until the next boot
+	held     bool          // left the cluster or killed by a fault: no member until the next boot
 	stopped  chan struct{} // closed once the last member instance has fully stopped
 	seq      int           // order in which members first ran
 	id       uint64        // the member id once it ran (kept while stopped)
@@ -123,7 +123,7 @@ func (c *Cluster) bootstrap(n *Node) error {
 	}
 
 	c.etcdCA = rec.etcdCA.Crt
-	e.left = false
+	e.held = false
 	c.startLocked(n, e, "bootstrap", func(ctx context.Context) (*etcdmember.Member, error) {
 		return etcdmember.Bootstrap(ctx, e.cfg)
 	})
@@ -147,7 +147,7 @@ func (c *Cluster) startReadyLocked() {
 		}
 
 		e := c.nodeEtcdLocked(n, rec)
-		if e.member != nil || e.starting || e.left {
+		if e.member != nil || e.starting || e.held {
 			continue
 		}
 
@@ -234,7 +234,7 @@ func (c *Cluster) watchRemoval(n *Node, e *nodeEtcd, m *etcdmember.Member) {
 // etcd service starts again, also after the node left the cluster.
 func (c *Cluster) stopLocked(n *Node) {
 	if e := c.etcd[n]; e != nil {
-		e.left = false
+		e.held = false
 	}
 
 	if e := c.etcd[n]; e != nil && e.member != nil {
@@ -340,7 +340,7 @@ func (c *Cluster) leave(ctx context.Context, n *Node, graceful bool) error {
 		go stopMember(m, !graceful, e.stopped)
 	}
 
-	e.left = true
+	e.held = true
 	stopped := e.stopped
 
 	go func() {
@@ -452,4 +452,26 @@ func etcdPorts(apid int) [2]int {
 	}
 
 	return [2]int{apid + 1, apid + 2}
+}
+
+// killEtcd hard-stops n's member and holds it down until n's next boot.
+func (c *Cluster) killEtcd(n *Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	e := c.etcd[n]
+	if e == nil {
+		return
+	}
+
+	e.held = true
+
+	if e.member != nil {
+		m := e.member
+		e.member = nil
+		e.stopped = make(chan struct{})
+		go stopMember(m, true, e.stopped)
+	}
+
+	c.notifyLocked()
 }

@@ -198,8 +198,12 @@ func (s *machineService) Reset(ctx context.Context, req *machineapi.ResetRequest
 	defer n.mu.Unlock()
 
 	n.takeDownLocked(StateRebooting, n.opts.RebootDelay, func() {
+		if wipeEphemeral {
+			n.images = map[string]bool{}
+		}
+
 		if wipeState {
-			n.active, n.persisted, n.serving = nil, nil, nil
+			n.active, n.persisted, n.serving, n.staged = nil, nil, nil, nil
 		} else {
 			n.activatePersistedLocked()
 		}

@@ -78,18 +78,21 @@ type Node struct {
 	ownCluster bool // the cluster is this node's private one: Close closes it
 
 	mu        sync.Mutex
-	phase     State          // never StateBootstrapped: that is derived from the cluster
-	active    *appliedConfig // running configuration; nil in maintenance
-	persisted *appliedConfig // configuration the next boot runs; nil in maintenance
-	serving   *servingTLS    // mutual-TLS material of the active configuration
-	boot      *boot          // current listener and server; nil while down
-	gen       uint64         // bumped whenever the API goes down; RPCs of older boots are refused
-	tryTimer  *time.Timer    // reverts a TRY apply
-	closing   bool           // Close has begun: nothing may come up any more
-	bootedAt  time.Time      // when the API last came up
-	bootID    string         // changes at every boot, like /proc/sys/kernel/random/boot_id
-	version   string         // the Talos version the node runs (changes with an upgrade)
-	changed   chan struct{}  // closed at every state change
+	phase     State           // never StateBootstrapped: that is derived from the cluster
+	active    *appliedConfig  // running configuration; nil in maintenance
+	persisted *appliedConfig  // configuration the next boot runs; nil in maintenance
+	serving   *servingTLS     // mutual-TLS material of the active configuration
+	boot      *boot           // current listener and server; nil while down
+	gen       uint64          // bumped whenever the API goes down; RPCs of older boots are refused
+	tryTimer  *time.Timer     // reverts a TRY apply
+	closing   bool            // Close has begun: nothing may come up any more
+	bootedAt  time.Time       // when the API last came up
+	bootID    string          // changes at every boot, like /proc/sys/kernel/random/boot_id
+	version   string          // the Talos version the node runs (changes with an upgrade)
+	schematic string          // the Image Factory schematic of its installer
+	staged    *Installed      // an upgrade installed for the next boot
+	images    map[string]bool // images pulled into the system containerd
+	changed   chan struct{}   // closed at every state change
 }
 
 // Start brings up a node in maintenance mode. The node stops when ctx ends or Close is called.
@@ -119,6 +122,8 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		phase:      StateMaintenance,
 		changed:    make(chan struct{}),
 		version:    opts.TalosVersion,
+		schematic:  opts.Schematic,
+		images:     map[string]bool{},
 		ownCluster: ownCluster,
 	}
 	n.methods = newMethodTable(n)
@@ -129,7 +134,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("talosemu: %w", err)
 	}
 
-	installed, version, err := n.fromDisk()
+	installed, running, err := n.fromDisk()
 	if err != nil {
 		n.cancel()
 		n.cluster.unregister(n)
@@ -140,7 +145,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if installed != nil {
 		// An installed node boots its configuration from disk (as long as a reboot takes).
 		n.mu.Lock()
-		n.active, n.persisted, n.version = installed, installed, version
+		n.active, n.persisted, n.version, n.schematic = installed, installed, running.Version, running.Schematic
 		n.takeDownLocked(StateRebooting, n.opts.RebootDelay, func() {})
 		n.mu.Unlock()
 	} else if err := n.bringUp(StateMaintenance); err != nil {
@@ -162,18 +167,14 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	return n, nil
 }
 
-// fromDisk reads what Options.Disk holds: the installed configuration (nil if none) and version.
-func (n *Node) fromDisk() (*appliedConfig, string, error) {
+// fromDisk reads what Options.Disk holds: the installed configuration (nil if none), version and
+// schematic.
+func (n *Node) fromDisk() (*appliedConfig, Installed, error) {
 	if n.opts.Disk == nil {
-		return nil, "", nil
+		return nil, Installed{}, nil
 	}
 
-	applied, version, err := n.opts.Disk.load()
-	if version == "" {
-		version = n.opts.TalosVersion
-	}
-
-	return applied, version, err
+	return n.opts.Disk.load()
 }
 
 // Address is the node's "127.0.0.x:port" listen address.
@@ -300,7 +301,7 @@ func (n *Node) Close() error {
 			if n.persisted != nil {
 				raw = n.persisted.raw
 			}
-			n.opts.Disk.save(raw, n.version)
+			n.opts.Disk.save(raw, Installed{Version: n.version, Schematic: n.schematic})
 			n.mu.Unlock()
 		}
 

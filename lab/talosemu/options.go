@@ -57,8 +57,15 @@ type Options struct {
 	Cluster *Cluster
 	// Hostname is used when the applied config names none (default "talos-127-0-0-X").
 	Hostname string
-	// TalosVersion is the tag the Version API reports (default v1.11.5).
+	// TalosVersion is the version the node boots first (default v1.11.5): what the Version API
+	// reports until an upgrade; it also decides which upgrade APIs the node serves.
 	TalosVersion string
+	// Schematic is the Image Factory schematic of the image the node boots first.
+	Schematic string
+	// MemoryBytes is the memory the Memory API reports (default 4 GiB).
+	MemoryBytes uint64
+	// Faults turns on failures (see Faults; Node.SetFaults changes them later).
+	Faults Faults
 	// SystemDiskSizeBytes is the size of /dev/sda (default 32 GiB).
 	SystemDiskSizeBytes uint64
 	// Disk, when set, is the VM's system disk: the node boots configured from it if it holds a

@@ -46,6 +46,8 @@ func newMethodTable(n *Node) methodTable {
 		services: []registeredService{
 			{&machineapi.MachineService_ServiceDesc, &machineService{node: n}},
 			{&storageapi.StorageService_ServiceDesc, &storageService{node: n}},
+			{&machineapi.ImageService_ServiceDesc, &imageService{node: n}},
+			{&machineapi.LifecycleService_ServiceDesc, &lifecycleService{node: n}},
 		},
 		unary:   map[string]unaryMethod{},
 		streams: map[string]streamMethod{},

@@ -1,0 +1,305 @@
+package talosemu
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/blang/semver"
+	"github.com/google/uuid"
+	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/etcdmember"
+)
+
+// Faults are failures a test turns on for one node: at start (Options.Faults) or at any time
+// (Node.SetFaults).
+type Faults struct {
+	// UpgradeError makes upgrades fail before anything changes: the legacy Upgrade API answers an
+	// error and LifecycleService.Upgrade ends with exit code 1, as a failing installer does.
+	UpgradeError bool
+	// RollbackUpgrade makes the upgraded version fail to boot: after the reboot the node comes back
+	// on the version it ran before (Talos' A/B boot fallback), with the same configuration.
+	RollbackUpgrade bool
+	// PullError makes image pulls fail (a registry that does not answer).
+	PullError bool
+}
+
+// SetFaults replaces the node's faults.
+func (n *Node) SetFaults(f Faults) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	n.opts.Faults = f
+}
+
+// StopEtcd hard-stops the node's etcd member while the node stays up (a crashed etcd): it stays in
+// the member list and starts again at the node's next boot.
+func (n *Node) StopEtcd() { n.cluster.killEtcd(n) }
+
+// Installed is what a node runs: its Talos version and the Image Factory schematic of its
+// installer ("" for the vanilla installer).
+type Installed struct {
+	Version   string
+	Schematic string
+}
+
+// Running reports the version and schematic the node runs.
+func (n *Node) Running() Installed {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return Installed{Version: n.version, Schematic: n.schematic}
+}
+
+// BootID changes at every boot of the node, like /proc/sys/kernel/random/boot_id.
+func (n *Node) BootID() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return n.bootID
+}
+
+// lifecycleAPI is the first version with ImageService and LifecycleService (talosctl: ">1.13.0-alpha.2").
+var lifecycleAPI = semver.MustParse("1.13.0-alpha.3")
+
+// hasLifecycleAPI reports whether the node's version serves ImageService and LifecycleService.
+func (n *Node) hasLifecycleAPI() bool {
+	v, err := semver.ParseTolerant(n.talosVersion())
+
+	return err == nil && v.GTE(lifecycleAPI)
+}
+
+// unknownService is grpc-go's answer for a service the server does not register.
+func unknownService(name string) error {
+	return status.Errorf(codes.Unimplemented, "unknown service %s", name)
+}
+
+var installerRef = regexp.MustCompile(`^(?:[^/]+/)*(?:[a-z0-9-]*installer)(?:/([0-9a-f]{64}))?:(v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$`)
+
+// parseInstaller reads an installer image reference: factory.talos.dev/<platform>-installer/<schematic>:<version>,
+// factory.talos.dev/installer/<schematic>:<version> or ghcr.io/siderolabs/installer:<version>.
+func parseInstaller(ref string) (Installed, error) {
+	m := installerRef.FindStringSubmatch(ref)
+	if m == nil {
+		return Installed{}, fmt.Errorf("%q is not a Talos installer image (want <registry>/…installer[/<schematic>]:<vX.Y.Z>)", ref)
+	}
+
+	return Installed{Version: m[2], Schematic: m[1]}, nil
+}
+
+// imageService is ImageService (Talos v1.13+): pulls land in the node's image store.
+type imageService struct {
+	machineapi.UnimplementedImageServiceServer
+
+	node *Node
+}
+
+// Pull "pulls" an image: an installer reference must parse; anything else is accepted.
+func (s *imageService) Pull(req *machineapi.ImageServicePullRequest, srv grpc.ServerStreamingServer[machineapi.ImageServicePullResponse]) error {
+	n := s.node
+	if !n.hasLifecycleAPI() {
+		return unknownService("machine.ImageService")
+	}
+
+	if n.snapshot().active == nil {
+		return errMaintenanceAPI
+	}
+
+	ref := req.GetImageRef()
+
+	n.mu.Lock()
+	fail := n.opts.Faults.PullError
+	n.mu.Unlock()
+
+	if fail {
+		return status.Errorf(codes.Unavailable, "failed to pull image %q: talosemu: injected pull failure", ref)
+	}
+
+	if strings.Contains(ref, "installer") {
+		if _, err := parseInstaller(ref); err != nil {
+			return status.Errorf(codes.NotFound, "failed to pull image %q: %v", ref, err)
+		}
+	}
+
+	if err := srv.Send(&machineapi.ImageServicePullResponse{Response: &machineapi.ImageServicePullResponse_PullProgress{
+		PullProgress: &machineapi.ImageServicePullProgress{LayerId: "sha256:talosemu"},
+	}}); err != nil {
+		return err
+	}
+
+	n.mu.Lock()
+	n.images[ref] = true
+	n.mu.Unlock()
+
+	return srv.Send(&machineapi.ImageServicePullResponse{Response: &machineapi.ImageServicePullResponse_Name{Name: ref}})
+}
+
+// lifecycleService is LifecycleService (Talos v1.13+): Upgrade installs a pulled installer image to
+// disk; the new version runs after the next reboot. It does not check etcd: the caller must.
+type lifecycleService struct {
+	machineapi.UnimplementedLifecycleServiceServer
+
+	node *Node
+}
+
+// Upgrade installs the pulled image, streaming progress and an exit code as machined does.
+func (s *lifecycleService) Upgrade(req *machineapi.LifecycleServiceUpgradeRequest, srv grpc.ServerStreamingServer[machineapi.LifecycleServiceUpgradeResponse]) error {
+	n := s.node
+	if !n.hasLifecycleAPI() {
+		return unknownService("machine.LifecycleService")
+	}
+
+	ref := req.GetSource().GetImageName()
+
+	n.mu.Lock()
+	active, pulled, faults := n.active, n.images[ref], n.opts.Faults
+	n.mu.Unlock()
+
+	switch {
+	case active == nil:
+		return status.Error(codes.FailedPrecondition, "machine is not installed")
+	case ref == "":
+		return status.Error(codes.InvalidArgument, "installer image name is required")
+	case !pulled:
+		return status.Errorf(codes.Internal, "upgrade failed: installer image %q not found in containerd store: image %q: not found", ref, ref)
+	}
+
+	target, err := parseInstaller(ref)
+	if err != nil {
+		return status.Errorf(codes.Internal, "upgrade failed: %v", err)
+	}
+
+	send := func(p *machineapi.LifecycleServiceInstallProgress) error {
+		return srv.Send(&machineapi.LifecycleServiceUpgradeResponse{Progress: p})
+	}
+	msg := func(m string) *machineapi.LifecycleServiceInstallProgress {
+		return &machineapi.LifecycleServiceInstallProgress{Response: &machineapi.LifecycleServiceInstallProgress_Message{Message: m}}
+	}
+
+	if err := send(msg("running installer " + ref)); err != nil {
+		return err
+	}
+
+	exit := int32(0)
+	if faults.UpgradeError {
+		exit = 1
+		_ = send(msg("talosemu: injected installer failure"))
+	} else {
+		n.mu.Lock()
+		n.staged = &target
+		n.mu.Unlock()
+		_ = send(msg("upgrade of " + target.Version + " installed; reboot to activate"))
+		n.opts.Logf("talosemu %s: installed %s (schematic %q) for the next boot", n.addr, target.Version, target.Schematic)
+	}
+
+	return send(&machineapi.LifecycleServiceInstallProgress{Response: &machineapi.LifecycleServiceInstallProgress_ExitCode{ExitCode: exit}})
+}
+
+// Upgrade is the legacy MachineService.Upgrade (the only one before v1.13, deprecated after): on a
+// control plane, unless forced, it validates etcd like machined's ValidateForUpgrade; then it
+// installs the image and reboots at once (or at the next reboot with stage).
+func (s *machineService) Upgrade(ctx context.Context, req *machineapi.UpgradeRequest) (*machineapi.UpgradeResponse, error) {
+	n := s.node
+	snap := n.snapshot()
+
+	if snap.active == nil {
+		return nil, errMaintenanceAPI
+	}
+
+	target, err := parseInstaller(req.GetImage())
+	if err != nil {
+		return nil, fmt.Errorf("error validating installer image %q: %w", req.GetImage(), err)
+	}
+
+	if snap.controlPlane && !req.GetForce() && !req.GetPreserve() {
+		if err := n.validateEtcdForUpgrade(ctx); err != nil {
+			return nil, fmt.Errorf("error validating etcd for upgrade: %w", err)
+		}
+	}
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	if n.opts.Faults.UpgradeError {
+		return nil, fmt.Errorf("error validating installer image %q: talosemu: injected upgrade failure", req.GetImage())
+	}
+
+	n.staged = &target
+
+	if !req.GetStage() {
+		n.takeDownLocked(StateRebooting, n.opts.RebootDelay, n.activatePersistedLocked)
+	}
+
+	return &machineapi.UpgradeResponse{Messages: []*machineapi.Upgrade{{Ack: "Upgrade request received", ActorId: uuid.NewString()}}}, nil
+}
+
+// validateEtcdForUpgrade is etcd.Client.ValidateForUpgrade of Talos v1.13.9, against the real
+// members: not exactly two members, every member started and answering a quorum read.
+func (n *Node) validateEtcdForUpgrade(ctx context.Context) error {
+	cli, e, err := n.cluster.etcdClient(n, false)
+	if err != nil {
+		return err
+	}
+	defer cli.Close() //nolint:errcheck
+
+	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), etcdCallTimeout)
+	defer cancel()
+
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return err
+	}
+
+	if len(resp.Members) == 2 {
+		return fmt.Errorf("etcd member count(%d) is insufficient to maintain quorum if upgrade commences", len(resp.Members))
+	}
+
+	for _, m := range resp.Members {
+		if m.GetName() == "" {
+			return fmt.Errorf("etcd member %016x is not started, all members must be running to perform an upgrade", m.GetID())
+		}
+
+		mc, err := etcdmember.NewClient(e.cfg.CA, m.GetClientURLs()...)
+		if err != nil {
+			return err
+		}
+
+		qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = mc.Get(qctx, "health")
+		qcancel()
+		mc.Close() //nolint:errcheck
+
+		if err != nil {
+			return fmt.Errorf("etcd member %016x is not healthy; all members must be healthy to perform an upgrade: %w", m.GetID(), err)
+		}
+	}
+
+	return nil
+}
+
+// bootStagedLocked runs at a boot: a staged installation becomes the running version, unless the
+// RollbackUpgrade fault makes it fail to boot.
+func (n *Node) bootStagedLocked() {
+	if n.staged == nil {
+		return
+	}
+
+	target := *n.staged
+	n.staged = nil
+
+	if n.opts.Faults.RollbackUpgrade {
+		n.opts.Logf("talosemu %s: %s failed to boot; rolled back to %s", n.addr, target.Version, n.version)
+
+		return
+	}
+
+	n.opts.Logf("talosemu %s: booted %s (was %s)", n.addr, target.Version, n.version)
+	n.version, n.schematic = target.Version, target.Schematic
+}
