@@ -201,6 +201,7 @@ func (c *Controller) boot(e pvefake.Event) error {
 
 	opts := talosemu.Options{
 		TalosVersion: booted.Version,
+		MemoryBytes:  memoryBytes(e.Config),
 		Schematic:    booted.Schematic,
 		Disk:         disk,
 		Address:      addr.Addr().String(),
@@ -424,4 +425,14 @@ func parseLabImage(data []byte) talosemu.Installed {
 	}
 
 	return out
+}
+
+// memoryBytes is the VM's configured memory ("memory" in MiB), 0 if unset.
+func memoryBytes(config map[string]string) uint64 {
+	mib, err := strconv.ParseUint(config["memory"], 10, 64)
+	if err != nil {
+		return 0
+	}
+
+	return mib << 20
 }
