@@ -23,7 +23,7 @@ LINT         := $(shell tools/lint/build.sh --print-dir)/golangci-lint
 FUZZTIME     ?= 30s
 # Go modules that unit tests cover, besides the root; golangci-lint covers these and more.
 MODULES      := lab lab/proxmoxve lab/pvecontract examples/automation
-LINT_MODULES := $(MODULES) examples/go tools/sdkgen tools/sdkcheck
+LINT_MODULES := $(MODULES) examples/go tools/sdkgen tools/sdkcheck tools/kube
 
 # Pulumi never touches the user's own state or plugins, never calls home and never downloads
 # plugins: everything it needs is built here.
@@ -36,6 +36,8 @@ export PULUMI_TOOLCHAIN_BIN                := $(TOOLCHAIN)
 export TALOS_PROXMOX_PLUGIN                := $(CURDIR)/$(PLUGIN)
 export TALOS_PROXMOX_VERSION               := $(VERSION)
 export TALOS_LAB_BIN                       := $(CURDIR)/bin/lab
+# The lab's Kubernetes control plane (kube-apiserver, -controller-manager, -scheduler in one binary).
+export TALOS_KUBE_BIN                      := $(shell tools/kube/build.sh --print-dir)/kube
 # Helm charts the component renders are cached here, not in the user's cache.
 export TALOS_PROXMOX_HELM_CACHE            := $(CACHE)/helm
 
@@ -44,7 +46,7 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: toolchain lint-tools ## Build the pinned Pulumi CLI, language hosts and golangci-lint (cached by version)
+tools: toolchain lint-tools kube ## Build the pinned Pulumi CLI, language hosts, golangci-lint and the lab's Kubernetes (cached by version)
 
 .PHONY: toolchain
 toolchain: ## Build the pinned Pulumi CLI and language hosts (cached by version)
@@ -53,6 +55,10 @@ toolchain: ## Build the pinned Pulumi CLI and language hosts (cached by version)
 .PHONY: lint-tools
 lint-tools: ## Build the pinned golangci-lint (cached by version)
 	@tools/lint/build.sh >/dev/null
+
+.PHONY: kube
+kube: ## Build the pinned Kubernetes control plane for the lab (cached by version)
+	@tools/kube/build.sh >/dev/null
 
 .PHONY: provider
 provider: ## Build the plugin into bin/
@@ -86,7 +92,7 @@ lint: lint-tools ## gofmt, and golangci-lint (govet, staticcheck, errcheck, doc 
 	@for m in $(LINT_MODULES); do echo "golangci-lint: $$m"; (cd $$m && $(LINT) run --build-tags e2e ./...) || exit 1; done
 
 .PHONY: unit
-unit: ## Unit, Construct and schema tests (no toolchain needed); the lab's own modules and the Automation API example too
+unit: kube ## Unit, Construct and schema tests (no toolchain needed); the lab's own modules and the Automation API example too
 	$(GO) test -count=1 ./...
 	@for m in $(MODULES); do echo "go test: $$m"; $(GO) -C $$m test -count=1 ./... || exit 1; done
 
@@ -104,20 +110,20 @@ fuzz: ## Fuzz input validation for FUZZTIME
 	$(GO) test ./provider/internal/spec -run '^$$' -fuzz FuzzBuild -fuzztime $(FUZZTIME)
 
 .PHONY: e2e
-e2e: toolchain provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab
+e2e: toolchain kube provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab
 	$(GO) -C lab test -count=1 -timeout 40m -tags e2e ./e2e/...
 
 .PHONY: test
 test: tools provider lab lint unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
 
 .PHONY: bench
-bench: toolchain provider lab ## Benchmarks: Construct of 3/50/100 nodes; Cilium render vs helm template; `up` of 3 and 9 nodes on the lab
+bench: toolchain kube provider lab ## Benchmarks: Construct of 3/50/100 nodes; Cilium render vs helm template; `up` of 3 and 9 nodes on the lab
 	$(GO) test -run '^$$' -bench BenchmarkConstruct -benchmem -count 3 ./provider/
 	$(GO) test -run '^$$' -bench BenchmarkHelmRender -benchtime 1x -count 3 ./provider/internal/helmrender/
 	$(GO) -C lab test -tags e2e -run '^$$' -bench BenchmarkLabUp -benchtime 1x -count 3 ./e2e/
 
 .PHONY: demo
-demo: toolchain provider lab ## Set up and run the demo: pulumi up of the example cluster on the local lab
+demo: toolchain kube provider lab ## Set up and run the demo: pulumi up of the example cluster on the local lab
 	$(GO) -C lab run ./cmd/lab-demo -example $(CURDIR)/examples/yaml -workdir $(CACHE)/demo
 
 .PHONY: clean

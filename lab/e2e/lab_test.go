@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/factoryfake"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
@@ -150,6 +151,11 @@ func TestTalosStandInThroughTheEngine(t *testing.T) {
 
 	if !slices.Contains(factory.Schematics(), "ce4c980550dd2ab1b17bbf2b08801c7eb59418eafe8f279833297925d67c7515") {
 		t.Errorf("the schematic was not registered with the factory: %v", factory.Schematics())
+	}
+
+	// Bootstrap starts etcd asynchronously and the other control planes then join it, as on Talos.
+	for deadline := time.Now().Add(time.Minute); len(cluster.EtcdMembers()) != 3 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	if !cluster.Bootstrapped() || len(cluster.EtcdMembers()) != 3 {
