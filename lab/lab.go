@@ -1,6 +1,7 @@
 // Package lab runs the local lab on loopback: a Proxmox VE API fake with its hosts and
 // storages, an Image Factory fake, and a host emulator (hostemu) that boots an emulated Talos node
-// whenever a VM starts. With the lab's talos stand-in plugin and the bridged bpg proxmoxve
+// whenever a VM starts; each cluster's control planes run real etcd members, and once it is
+// bootstrapped a real Kubernetes control plane with an emulated kubelet per node. With the lab's talos stand-in plugin and the bridged bpg proxmoxve
 // plugin, `pulumi up` of the example cluster runs on this machine. See docs/lab.md.
 package lab
 
@@ -16,6 +17,7 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/chartrepo"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/factoryfake"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/hostemu"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/kubecp"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
 )
@@ -31,6 +33,11 @@ type Options struct {
 	PVE func(*pvefake.Options)
 	// Node adjusts every emulated Talos node's options before it starts.
 	Node func(vmid int, opts *talosemu.Options)
+	// KubeBin is the Kubernetes control-plane binary (default kubecp.Binary(): $TALOS_KUBE_BIN,
+	// which the Makefile sets, or tools/kube/build.sh's cache).
+	KubeBin string
+	// Kube adjusts each cluster's Kubernetes options (grace periods, faults) before it starts.
+	Kube func(*talosemu.KubeOptions)
 	// Logf receives the lab's log lines.
 	Logf func(format string, args ...any)
 }
@@ -66,6 +73,20 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 		opts.Logf = func(string, ...any) {}
 	}
 
+	if opts.KubeBin == "" {
+		bin, err := kubecp.Binary()
+		if err != nil {
+			return nil, fmt.Errorf("the lab's Kubernetes: %w", err)
+		}
+
+		opts.KubeBin = bin
+	}
+
+	kube := &talosemu.KubeOptions{Bin: opts.KubeBin}
+	if opts.Kube != nil {
+		opts.Kube(kube)
+	}
+
 	chartRepo, err := ciliumRepository(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("starting the chart repository: %w", err)
@@ -77,7 +98,7 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 		return nil, fmt.Errorf("starting the Image Factory stand-in: %w", err)
 	}
 
-	ctrl := hostemu.New(ctx, hostemu.Options{Node: opts.Node, Logf: opts.Logf,
+	ctrl := hostemu.New(ctx, hostemu.Options{Node: opts.Node, Logf: opts.Logf, Kube: kube,
 		DHCPPool: dhcpPool(opts.Subnet)})
 
 	pveOpts := pvefake.Options{

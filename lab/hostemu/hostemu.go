@@ -29,6 +29,8 @@ type Options struct {
 	DHCPPool netip.Prefix
 	// Node adjusts the options of every emulated node (latency, failures, …) before it starts.
 	Node func(vmid int, opts *talosemu.Options)
+	// Kube, when set, runs each cluster's Kubernetes (API server, kubelets, manifests).
+	Kube *talosemu.KubeOptions
 	// Logf receives one line per node started or stopped.
 	Logf func(format string, args ...any)
 }
@@ -114,7 +116,7 @@ func (c *Controller) Nodes() map[int]*talosemu.Node {
 	return out
 }
 
-// Close halts every node, stops the clusters' etcd members and removes the disks.
+// Close halts every node, stops the clusters' Kubernetes and etcd members and removes the disks.
 func (c *Controller) Close() {
 	c.mu.Lock()
 	ids := make([]int, 0, len(c.nodes))
@@ -327,7 +329,7 @@ func (c *Controller) cluster(e pvefake.Event) *talosemu.Cluster {
 	defer c.mu.Unlock()
 
 	if c.clusters[k] == nil {
-		c.clusters[k] = talosemu.NewClusterWith(talosemu.ClusterOptions{Logf: c.opts.Logf})
+		c.clusters[k] = talosemu.NewClusterWith(talosemu.ClusterOptions{Logf: c.opts.Logf, Kube: c.opts.Kube})
 	}
 
 	return c.clusters[k]

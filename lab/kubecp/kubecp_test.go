@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,18 +31,9 @@ import (
 func kubeBin(t *testing.T) string {
 	t.Helper()
 
-	if bin := os.Getenv("TALOS_KUBE_BIN"); bin != "" {
-		return bin
-	}
-
-	out, err := exec.Command("../../tools/kube/build.sh", "--print-dir").Output()
+	bin, err := Binary()
 	if err != nil {
-		t.Fatalf("tools/kube/build.sh --print-dir: %v", err)
-	}
-
-	bin := filepath.Join(strings.TrimSpace(string(out)), "kube")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("no kube binary at %s: build it with `make kube`", bin)
+		t.Fatal(err)
 	}
 
 	return bin

@@ -2,12 +2,14 @@ package talosemu
 
 import (
 	"bytes"
+	"context"
 	"net/netip"
 	"os"
 	"slices"
 	"sync"
 
 	"github.com/siderolabs/crypto/x509"
+	"github.com/siderolabs/talos/pkg/machinery/config"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -19,6 +21,9 @@ type ClusterOptions struct {
 	Dir string
 	// FastEtcd runs etcd with short raft timings (10 ms ticks, 100 ms elections), for tests.
 	FastEtcd bool
+	// Kube, when set, runs the cluster's Kubernetes (see KubeOptions); without it no API server
+	// or kubelet runs.
+	Kube *KubeOptions
 	// Logf receives one line per etcd event.
 	Logf func(format string, args ...any)
 }
@@ -42,6 +47,9 @@ type Cluster struct {
 	seq     int                 // members started so far
 	closed  bool
 	changed chan struct{}
+	kube    *kube // the cluster's Kubernetes; nil until it runs (and always without opts.Kube)
+	cancel  context.CancelFunc
+	loopEnd chan struct{} // closed when the Kubernetes loop has stopped everything
 }
 
 // nodeRecord is what a node publishes about itself.
@@ -54,6 +62,8 @@ type nodeRecord struct {
 	ip           netip.Addr
 	etcdPorts    [2]int // client, peer
 	disk         *SystemDisk
+	cfg          config.Config // the running configuration; nil in maintenance
+	version      string        // the Talos version the node runs
 }
 
 // NewCluster returns an empty registry with default options.
@@ -65,12 +75,31 @@ func NewClusterWith(opts ClusterOptions) *Cluster {
 		opts.Logf = func(string, ...any) {}
 	}
 
-	return &Cluster{opts: opts, records: map[*Node]nodeRecord{}, etcd: map[*Node]*nodeEtcd{}, changed: make(chan struct{})}
+	c := &Cluster{opts: opts, records: map[*Node]nodeRecord{}, etcd: map[*Node]*nodeEtcd{}, changed: make(chan struct{})}
+
+	if opts.Kube != nil {
+		var ctx context.Context
+		ctx, c.cancel = context.WithCancel(context.Background())
+		c.loopEnd = make(chan struct{})
+
+		go func() {
+			defer close(c.loopEnd)
+			c.kubeLoop(ctx)
+		}()
+	}
+
+	return c
 }
 
-// Close stops every etcd member still running (as a power cut would) and removes the temporary
-// directory. Nodes should be closed first; Close is safe to call more than once.
+// Close stops the cluster's Kubernetes and every etcd member still running (as a power cut
+// would) and removes the temporary directory. Nodes should be closed first; Close is safe to call
+// more than once.
 func (c *Cluster) Close() error {
+	if c.cancel != nil {
+		c.cancel()
+		<-c.loopEnd
+	}
+
 	c.mu.Lock()
 	c.closed = true
 	var running []*nodeEtcd

@@ -38,7 +38,7 @@ type snapshot struct {
 	active       *appliedConfig
 	controlPlane bool
 	etcdMember   bool
-	bootstrapped bool // etcd runs somewhere in the cluster
+	kubelet      bool // the kubelet is healthy
 	bootedAt     time.Time
 }
 
@@ -50,7 +50,7 @@ func (n *Node) snapshot() snapshot {
 		active:       n.active,
 		controlPlane: n.isControlPlaneLocked(),
 		etcdMember:   n.cluster.isMember(n),
-		bootstrapped: n.cluster.Bootstrapped(),
+		kubelet:      n.cluster.kubeletHealthy(n),
 		bootedAt:     n.bootedAt,
 	}
 }
@@ -104,8 +104,8 @@ func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machinea
 	return &machineapi.ServiceListResponse{Messages: []*machineapi.ServiceList{{Services: services(snap)}}}, nil
 }
 
-// services lists what `talosctl services` shows. etcd runs once this control plane is an etcd
-// member; kubelet is healthy once the cluster is bootstrapped.
+// services lists what `talosctl services` shows. etcd runs once this control plane's etcd member
+// runs; kubelet is healthy while the node's emulated kubelet runs.
 func services(snap snapshot) []*machineapi.ServiceInfo {
 	ts := timestamppb.New(snap.bootedAt)
 	running := func(id string, health *machineapi.ServiceHealth) *machineapi.ServiceInfo {
@@ -141,7 +141,7 @@ func services(snap snapshot) []*machineapi.ServiceInfo {
 	}
 
 	kubelet := &machineapi.ServiceHealth{LastMessage: "waiting for the Kubernetes API server", LastChange: ts}
-	if snap.bootstrapped {
+	if snap.kubelet {
 		kubelet = healthy()
 	}
 

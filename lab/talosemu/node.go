@@ -337,7 +337,7 @@ func (n *Node) notifyLocked() {
 func (n *Node) recordLocked() nodeRecord {
 	rec := nodeRecord{
 		up: n.phase == StateInstalled, ip: n.ip, hostname: n.hostnameLocked(),
-		etcdPorts: etcdPorts(n.opts.Port), disk: n.opts.Disk,
+		etcdPorts: etcdPorts(n.opts.Port), disk: n.opts.Disk, version: n.version,
 	}
 
 	if n.active != nil {
@@ -348,6 +348,8 @@ func (n *Node) recordLocked() nodeRecord {
 		if rec.controlPlane {
 			rec.etcdCA = cfg.Cluster().Etcd().CA()
 		}
+
+		rec.cfg = cfg
 	}
 
 	return rec

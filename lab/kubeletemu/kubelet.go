@@ -1,0 +1,159 @@
+// Package kubeletemu is an emulated kubelet for the lab: no containers run, but the node's API
+// objects behave as a kubelet makes them behave, through client-go only. It registers its Node
+// (labels, taints, capacity, nodeInfo with the kubelet version), renews its Lease and status
+// (stopping on Stop, so the real node-lifecycle controller marks the node NotReady), publishes
+// mirror pods of the control-plane static pods, runs the pods bound to it (Running and Ready; other
+// than host-network pods only once the node's network is ready) and finishes pods being deleted.
+//
+// The network becomes ready, as with a real CNI, once a pod on the node that mounts a hostPath
+// under /etc/cni/net.d runs (what Cilium's and Flannel's DaemonSets do to install the CNI
+// configuration); until then the Node is NotReady with the kubelet's own message.
+package kubeletemu
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+)
+
+// StaticPod is a control-plane static pod the kubelet runs from a manifest on disk; it shows in
+// the API as a mirror pod.
+type StaticPod struct {
+	Name   string
+	Image  string
+	Labels map[string]string
+}
+
+// Options describe one node's kubelet.
+type Options struct {
+	Client         kubernetes.Interface
+	NodeName       string
+	InternalIP     string
+	KubeletVersion string // e.g. v1.34.1
+	OSImage        string // e.g. "Talos (v1.11.5)"
+	// ControlPlane labels the node node-role.kubernetes.io/control-plane and taints it NoSchedule
+	// unless AllowSchedulingOnControlPlanes.
+	ControlPlane                   bool
+	AllowSchedulingOnControlPlanes bool
+	Labels                         map[string]string
+	StaticPods                     []StaticPod
+	// CNIConfigured makes the network ready from the start (a CNI built into the node).
+	CNIConfigured bool
+	// HeartbeatInterval is how often the Lease and the status are renewed (default 2s).
+	HeartbeatInterval time.Duration
+	// HungPod, when it returns true for a pod being deleted, keeps it terminating forever.
+	HungPod func(*corev1.Pod) bool
+	Logf    func(format string, args ...any)
+}
+
+// Kubelet is a running emulated kubelet.
+type Kubelet struct {
+	opts   Options
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+
+	mu           sync.Mutex
+	networkReady bool
+	podIPs       map[string]string // pod UID → IP
+	nextIP       int
+}
+
+// Start registers the node and runs the kubelet until ctx ends or Stop is called.
+func Start(ctx context.Context, opts Options) (*Kubelet, error) {
+	if opts.Client == nil || opts.NodeName == "" {
+		return nil, fmt.Errorf("kubeletemu: Client and NodeName are required")
+	}
+
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = 2 * time.Second
+	}
+
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	k := &Kubelet{opts: opts, cancel: cancel, done: make(chan struct{}), networkReady: opts.CNIConfigured, podIPs: map[string]string{}}
+
+	regCtx, regCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer regCancel()
+
+	if err := k.register(regCtx); err != nil {
+		cancel()
+
+		return nil, fmt.Errorf("kubeletemu %s: registering the node: %w", opts.NodeName, err)
+	}
+
+	go k.run(ctx)
+
+	opts.Logf("kubeletemu %s: registered", opts.NodeName)
+
+	return k, nil
+}
+
+// Stop stops the kubelet as a powered-off machine does: nothing is said to the API server.
+func (k *Kubelet) Stop() {
+	k.once.Do(func() {
+		k.cancel()
+		<-k.done
+	})
+}
+
+// NetworkReady reports whether the node's CNI is configured.
+func (k *Kubelet) NetworkReady() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+
+	return k.networkReady
+}
+
+func (k *Kubelet) run(ctx context.Context) {
+	defer close(k.done)
+
+	tick := time.NewTicker(k.opts.HeartbeatInterval)
+	defer tick.Stop()
+
+	beats := 0
+
+	podsDone := make(chan struct{})
+
+	go func() {
+		defer close(podsDone)
+		k.watchPods(ctx)
+	}()
+
+	for {
+		select {
+		case <-ctx.Done():
+			<-podsDone
+
+			return
+		case <-tick.C:
+			if err := k.heartbeat(ctx); err != nil && ctx.Err() == nil {
+				k.opts.Logf("kubeletemu %s: heartbeat: %v", k.opts.NodeName, err)
+			}
+
+			// A deleted mirror pod comes back, as the kubelet recreates it from its manifest.
+			if beats++; beats%5 == 0 {
+				if err := k.syncMirrorPods(ctx); err != nil && ctx.Err() == nil {
+					k.opts.Logf("kubeletemu %s: mirror pods: %v", k.opts.NodeName, err)
+				}
+			}
+		}
+	}
+}
+
+func capacity() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse("2"),
+		corev1.ResourceMemory:           resource.MustParse("4Gi"),
+		corev1.ResourcePods:             resource.MustParse("110"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("20Gi"),
+	}
+}

@@ -1,0 +1,295 @@
+package talosemu
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/kubecp"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosmanifests"
+)
+
+// KubeOptions turn on a cluster's Kubernetes: a real kube-apiserver, controller-manager and
+// scheduler (lab/kubecp) on the cluster endpoint once etcd runs, backed by the cluster's etcd and
+// serving its CA and service-account key; an emulated kubelet (lab/kubeletemu) on every booted
+// node; and the bootstrap manifests applied as Talos applies them (lab/talosmanifests).
+type KubeOptions struct {
+	// Bin is the kube binary (tools/kube/build.sh).
+	Bin string
+	// NodeMonitorGracePeriod is how long a node without heartbeats stays Ready (default 8s).
+	NodeMonitorGracePeriod time.Duration
+	// Heartbeat is how often kubelets renew their lease (default 2s).
+	Heartbeat time.Duration
+	// HungPod, when it returns true for a pod being deleted, keeps that pod terminating forever
+	// (a hung drain).
+	HungPod HungPodFunc
+}
+
+// kube is the cluster's Kubernetes side.
+type kube struct {
+	cp        *kubecp.ControlPlane
+	client    kubernetes.Interface
+	etcd      []string // the etcd endpoints the apiserver was started with
+	endpoint  string
+	kubelets  map[*Node]*runningKubelet
+	lastError string
+	applied   string // the manifests (as configured) last applied without error
+}
+
+// Kubernetes is the admin kubeconfig of the cluster's API server, nil until it runs.
+func (c *Cluster) Kubernetes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if c.kube == nil || c.kube.cp == nil {
+		return nil
+	}
+
+	return c.kube.cp.AdminKubeconfig()
+}
+
+// kubeLoop keeps the cluster's Kubernetes in line with its nodes until ctx ends.
+func (c *Cluster) kubeLoop(ctx context.Context) {
+	defer c.stopKube()
+
+	for {
+		ch := c.changedCh()
+		c.reconcileKube(ctx)
+
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// controlPlaneView is what reconcileKube needs to know, read under the lock.
+type controlPlaneView struct {
+	cfg      config.Config // an up control plane's configuration
+	running  []string      // running etcd members' client URLs
+	all      []string      // every control plane's etcd client URL
+	upNodes  map[*Node]nodeRecord
+	apiStale bool // none of the apiserver's etcd endpoints runs a member any more
+}
+
+func (c *Cluster) viewLocked() controlPlaneView {
+	v := controlPlaneView{running: c.clientURLsLocked(true), all: c.clientURLsLocked(false), upNodes: map[*Node]nodeRecord{}}
+
+	for _, n := range c.nodes {
+		rec := c.records[n]
+		if !rec.up || rec.cfg == nil {
+			continue
+		}
+
+		v.upNodes[n] = rec
+
+		if e := c.etcd[n]; v.cfg == nil && rec.controlPlane && e != nil && e.member != nil {
+			v.cfg = rec.cfg
+		}
+	}
+
+	if c.kube != nil && c.kube.cp != nil {
+		v.apiStale = len(v.running) > 0 && !slices.ContainsFunc(c.kube.etcd, func(u string) bool { return slices.Contains(v.running, u) })
+	}
+
+	return v
+}
+
+func (c *Cluster) reconcileKube(ctx context.Context) {
+	c.mu.Lock()
+	v := c.viewLocked()
+	k := c.kube
+	c.mu.Unlock()
+
+	if v.apiStale {
+		// The API server's etcd members are all gone: the one on another control plane takes
+		// over (as behind the VIP), pointed at the members that run.
+		c.opts.Logf("talosemu: the API server's etcd members are gone; restarting it against %v", v.running)
+		c.stopKube()
+
+		c.mu.Lock()
+		k = c.kube
+		c.mu.Unlock()
+	}
+
+	if (k == nil || k.cp == nil) && v.cfg != nil {
+		if err := c.startKube(ctx, v); err != nil {
+			c.noteKubeError(err)
+
+			return
+		}
+	}
+
+	c.reconcileKubelets(ctx, v)
+	c.applyManifests(ctx, v)
+}
+
+// applyManifests creates what the control plane's manifests hold and does not exist yet, as
+// Talos' manifest controller does: again whenever the configured manifests change (new objects
+// only) and until a run succeeds.
+func (c *Cluster) applyManifests(ctx context.Context, v controlPlaneView) {
+	c.mu.Lock()
+	k := c.kube
+	c.mu.Unlock()
+
+	if k == nil || k.cp == nil || v.cfg == nil {
+		return
+	}
+
+	sig := manifestsSignature(v.cfg)
+	if sig == k.applied {
+		return
+	}
+
+	sources, err := talosmanifests.Manifests(ctx, v.cfg)
+	if err == nil {
+		var created []string
+
+		created, err = talosmanifests.Apply(ctx, k.cp.RESTConfig(), sources)
+		for _, name := range created {
+			c.opts.Logf("talosemu: created %s", name)
+		}
+	}
+
+	if err != nil {
+		c.noteKubeError(fmt.Errorf("applying manifests: %w", err))
+
+		return
+	}
+
+	c.mu.Lock()
+	k.applied = sig
+	c.mu.Unlock()
+}
+
+// manifestsSignature changes whenever what Talos would apply changes.
+func manifestsSignature(cfg config.Config) string {
+	cl := cfg.Cluster()
+	parts := []string{cl.Network().CNI().Name(), fmt.Sprint(cl.Proxy().Enabled(), cl.CoreDNS().Enabled(), cl.Proxy().Image(), cl.CoreDNS().Image())}
+	parts = append(parts, cl.Network().CNI().URLs()...)
+	parts = append(parts, cl.ExtraManifestURLs()...)
+
+	for _, m := range cl.InlineManifests() {
+		parts = append(parts, m.Name(), m.Contents())
+	}
+
+	return strings.Join(parts, "\x00")
+}
+
+func (c *Cluster) noteKubeError(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if c.kube == nil {
+		c.kube = &kube{kubelets: map[*Node]*runningKubelet{}}
+	}
+
+	if msg := err.Error(); msg != c.kube.lastError {
+		c.kube.lastError = msg
+		c.opts.Logf("talosemu: Kubernetes: %v", err)
+	}
+}
+
+// startKube starts the control plane on the configuration's endpoint.
+func (c *Cluster) startKube(ctx context.Context, v controlPlaneView) error {
+	cfg := v.cfg.Cluster()
+
+	endpoint, err := apiEndpoint(v.cfg)
+	if err != nil {
+		return err
+	}
+
+	c.mu.Lock()
+	dir := filepath.Join(c.dirLocked(), "kube")
+	c.mu.Unlock()
+
+	cp, err := kubecp.Start(ctx, kubecp.Options{
+		Bin:                    c.opts.Kube.Bin,
+		Dir:                    dir,
+		Endpoint:               endpoint,
+		SANs:                   cfg.CertSANs(),
+		CA:                     cfg.IssuingCA(),
+		AggregatorCA:           cfg.AggregatorCA(),
+		ServiceAccountKey:      cfg.ServiceAccount(),
+		ServiceCIDR:            strings.Join(cfg.Network().ServiceCIDRs(), ","),
+		PodCIDR:                strings.Join(cfg.Network().PodCIDRs(), ","),
+		DNSDomain:              cfg.Network().DNSDomain(),
+		EtcdEndpoints:          v.all,
+		EtcdCA:                 cfg.Etcd().CA(),
+		NodeMonitorGracePeriod: c.opts.Kube.NodeMonitorGracePeriod,
+		Logf:                   c.opts.Logf,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+
+	client, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		cp.Stop()
+
+		return err
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if c.closed {
+		go cp.Stop()
+
+		return nil
+	}
+
+	c.kube = &kube{cp: cp, client: client, etcd: v.all, endpoint: endpoint, kubelets: map[*Node]*runningKubelet{}}
+	c.notifyLocked()
+
+	return nil
+}
+
+// stopKube stops the kubelets and the control plane.
+func (c *Cluster) stopKube() {
+	c.mu.Lock()
+	k := c.kube
+	c.kube = nil
+	c.mu.Unlock()
+
+	if k == nil {
+		return
+	}
+
+	for _, kl := range k.kubelets {
+		kl.stop()
+	}
+
+	if k.cp != nil {
+		k.cp.Stop()
+	}
+}
+
+// apiEndpoint is host:port of cluster.controlPlane.endpoint, which must name a loopback address.
+func apiEndpoint(cfg config.Config) (string, error) {
+	u := cfg.Cluster().Endpoint()
+	if u == nil {
+		return "", fmt.Errorf("the configuration has no cluster.controlPlane.endpoint")
+	}
+
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "6443"
+	}
+
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return "", fmt.Errorf("cluster.controlPlane.endpoint %s: the lab's API server listens on 127.0.0.0/8 addresses only", u)
+	}
+
+	return net.JoinHostPort(host, port), nil
+}

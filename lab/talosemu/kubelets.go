@@ -1,0 +1,152 @@
+package talosemu
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/kubeletemu"
+)
+
+// HungPodFunc reports whether an emulated kubelet must never finish terminating pod.
+type HungPodFunc func(pod *corev1.Pod) bool
+
+// runningKubelet is one node's emulated kubelet and the options it runs with.
+type runningKubelet struct {
+	opts    kubeletemu.Options
+	kubelet *kubeletemu.Kubelet
+}
+
+func (k *runningKubelet) stop() { k.kubelet.Stop() }
+
+// kubeletHealthy is what ServiceList reports for n's kubelet: its emulated kubelet runs; without
+// Kubernetes in the lab, once the cluster is bootstrapped.
+func (c *Cluster) kubeletHealthy(n *Node) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if c.opts.Kube == nil {
+		return c.runningLocked() > 0
+	}
+
+	return c.kube != nil && c.kube.kubelets[n] != nil
+}
+
+// reconcileKubelets runs a kubelet on every booted node and stops those of nodes that went down
+// (their Node then goes NotReady by the node lifecycle controller, as in reality). A node whose
+// kubelet settings changed (e.g. a new kubelet image) gets a new kubelet, as a restart does.
+func (c *Cluster) reconcileKubelets(ctx context.Context, v controlPlaneView) {
+	c.mu.Lock()
+	k := c.kube
+	if k == nil || k.cp == nil {
+		c.mu.Unlock()
+		return
+	}
+
+	var stop []*runningKubelet
+
+	for n, kl := range k.kubelets {
+		rec, up := v.upNodes[n]
+		if !up || kubeletKey(kl.opts) != kubeletKey(c.kubeletOptions(rec)) {
+			stop = append(stop, kl)
+			delete(k.kubelets, n)
+		}
+	}
+
+	var start []*Node
+
+	for n := range v.upNodes {
+		if k.kubelets[n] == nil {
+			start = append(start, n)
+		}
+	}
+	c.mu.Unlock()
+
+	for _, kl := range stop {
+		kl.stop()
+	}
+
+	for _, n := range start {
+		opts := c.kubeletOptions(v.upNodes[n])
+
+		kl, err := kubeletemu.Start(ctx, opts)
+		if err != nil {
+			c.noteKubeError(err)
+
+			continue
+		}
+
+		c.mu.Lock()
+		if c.kube == k && k.kubelets[n] == nil {
+			k.kubelets[n] = &runningKubelet{opts: opts, kubelet: kl}
+			c.notifyLocked()
+		} else {
+			go kl.Stop()
+		}
+		c.mu.Unlock()
+	}
+}
+
+// kubeletOptions are the emulated kubelet's settings from the node's configuration.
+func (c *Cluster) kubeletOptions(rec nodeRecord) kubeletemu.Options {
+	cfg := rec.cfg
+	cp := rec.controlPlane
+
+	opts := kubeletemu.Options{
+		Client:                         c.kube.client,
+		NodeName:                       rec.hostname,
+		InternalIP:                     net.IP(rec.ip.AsSlice()).String(),
+		KubeletVersion:                 imageTag(cfg.Machine().Kubelet().Image()),
+		OSImage:                        "Talos (" + rec.version + ")",
+		ControlPlane:                   cp,
+		AllowSchedulingOnControlPlanes: cfg.Cluster().ScheduleOnControlPlanes(),
+		Labels:                         cfg.Machine().NodeLabels(),
+		HeartbeatInterval:              c.opts.Kube.Heartbeat,
+		HungPod:                        c.opts.Kube.HungPod,
+		Logf:                           c.opts.Logf,
+	}
+
+	if cp {
+		opts.StaticPods = staticPods(cfg)
+	}
+
+	return opts
+}
+
+// staticPods are the control-plane static pods Talos runs, with the images of the configuration
+// and the labels Talos gives them.
+func staticPods(cfg config.Config) []kubeletemu.StaticPod {
+	pod := func(name, image string) kubeletemu.StaticPod {
+		return kubeletemu.StaticPod{
+			Name: name, Image: image,
+			Labels: map[string]string{"k8s-app": name, "tier": "control-plane"},
+		}
+	}
+
+	return []kubeletemu.StaticPod{
+		pod("kube-apiserver", cfg.Cluster().APIServer().Image()),
+		pod("kube-controller-manager", cfg.Cluster().ControllerManager().Image()),
+		pod("kube-scheduler", cfg.Cluster().Scheduler().Image()),
+	}
+}
+
+// imageTag is the tag of an image reference ("" if none).
+func imageTag(ref string) string {
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[i+1:]
+	}
+
+	return ""
+}
+
+// kubeletKey identifies a kubelet's settings (funcs and the client left out): a change means a
+// kubelet restart.
+func kubeletKey(o kubeletemu.Options) string {
+	o.Client, o.HungPod, o.Logf = nil, nil, nil
+
+	return fmt.Sprintf("%+v", o)
+}
