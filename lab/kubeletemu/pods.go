@@ -70,11 +70,13 @@ func (k *Kubelet) handle(ctx context.Context, pod *corev1.Pod) {
 	switch {
 	case pod.DeletionTimestamp != nil:
 		k.finish(ctx, pod)
-	case pod.Status.Phase == corev1.PodRunning:
-		if mountsCNIDir(pod) && podReady(pod) {
+	case pod.Status.Phase == corev1.PodRunning && podReady(pod):
+		if mountsCNIDir(pod) {
 			k.setNetworkReady(ctx)
 		}
-	case pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending:
+	case pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending || pod.Status.Phase == corev1.PodRunning:
+		// Pending pods start; a running pod someone marked not ready (the node lifecycle controller
+		// does while the node is NotReady) gets its true status back, as the status manager does.
 		if pod.Spec.HostNetwork || k.NetworkReady() {
 			if err := k.markRunning(ctx, pod); err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				k.opts.Logf("kubeletemu %s: running %s/%s: %v", k.opts.NodeName, pod.Namespace, pod.Name, err)

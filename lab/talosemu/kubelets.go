@@ -19,6 +19,7 @@ type HungPodFunc func(pod *corev1.Pod) bool
 type runningKubelet struct {
 	opts    kubeletemu.Options
 	kubelet *kubeletemu.Kubelet
+	node    *Node
 }
 
 func (k *runningKubelet) stop() { k.kubelet.Stop() }
@@ -68,6 +69,7 @@ func (c *Cluster) reconcileKubelets(ctx context.Context, v controlPlaneView) {
 
 	for _, kl := range stop {
 		kl.stop()
+		kl.node.setStaticPods(false)
 	}
 
 	for _, n := range start {
@@ -81,13 +83,20 @@ func (c *Cluster) reconcileKubelets(ctx context.Context, v controlPlaneView) {
 		}
 
 		c.mu.Lock()
-		if c.kube == k && k.kubelets[n] == nil {
-			k.kubelets[n] = &runningKubelet{opts: opts, kubelet: kl}
+		kept := c.kube == k && k.kubelets[n] == nil
+		if kept {
+			k.kubelets[n] = &runningKubelet{opts: opts, kubelet: kl, node: n}
 			c.notifyLocked()
-		} else {
-			go kl.Stop()
 		}
 		c.mu.Unlock()
+
+		if !kept {
+			kl.Stop()
+
+			continue
+		}
+
+		n.setStaticPods(true)
 	}
 }
 

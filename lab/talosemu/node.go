@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 )
 
@@ -92,6 +93,7 @@ type Node struct {
 	schematic string          // the Image Factory schematic of its installer
 	staged    *Installed      // an upgrade installed for the next boot
 	images    map[string]bool // images pulled into the system containerd
+	resources state.State     // the node's COSI resources
 	changed   chan struct{}   // closed at every state change
 }
 
@@ -124,6 +126,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		version:    opts.TalosVersion,
 		schematic:  opts.Schematic,
 		images:     map[string]bool{},
+		resources:  newResourceState(),
 		ownCluster: ownCluster,
 	}
 	n.methods = newMethodTable(n)
@@ -324,6 +327,7 @@ func (n *Node) setPhaseLocked(s State) {
 	}
 
 	n.phase = s
+	n.publishLocked()
 	n.cluster.update(n, n.recordLocked())
 	n.notifyLocked()
 }

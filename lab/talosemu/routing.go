@@ -48,6 +48,7 @@ func newMethodTable(n *Node) methodTable {
 			{&storageapi.StorageService_ServiceDesc, &storageService{node: n}},
 			{&machineapi.ImageService_ServiceDesc, &imageService{node: n}},
 			{&machineapi.LifecycleService_ServiceDesc, &lifecycleService{node: n}},
+			cosiService(n.resources),
 		},
 		unary:   map[string]unaryMethod{},
 		streams: map[string]streamMethod{},

@@ -1,0 +1,131 @@
+package talosemu
+
+import (
+	"context"
+	"fmt"
+
+	cosiapi "github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
+	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
+	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/block"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+)
+
+// The node's resources, served over Talos' COSI State API (what `talosctl get` reads) with the
+// machinery's own resource types: MachineStatus, the EPHEMERAL VolumeStatus, Nodename,
+// BootstrapManifestsConfig and, on control planes whose kubelet runs, one StaticPodStatus per
+// control-plane static pod. No Diagnostic is ever raised. These are what Talos' health checks
+// (pkg/cluster/check) and day-2 code read.
+
+func newResourceState() state.State {
+	return state.WrapCore(namespaced.NewState(inmem.Build))
+}
+
+// cosiService is the State gRPC service over the node's resources.
+func cosiService(st state.State) registeredService {
+	return registeredService{&cosiapi.State_ServiceDesc, server.NewState(st)}
+}
+
+// put creates or replaces r.
+func put(st state.State, r resource.Resource) {
+	ctx := context.Background()
+
+	cur, err := st.Get(ctx, r.Metadata())
+	if err == nil {
+		r.Metadata().SetVersion(cur.Metadata().Version())
+		_ = st.Update(ctx, r)
+
+		return
+	}
+
+	_ = st.Create(ctx, r)
+}
+
+func remove(st state.State, md resource.Pointer) {
+	_ = st.Destroy(context.Background(), md)
+}
+
+// publishLocked updates the node's resources after a change of state.
+func (n *Node) publishLocked() {
+	st := n.resources
+
+	ms := runtime.NewMachineStatus()
+	ms.TypedSpec().Stage = machineStage(n.phase)
+	ms.TypedSpec().Status.Ready = n.phase == StateInstalled || n.phase == StateMaintenance
+	put(st, ms)
+
+	if n.active == nil {
+		remove(st, k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID).Metadata())
+		remove(st, k8s.NewBootstrapManifestsConfig().Metadata())
+		remove(st, block.NewVolumeStatus(block.NamespaceName, constants.EphemeralPartitionLabel).Metadata())
+
+		return
+	}
+
+	nn := k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID)
+	nn.TypedSpec().Nodename = n.hostnameLocked()
+	put(st, nn)
+
+	vs := block.NewVolumeStatus(block.NamespaceName, constants.EphemeralPartitionLabel)
+	vs.TypedSpec().Phase = block.VolumePhaseReady
+	vs.TypedSpec().Location = "/dev/sda6"
+	vs.TypedSpec().MountLocation = "/var"
+	vs.TypedSpec().SetSize(n.opts.SystemDiskSizeBytes - 200<<20)
+	put(st, vs)
+
+	if n.isControlPlaneLocked() {
+		cl := n.active.cfg.Cluster()
+		bm := k8s.NewBootstrapManifestsConfig()
+		bm.TypedSpec().CNIName = cl.Network().CNI().Name()
+		bm.TypedSpec().ClusterDomain = cl.Network().DNSDomain()
+		bm.TypedSpec().PodCIDRs = cl.Network().PodCIDRs()
+		bm.TypedSpec().ProxyEnabled = cl.Proxy().Enabled()
+		bm.TypedSpec().ProxyImage = cl.Proxy().Image()
+		bm.TypedSpec().CoreDNSEnabled = cl.CoreDNS().Enabled()
+		bm.TypedSpec().CoreDNSImage = cl.CoreDNS().Image()
+		put(st, bm)
+	}
+}
+
+// setStaticPods publishes (running) or removes the control-plane static pods' statuses.
+func (n *Node) setStaticPods(running bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	for _, name := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		id := fmt.Sprintf("kube-system/%s-%s", name, n.hostnameLocked())
+		sp := k8s.NewStaticPodStatus(k8s.NamespaceName, id)
+
+		if !running || !n.isControlPlaneLocked() {
+			remove(n.resources, sp.Metadata())
+
+			continue
+		}
+
+		sp.TypedSpec().PodStatus = map[string]any{
+			"phase":      "Running",
+			"conditions": []any{map[string]any{"type": "Ready", "status": "True"}},
+		}
+		put(n.resources, sp)
+	}
+}
+
+func machineStage(s State) runtime.MachineStage {
+	switch s {
+	case StateMaintenance:
+		return runtime.MachineStageMaintenance
+	case StateInstalling:
+		return runtime.MachineStageInstalling
+	case StateInstalled, StateBootstrapped:
+		return runtime.MachineStageRunning
+	case StateRebooting:
+		return runtime.MachineStageRebooting
+	default:
+		return runtime.MachineStageShuttingDown
+	}
+}
