@@ -30,6 +30,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Config describes one member.
@@ -228,7 +229,7 @@ func start(ctx context.Context, cfg Config, state, initialCluster string) (*Memb
 	ec.PeerTLSInfo = transport.TLSInfo{
 		CertFile: files.peerCrt, KeyFile: files.peerKey, TrustedCAFile: files.ca, ClientCertAuth: true, SkipClientSANVerify: true,
 	}
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(errorLogger(cfg.Name))
 	ec.QuotaBackendBytes = 64 << 20 // also keeps bbolt's memory map small
 	ec.UnsafeNoFsync = true
 	ec.EnableGRPCGateway = false
@@ -349,4 +350,12 @@ func Leave(ctx context.Context, c *clientv3.Client, id uint64) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// errorLogger keeps etcd quiet except for errors, which go to stderr: etcd ends the process on
+// fatal conditions, and that must not happen silently.
+func errorLogger(name string) *zap.Logger {
+	enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
+
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), zapcore.ErrorLevel)).Named("etcd " + name)
 }

@@ -151,12 +151,14 @@ func (c *Cluster) register(n *Node, rec nodeRecord) error {
 // without a goodbye and stays in the member list, as a real member of a lost machine does.
 func (c *Cluster) unregister(n *Node) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-
 	c.nodes = slices.DeleteFunc(c.nodes, func(o *Node) bool { return o == n })
+	stopped := c.powerOffLocked(n)
 	delete(c.records, n)
-	c.powerOffLocked(n)
 	c.notifyLocked()
+	c.mu.Unlock()
+
+	// The machine is off only once its etcd member stopped: its disk may be deleted next.
+	<-stopped
 }
 
 // update stores what n publishes; an up control plane starts or joins etcd if the cluster runs it.

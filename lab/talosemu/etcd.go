@@ -26,6 +26,7 @@ type nodeEtcd struct {
 	starting bool
 	held     bool          // left the cluster or killed by a fault: no member until the next boot
 	stopped  chan struct{} // closed once the last member instance has fully stopped
+	started  chan struct{} // closed once the last start attempt has ended (nil: none)
 	seq      int           // order in which members first ran
 	id       uint64        // the member id once it ran (kept while stopped)
 	lastErr  error
@@ -168,8 +169,12 @@ func (c *Cluster) startReadyLocked() {
 func (c *Cluster) startLocked(n *Node, e *nodeEtcd, what string, start func(context.Context) (*etcdmember.Member, error)) {
 	e.starting = true
 	prev := e.stopped
+	attempt := make(chan struct{})
+	e.started = attempt
 
 	go func() {
+		defer close(attempt)
+
 		<-prev
 
 		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Minute)
@@ -246,33 +251,42 @@ func (c *Cluster) stopLocked(n *Node) {
 }
 
 // powerOffLocked hard-stops n's member (no leadership transfer, no goodbye): it stays in the
-// member list. Its data stays on the node's SystemDisk; without one, the machine is gone for good.
-func (c *Cluster) powerOffLocked(n *Node) {
+// member list. Its data stays on the node's SystemDisk; without one, the machine is gone for good
+// and its directory is removed. The returned channel is closed once all of that is done.
+func (c *Cluster) powerOffLocked(n *Node) <-chan struct{} {
+	done := make(chan struct{})
+
 	e := c.etcd[n]
 	if e == nil {
-		return
+		close(done)
+
+		return done
 	}
 
 	delete(c.etcd, n)
 
-	done := make(chan struct{})
-	prev, m := e.stopped, e.member
+	prev, m, starting := e.stopped, e.member, e.started
 	e.member = nil
+	keep := c.records[n].disk != nil
 
 	go func() {
+		defer close(done)
+
+		if starting != nil {
+			<-starting // a member that was starting is stopped by its own start goroutine
+		}
+
 		<-prev
 		if m != nil {
 			stopMember(m, true, nil)
 		}
-		close(done)
+
+		if !keep {
+			os.RemoveAll(e.cfg.Dir) //nolint:errcheck // a temporary directory
+		}
 	}()
 
-	if c.records[n].disk == nil {
-		go func() {
-			<-done
-			os.RemoveAll(e.cfg.Dir) //nolint:errcheck // a temporary directory
-		}()
-	}
+	return done
 }
 
 func stopMember(m *etcdmember.Member, hard bool, done chan struct{}) {

@@ -232,7 +232,12 @@ func (c *Cluster) startKube(ctx context.Context, v controlPlaneView) error {
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
 
-	client, err := kubernetes.NewForConfig(cp.RESTConfig())
+	// The kubelets of all nodes share this client: no client-side throttling (a real kubelet has
+	// its own budget per node).
+	rc := cp.RESTConfig()
+	rc.QPS, rc.Burst = 500, 1000
+
+	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		cp.Stop()
 
