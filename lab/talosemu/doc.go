@@ -54,8 +54,11 @@
 //
 // # Simplified or stricter (by choice)
 //
-//   - No kubelet or Kubernetes API runs here: ServiceList reports kubelet healthy once the cluster
-//     is bootstrapped. Bootstrapping a second etcd cluster in a registry that runs one is refused
+//   - Kubernetes (with ClusterOptions.Kube): one real API server, controller-manager and scheduler
+//     per cluster on the configured endpoint (lab/kubecp), an emulated kubelet per booted node
+//     (lab/kubeletemu; ServiceList reports kubelet healthy while it runs) and Talos' manifests
+//     created once (lab/talosmanifests). Without Kube, kubelet is healthy once etcd runs.
+//     Bootstrapping a second etcd cluster in a registry that runs one is refused
 //     (FailedPrecondition) rather than splitting the cluster. A failed graceful reset fails the
 //     Reset call itself; on Talos the call succeeds and the reset sequence fails afterwards.
 //   - Kubeconfig needs this control plane to be an etcd member (else FailedPrecondition); real
@@ -64,9 +67,14 @@
 //   - A configured node refuses (InvalidArgument) a configuration with another machine.ca (unless
 //     the running CA is kept in machine.acceptedCAs) or another machine.type: Talos would accept the
 //     first and lock every current client out, which here always means regenerated secrets.
-//   - No role-based authorization beyond "client certificate signed by the OS CA"; no Upgrade,
-//     Memory, COSI resource API, events or logs; Reset's Reboot flag changes nothing (the node
-//     always comes back).
+//   - No role-based authorization beyond "client certificate signed by the OS CA"; no events,
+//     logs or dmesg; Read serves the boot id only; the COSI State API holds MachineStatus,
+//     VolumeStatus EPHEMERAL, Nodename, BootstrapManifestsConfig and StaticPodStatus only; Reset's
+//     Reboot flag changes nothing (the node always comes back).
+//   - Upgrades (upgrade.go) change the version (and schematic) the node reports after its reboot;
+//     nothing is installed. Before v1.13 only the legacy Upgrade exists (etcd validated as
+//     machined's ValidateForUpgrade does, unless forced or preserving); from v1.13 ImageService.Pull
+//     and LifecycleService.Upgrade too (no etcd check, a reboot activates it).
 //   - Dry-run and immediate-mode diffs are plain line diffs of the encoded configurations.
 //   - Fan-out (`nodes` metadata) is emulated for unary calls only.
 //
@@ -78,6 +86,8 @@
 // failures) or accepting TCP and never finishing the TLS handshake (clients hit their deadline);
 // Options.InstallDelay and Options.RebootDelay set how long the API is down;
 // Options.InvalidArgumentOnParseError turns the maintenance-mode parse error into InvalidArgument
-// so that retrying clients fail fast. SharedBundle generates one secrets bundle per process and
+// so that retrying clients fail fast. Options.Faults (or Node.SetFaults) fail upgrades, roll a
+// new version back at boot or fail image pulls; Node.StopEtcd crashes a node's etcd member until
+// its next boot; KubeOptions.HungPod keeps chosen pods terminating forever (a hung drain). SharedBundle generates one secrets bundle per process and
 // configurations from it (contract v1.11, single v1alpha1 document).
 package talosemu
