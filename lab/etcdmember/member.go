@@ -352,10 +352,11 @@ func Leave(ctx context.Context, c *clientv3.Client, id uint64) error {
 	}
 }
 
-// errorLogger keeps etcd quiet except for errors, which go to stderr: etcd ends the process on
-// fatal conditions, and that must not happen silently.
+// errorLogger keeps etcd quiet except for panics and fatal errors, which go to stderr: etcd ends
+// the process on fatal conditions, and that must not happen silently. (Its errors are routine
+// here: every stop logs closed listeners.)
 func errorLogger(name string) *zap.Logger {
 	enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
 
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), zapcore.ErrorLevel)).Named("etcd " + name)
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), zapcore.DPanicLevel)).Named("etcd " + name)
 }

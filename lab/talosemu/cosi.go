@@ -11,13 +11,15 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/extensions"
 	"github.com/siderolabs/talos/pkg/machinery/resources/block"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 )
 
 // The node's resources, served over Talos' COSI State API (what `talosctl get` reads) with the
-// machinery's own resource types: MachineStatus, the EPHEMERAL VolumeStatus, Nodename,
+// machinery's own resource types: MachineStatus, the EPHEMERAL VolumeStatus, Nodename, the
+// schematic's ExtensionStatus,
 // BootstrapManifestsConfig and, on control planes whose kubelet runs, one StaticPodStatus per
 // control-plane static pod. No Diagnostic is ever raised. These are what Talos' health checks
 // (pkg/cluster/check) and day-2 code read.
@@ -65,6 +67,18 @@ func (n *Node) publishLocked() {
 		remove(st, block.NewVolumeStatus(block.NamespaceName, constants.EphemeralPartitionLabel).Metadata())
 
 		return
+	}
+
+	// The Image Factory schematic shows as the "schematic" extension, its version the schematic id
+	// (what `talosctl get extensions` lists on a factory image).
+	ext := runtime.NewExtensionStatus(runtime.NamespaceName, "0")
+	if n.schematic != "" {
+		ext.TypedSpec().Metadata = extensions.Metadata{
+			Name: "schematic", Version: n.schematic, Author: "Image Factory", Description: "This extension holds the schematic id of the image.",
+		}
+		put(st, ext)
+	} else {
+		remove(st, ext.Metadata())
 	}
 
 	nn := k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID)

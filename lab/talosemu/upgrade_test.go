@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc/codes"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
@@ -109,6 +111,17 @@ func TestLegacyUpgradeBefore113(t *testing.T) {
 
 	if n.Running().Schematic != schematic {
 		t.Fatalf("schematic after upgrade = %q", n.Running().Schematic)
+	}
+
+	// What day-2 code reads over COSI: the schematic as an extension, the machine running.
+	ext, err := safe.StateGetByID[*runtime.ExtensionStatus](nodeCtx(t, n), c.COSI, "0")
+	if err != nil || ext.TypedSpec().Metadata.Name != "schematic" || ext.TypedSpec().Metadata.Version != schematic {
+		t.Fatalf("schematic extension status: %v %v", ext, err)
+	}
+
+	ms, err := safe.StateGetByID[*runtime.MachineStatus](nodeCtx(t, n), c.COSI, runtime.MachineStatusID)
+	if err != nil || ms.TypedSpec().Stage != runtime.MachineStageRunning || !ms.TypedSpec().Status.Ready {
+		t.Fatalf("machine status: %v %v", ms, err)
 	}
 }
 
