@@ -108,7 +108,7 @@ func (k *Kubelet) finish(ctx context.Context, pod *corev1.Pod) {
 		grace = time.Duration(*s) * time.Second
 	}
 
-	if time.Since(pod.DeletionTimestamp.Time.Add(-time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0))*time.Second)) < grace {
+	if time.Since(pod.DeletionTimestamp.Add(-time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0))*time.Second)) < grace {
 		return // the resync comes back to it
 	}
 

@@ -68,7 +68,7 @@ func TestManifestsFollowTheConfiguration(t *testing.T) {
 			return
 		}
 
-		fmt.Fprintf(w, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from%s\n", strings.ReplaceAll(r.URL.Path, "/", "-"))
+		_, _ = fmt.Fprintf(w, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from%s\n", strings.ReplaceAll(r.URL.Path, "/", "-"))
 	}))
 	defer srv.Close()
 
