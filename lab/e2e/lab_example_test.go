@@ -79,6 +79,8 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 		t.Errorf("endpoint %q, kubeconfig:\n%s", outputs.Endpoint, outputs.Kubeconfig)
 	}
 
+	kubernetesFromOutput(t, outputs.Kubeconfig, len(outputs.Nodes))
+
 	if n := outputs.Nodes["cp-1"]; n.IP != l.Address(11) || n.VMID < 100 {
 		t.Errorf("nodes.cp-1 = %+v", n)
 	}
