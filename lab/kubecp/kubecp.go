@@ -356,6 +356,18 @@ func (cp *ControlPlane) Stop() {
 	})
 }
 
+// Kill stops the components at once (SIGKILL), as a power cut does, and waits until they are
+// gone. Stop and Kill may be called in any order, more than once.
+func (cp *ControlPlane) Kill() {
+	cp.stopOnce.Do(func() {
+		close(cp.stopped)
+
+		for _, p := range cp.procs {
+			p.kill()
+		}
+	})
+}
+
 // Endpoint is the apiserver's host:port.
 func (cp *ControlPlane) Endpoint() string { return cp.endpoint }
 

@@ -90,6 +90,16 @@ func (p *process) stop() {
 	}
 }
 
+// kill ends the process at once and waits until it is gone.
+func (p *process) kill() {
+	if !p.running() {
+		return
+	}
+
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
 // tail is the last n lines of the file at path (read from its last 64 KiB).
 func tail(path string, n int) string {
 	f, err := os.Open(path)

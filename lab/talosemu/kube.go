@@ -275,7 +275,7 @@ func (c *Cluster) stopKube() {
 	}
 
 	if k.cp != nil {
-		k.cp.Stop()
+		k.cp.Kill() // the lab is going away, or the machines it ran on are: no graceful shutdown
 	}
 }
 
