@@ -207,7 +207,9 @@ func clientFor(b *testing.B, bundle *talosemu.Bundle, n *talosemu.Node) *client.
 	return c
 }
 
-func clientCtx(ctx context.Context, n *talosemu.Node) context.Context { return client.WithNode(ctx, n.IP()) }
+func clientCtx(ctx context.Context, n *talosemu.Node) context.Context {
+	return client.WithNode(ctx, n.IP())
+}
 
 // clusterClient is client-go for the cluster's API server once it runs.
 func clusterClient(cluster *talosemu.Cluster) kubernetes.Interface {
