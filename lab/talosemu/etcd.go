@@ -2,16 +2,12 @@ package talosemu
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -301,113 +297,6 @@ func stopMember(m *etcdmember.Member, hard bool, done chan struct{}) {
 	}
 }
 
-// leave takes n out of etcd: gracefully (EtcdLeaveCluster, a graceful reset) it removes its
-// member through the cluster, retrying while etcd refuses membership changes, then stops it;
-// either way the data directory is wiped. Ungracefully the member stays listed, dead.
-func (c *Cluster) leave(ctx context.Context, n *Node, graceful bool) error {
-	c.mu.Lock()
-	e := c.etcd[n]
-	if e == nil {
-		c.mu.Unlock()
-		return nil
-	}
-
-	// A member still starting finishes first (its data would land after the wipe).
-	for e.starting {
-		ch := c.changed
-		c.mu.Unlock()
-
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("failed to leave cluster: etcd is still starting: %w", ctx.Err())
-		}
-
-		c.mu.Lock()
-	}
-
-	m := e.member
-	endpoints := c.clientURLsLocked(false)
-	ca := c.records[n].etcdCA
-	c.mu.Unlock()
-
-	if graceful && m != nil {
-		cli, err := etcdmember.NewClient(ca, endpoints...)
-		if err != nil {
-			return fmt.Errorf("failed to leave cluster: %w", err)
-		}
-
-		err = etcdmember.Leave(ctx, cli, m.ID)
-		cli.Close() //nolint:errcheck
-
-		if err != nil {
-			return fmt.Errorf("failed to leave cluster: %w", err)
-		}
-	}
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	if e.member != nil {
-		e.member = nil
-		e.stopped = make(chan struct{})
-		go stopMember(m, !graceful, e.stopped)
-	}
-
-	e.held = true
-	stopped := e.stopped
-
-	go func() {
-		<-stopped
-		os.RemoveAll(filepath.Join(e.cfg.Dir, "data")) //nolint:errcheck // best effort, like a wipe
-	}()
-
-	c.notifyLocked()
-
-	return nil
-}
-
-// etcdClient is an etcd client with Talos' admin identity for n: its own member (local) or every
-// control plane of the cluster, running or not, as Talos' NewClientFromControlPlaneIPs does.
-func (c *Cluster) etcdClient(n *Node, local bool) (*clientv3.Client, *nodeEtcd, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	rec := c.records[n]
-	e := c.etcd[n]
-
-	endpoints := c.clientURLsLocked(false)
-	if local {
-		if e == nil || e.member == nil {
-			return nil, e, errors.New("etcd is not running on this node")
-		}
-
-		endpoints = []string{e.member.ClientURL()}
-	}
-
-	if len(endpoints) == 0 || rec.etcdCA == nil {
-		return nil, e, errors.New("no etcd member to ask: the cluster is not bootstrapped")
-	}
-
-	cli, err := etcdmember.NewClient(rec.etcdCA, endpoints...)
-
-	return cli, e, err
-}
-
-// clientURLsLocked lists the control planes' etcd client URLs: only running members, or every
-// control plane that ever ran one.
-func (c *Cluster) clientURLsLocked(runningOnly bool) []string {
-	var urls []string
-
-	for _, n := range c.nodes {
-		if e := c.etcd[n]; e != nil && (e.member != nil || !runningOnly) {
-			urls = append(urls, "https://"+net.JoinHostPort(e.cfg.IP.String(), strconv.Itoa(e.cfg.ClientPort)))
-		}
-	}
-
-	return urls
-}
-
 // nodeEtcdLocked returns n's member record, creating it with the member's configuration.
 func (c *Cluster) nodeEtcdLocked(n *Node, rec nodeRecord) *nodeEtcd {
 	if e := c.etcd[n]; e != nil {
@@ -466,26 +355,4 @@ func etcdPorts(apid int) [2]int {
 	}
 
 	return [2]int{apid + 1, apid + 2}
-}
-
-// killEtcd hard-stops n's member and holds it down until n's next boot.
-func (c *Cluster) killEtcd(n *Node) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	e := c.etcd[n]
-	if e == nil {
-		return
-	}
-
-	e.held = true
-
-	if e.member != nil {
-		m := e.member
-		e.member = nil
-		e.stopped = make(chan struct{})
-		go stopMember(m, true, e.stopped)
-	}
-
-	c.notifyLocked()
 }

@@ -1,0 +1,117 @@
+package hostemu
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
+)
+
+// What the guest sees of its VM's configuration.
+
+// dataDisks are the VM's extra SCSI disks with their serials, as the guest would see them.
+func dataDisks(config map[string]string) []talosemu.Disk {
+	var out []talosemu.Disk
+
+	for i := 1; i < 31; i++ {
+		spec, ok := config[fmt.Sprintf("scsi%d", i)]
+		if !ok {
+			continue
+		}
+
+		d := talosemu.Disk{}
+		for _, kv := range strings.Split(spec, ",") {
+			if v, ok := strings.CutPrefix(kv, "serial="); ok {
+				d.Serial = v
+			}
+
+			if kv == "ssd=1" {
+				d.SSD = true
+			}
+		}
+
+		out = append(out, d)
+	}
+
+	return out
+}
+
+// bootImage is the Talos version and schematic of the image the VM boots: read from the lab image
+// its disk (or CD-ROM) was imported from, as factoryfake wrote it. Zero when none is found (the
+// node then runs talosemu's default version).
+func (c *Controller) bootImage(e pvefake.Event) talosemu.Installed {
+	c.mu.Lock()
+	fake := c.fake
+	c.mu.Unlock()
+
+	if fake == nil {
+		return talosemu.Installed{}
+	}
+
+	keys := make([]string, 0, len(e.Config))
+	for k := range e.Config {
+		keys = append(keys, k)
+	}
+
+	slices.Sort(keys)
+
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "scsi") && !strings.HasPrefix(k, "ide") && !strings.HasPrefix(k, "sata") && !strings.HasPrefix(k, "virtio") {
+			continue
+		}
+
+		volid, _, _ := strings.Cut(e.Config[k], ",")
+		storage, _, ok := strings.Cut(volid, ":")
+
+		if !ok {
+			continue
+		}
+
+		for _, v := range fake.Volumes(e.Node, storage) {
+			if v.VolID != volid {
+				continue
+			}
+
+			if got := parseLabImage(v.Data); got.Version != "" {
+				return got
+			}
+		}
+	}
+
+	return talosemu.Installed{}
+}
+
+// parseLabImage reads "schematic <id>" and "version <v>" lines from factoryfake's image header.
+func parseLabImage(data []byte) talosemu.Installed {
+	var out talosemu.Installed
+
+	head := string(data[:min(len(data), 16<<10)])
+	if !strings.Contains(head, "talos-proxmox lab image") {
+		return out
+	}
+
+	for _, line := range strings.Split(head, "\n") {
+		if v, ok := strings.CutPrefix(line, "schematic "); ok {
+			out.Schematic = v
+		}
+
+		if v, ok := strings.CutPrefix(line, "version "); ok {
+			out.Version = v
+		}
+	}
+
+	return out
+}
+
+// memoryBytes is the VM's configured memory ("memory" in MiB), 0 if unset.
+func memoryBytes(config map[string]string) uint64 {
+	mib, err := strconv.ParseUint(config["memory"], 10, 64)
+	if err != nil {
+		return 0
+	}
+
+	return mib << 20
+}
