@@ -61,17 +61,23 @@ func (c *Cluster) leave(ctx context.Context, n *Node, graceful bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	if e.member != nil {
-		e.member = nil
-		e.stopped = make(chan struct{})
-		go stopMember(m, !graceful, e.stopped)
-	}
-
+	// Stop, then wipe, and only then let a later start (which waits for e.stopped) use the
+	// directory: etcd ends the process if its data vanishes under it.
+	running := e.member
+	e.member = nil
+	prev := e.stopped
+	done := make(chan struct{})
+	e.stopped = done
 	e.held = true
-	stopped := e.stopped
 
 	go func() {
-		<-stopped
+		defer close(done)
+
+		<-prev
+		if running != nil {
+			stopMember(running, !graceful, nil)
+		}
+
 		os.RemoveAll(filepath.Join(e.cfg.Dir, "data")) //nolint:errcheck // best effort, like a wipe
 	}()
 
