@@ -193,10 +193,10 @@ func (c *Cluster) startLocked(n *Node, e *nodeEtcd, what string, start func(cont
 				c.startReadyLocked()
 			})
 		case !registered || !rec.up || c.closed:
-			// The machine went down while etcd started.
+			// The machine went down while etcd started: stop it now, before this attempt counts as
+			// ended (a powered-off machine's disk may be deleted right after).
 			if m != nil {
-				e.stopped = make(chan struct{})
-				go stopMember(m, false, e.stopped)
+				stopMember(m, true, nil)
 			}
 		default:
 			e.member, e.lastErr, e.id = m, nil, m.ID
