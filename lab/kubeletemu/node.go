@@ -2,123 +2,181 @@ package kubeletemu
 
 import (
 	"context"
-	"fmt"
 	"maps"
-	"slices"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 )
 
-const (
-	// controlPlaneRole is the control-plane role label and the key of the control-plane taint.
-	controlPlaneRole = "node-role.kubernetes.io/control-plane"
-	// attachDetachAnnotation is set by kubelets that let the controller attach volumes.
-	attachDetachAnnotation = "volumes.kubernetes.io/controller-managed-attach-detach"
-)
+// notReadyMessage is the real kubelet's message while no CNI configuration exists.
+const notReadyMessage = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
 
-// register creates the Node with its status, as a kubelet registers, or takes over the existing
-// object (a node that rebooted): its own labels, Options.Labels and the taints are reconciled;
-// the status is posted next, by Start.
+const controlPlaneRole = "node-role.kubernetes.io/control-plane"
+
+// register creates the Node, or takes over the existing object (a node that rebooted), then
+// publishes its status, lease and mirror pods.
 func (k *Kubelet) register(ctx context.Context) error {
 	nodes := k.opts.Client.CoreV1().Nodes()
 
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: k.opts.NodeName}}
-	k.reconcileMeta(node)
-	k.applyStatus(node, metav1.Now(), k.NetworkReady())
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := nodes.Get(ctx, k.opts.NodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = nodes.Create(ctx, k.desiredNode(&corev1.Node{}), metav1.CreateOptions{})
 
-	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
-	if err == nil {
-		k.nodeUID = created.UID
+			return err
+		}
 
-		return nil
-	}
-
-	if !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating Node %s: %w", k.opts.NodeName, err)
-	}
-
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := nodes.Get(ctx, k.opts.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 
-		k.nodeUID = cur.UID
-
-		want := cur.DeepCopy()
-		k.reconcileMeta(want)
-
-		if apiequality.Semantic.DeepEqual(cur.ObjectMeta, want.ObjectMeta) && apiequality.Semantic.DeepEqual(cur.Spec, want.Spec) {
-			return nil
-		}
-
-		_, err = nodes.Update(ctx, want, metav1.UpdateOptions{})
+		_, err = nodes.Update(ctx, k.desiredNode(node), metav1.UpdateOptions{})
 
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("updating the existing Node %s: %w", k.opts.NodeName, err)
+		return err
 	}
 
-	return nil
+	if err := k.heartbeat(ctx); err != nil {
+		return err
+	}
+
+	return k.syncMirrorPods(ctx)
 }
 
-// reconcileMeta sets what the kubelet (and Talos, for labels and taints) owns on the Node.
-func (k *Kubelet) reconcileMeta(node *corev1.Node) {
+// desiredNode sets what a kubelet owns on its Node object at registration.
+func (k *Kubelet) desiredNode(node *corev1.Node) *corev1.Node {
+	node = node.DeepCopy()
+	node.Name = k.opts.NodeName
+
+	labels := map[string]string{
+		"kubernetes.io/hostname": k.opts.NodeName,
+		"kubernetes.io/os":       "linux",
+		"kubernetes.io/arch":     "amd64",
+		"beta.kubernetes.io/os":  "linux",
+	}
+	maps.Copy(labels, k.opts.Labels)
+
+	if k.opts.ControlPlane {
+		labels[controlPlaneRole] = ""
+	}
+
 	if node.Labels == nil {
 		node.Labels = map[string]string{}
 	}
 
-	maps.Copy(node.Labels, map[string]string{
-		corev1.LabelHostname:      k.opts.NodeName,
-		corev1.LabelOSStable:      "linux",
-		corev1.LabelArchStable:    "amd64",
-		"beta.kubernetes.io/os":   "linux",
-		"beta.kubernetes.io/arch": "amd64",
-	})
-	maps.Copy(node.Labels, k.opts.Labels)
+	maps.Copy(node.Labels, labels)
 
-	if k.opts.ControlPlane {
-		node.Labels[controlPlaneRole] = ""
+	if node.CreationTimestamp.IsZero() && k.opts.ControlPlane && !k.opts.AllowSchedulingOnControlPlanes {
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: controlPlaneRole, Effect: corev1.TaintEffectNoSchedule})
 	}
 
-	if node.Annotations == nil {
-		node.Annotations = map[string]string{}
-	}
-
-	node.Annotations[attachDetachAnnotation] = "true"
-	node.Spec.Taints = k.reconcileTaints(node.Spec.Taints)
+	return node
 }
 
-// reconcileTaints adds the missing taints of Options.Taints and the control-plane taint (when the
-// node is a control plane that does not allow scheduling), and removes the control-plane taint
-// otherwise; other taints (the node lifecycle controller's, an operator's) are kept.
-func (k *Kubelet) reconcileTaints(taints []corev1.Taint) []corev1.Taint {
-	cp := corev1.Taint{Key: controlPlaneRole, Effect: corev1.TaintEffectNoSchedule}
-	wantCP := k.opts.ControlPlane && !k.opts.AllowSchedulingOnControlPlanes
-
-	out := slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool {
-		return !wantCP && t.MatchTaint(&cp)
-	})
-
-	want := slices.Clone(k.opts.Taints)
-	if wantCP {
-		want = append([]corev1.Taint{cp}, want...)
+// heartbeat renews the Lease and the Node's status, as a kubelet does.
+func (k *Kubelet) heartbeat(ctx context.Context) error {
+	if err := k.renewLease(ctx); err != nil {
+		return err
 	}
 
-	for _, t := range want {
-		if !slices.ContainsFunc(out, func(o corev1.Taint) bool { return o.MatchTaint(&t) }) {
-			out = append(out, t)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := k.opts.Client.CoreV1().Nodes().Get(ctx, k.opts.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+
+		k.setStatus(node)
+		_, err = k.opts.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+
+		return err
+	})
+}
+
+func (k *Kubelet) setStatus(node *corev1.Node) {
+	now := metav1.Now()
+	node.Status.Capacity = capacity()
+	node.Status.Allocatable = capacity()
+	node.Status.Addresses = []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: k.opts.InternalIP},
+		{Type: corev1.NodeHostName, Address: k.opts.NodeName},
+	}
+	node.Status.NodeInfo = corev1.NodeSystemInfo{
+		KubeletVersion: k.opts.KubeletVersion, OSImage: k.opts.OSImage, ContainerRuntimeVersion: "containerd://2.1.4",
+		KernelVersion: "6.12.0-talos", OperatingSystem: "linux", Architecture: "amd64",
+		MachineID: k.opts.NodeName, SystemUUID: k.opts.NodeName, BootID: k.opts.NodeName,
+	}
+
+	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"}
+	if !k.NetworkReady() {
+		ready = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", Message: notReadyMessage}
+	}
+
+	want := []corev1.NodeCondition{
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "kubelet has no disk pressure"},
+		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "kubelet has sufficient PID available"},
+		ready,
+	}
+
+	for _, c := range want {
+		c.LastHeartbeatTime = now
+		c.LastTransitionTime = now
+
+		found := false
+
+		for i := range node.Status.Conditions {
+			old := &node.Status.Conditions[i]
+			if old.Type != c.Type {
+				continue
+			}
+
+			found = true
+
+			if old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+
+			*old = c
+		}
+
+		if !found {
+			node.Status.Conditions = append(node.Status.Conditions, c)
 		}
 	}
+}
 
-	if len(out) == 0 {
-		return nil
+func (k *Kubelet) renewLease(ctx context.Context) error {
+	leases := k.opts.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	now := metav1.NewMicroTime(time.Now())
+	seconds := int32(max(40, 5*k.opts.HeartbeatInterval/time.Second))
+
+	lease, err := leases.Get(ctx, k.opts.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: k.opts.NodeName, Namespace: corev1.NamespaceNodeLease},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity: ptr.To(k.opts.NodeName), LeaseDurationSeconds: ptr.To(seconds), RenewTime: &now,
+			},
+		}, metav1.CreateOptions{})
+
+		return err
 	}
 
-	return out
+	if err != nil {
+		return err
+	}
+
+	lease.Spec.RenewTime = &now
+	lease.Spec.HolderIdentity = ptr.To(k.opts.NodeName)
+	lease.Spec.LeaseDurationSeconds = ptr.To(seconds)
+	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+
+	return err
 }

@@ -2,6 +2,7 @@ package kubeletemu
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"strings"
 	"time"
@@ -10,277 +11,197 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 )
 
-const (
-	// cniDir is where CNI plugins' DaemonSets write the node's CNI configuration.
-	cniDir = "/etc/cni/net.d"
-	// mirrorKey is the work queue's key for a sync of the mirror pods (pod keys are ns/name).
-	mirrorKey = "#mirror-pods"
-	// maxTerminationDelay bounds how long a deleted pod's containers take to stop.
-	maxTerminationDelay = 200 * time.Millisecond
-	// hungRecheck is how often a pod HungPod keeps is asked about again.
-	hungRecheck = time.Second
-)
+// cniDir is where CNI plugins' DaemonSets write the node's CNI configuration.
+const cniDir = "/etc/cni/net.d"
 
-// podState is what the kubelet remembers of its pods, by UID.
-type podState struct {
-	ips         map[types.UID]string    // pod IPs handed out
-	terminating map[types.UID]time.Time // when the deletion was first seen
-	finished    map[types.UID]bool      // deleted for good (finalizers may keep the object)
-}
-
-func newPodState() podState {
-	return podState{ips: map[types.UID]string{}, terminating: map[types.UID]time.Time{}, finished: map[types.UID]bool{}}
-}
-
-// startInformers watches the Node and the pods bound to it (field selectors; the events are
-// filtered again on the client side, for API servers and fakes that do not filter watches).
-func (k *Kubelet) startInformers(ctx context.Context) {
-	k.queue = workqueue.NewTypedRateLimitingQueue(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 5*time.Second))
-
-	podFactory := informers.NewSharedInformerFactoryWithOptions(k.opts.Client, 0,
+// watchPods runs the pods bound to this node until ctx ends.
+func (k *Kubelet) watchPods(ctx context.Context) {
+	factory := informers.NewSharedInformerFactoryWithOptions(k.opts.Client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.opts.NodeName).String()
 		}))
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(k.opts.Client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", k.opts.NodeName).String()
-		}))
+	inf := factory.Core().V1().Pods().Informer()
 
-	k.pods = podFactory.Core().V1().Pods().Informer()
-	k.nodes = nodeFactory.Core().V1().Nodes().Informer()
-	k.factories = []informers.SharedInformerFactory{podFactory, nodeFactory}
-
+	queue := make(chan *corev1.Pod, 1024)
 	enqueue := func(obj any) {
-		if pod, ok := obj.(*corev1.Pod); ok && k.ours(pod) {
-			if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
-				k.queue.Add(key)
+		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName == k.opts.NodeName {
+			select {
+			case queue <- pod:
+			default: // full: the periodic resync catches up
 			}
 		}
 	}
 
-	_, _ = k.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-
-			if pod, ok := obj.(*corev1.Pod); ok && k.ours(pod) {
-				k.forget(pod.UID)
-
-				if isMirrorPod(pod) {
-					k.queue.Add(mirrorKey) // the kubelet recreates it
-				}
-			}
-		},
 	})
 
-	for _, f := range k.factories {
-		f.Start(ctx.Done())
-	}
-}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
 
-// ours reports whether pod is bound to this node.
-func (k *Kubelet) ours(pod *corev1.Pod) bool { return pod.Spec.NodeName == k.opts.NodeName }
+	resync := time.NewTicker(time.Second)
+	defer resync.Stop()
 
-// enqueueAllPods queues every pod of the node for a sync.
-func (k *Kubelet) enqueueAllPods() {
-	if k.pods == nil {
-		return
-	}
-
-	for _, obj := range k.pods.GetStore().List() {
-		if pod, ok := obj.(*corev1.Pod); ok && k.ours(pod) {
-			if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
-				k.queue.Add(key)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case pod := <-queue:
+			k.handle(ctx, pod)
+		case <-resync.C:
+			// pods that waited for the network, and deletions that may have been missed
+			for _, obj := range inf.GetStore().List() {
+				if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName == k.opts.NodeName {
+					k.handle(ctx, pod)
+				}
 			}
 		}
 	}
 }
 
-// processNext syncs one queued pod (or the mirror pods); false once the queue shut down.
-func (k *Kubelet) processNext(ctx context.Context) bool {
-	key, quit := k.queue.Get()
-	if quit {
-		return false
-	}
-	defer k.queue.Done(key)
-
-	var (
-		after time.Duration
-		err   error
-	)
-
-	if key == mirrorKey {
-		err = k.syncMirrorPods(ctx)
-	} else {
-		after, err = k.syncPod(ctx, key)
-	}
-
-	switch {
-	case err != nil:
-		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && !apierrors.IsAlreadyExists(err) {
-			k.logErr(ctx, "pod "+key, err)
-		}
-
-		k.queue.AddRateLimited(key)
-	case after > 0:
-		k.queue.Forget(key)
-		k.queue.AddAfter(key, after)
-	default:
-		k.logErr(ctx, "pod "+key, nil)
-		k.queue.Forget(key)
-	}
-
-	return true
-}
-
-// syncPod moves one pod along as a kubelet would: it finishes a pod being deleted, starts a
-// pending pod (host-network pods at once, others once the network is ready), and restores the
-// status of a running pod someone changed (the node lifecycle controller marks pods not ready
-// while their node is NotReady). It returns when to look at the pod again, if it must.
-func (k *Kubelet) syncPod(ctx context.Context, key string) (time.Duration, error) {
-	obj, exists, err := k.pods.GetStore().GetByKey(key)
-	if err != nil || !exists {
-		return 0, err
-	}
-
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || !k.ours(pod) {
-		return 0, nil
-	}
-
+// handle moves one pod along: finish it if it is being deleted, run it if it can run.
+func (k *Kubelet) handle(ctx context.Context, pod *corev1.Pod) {
 	switch {
 	case pod.DeletionTimestamp != nil:
-		return k.terminate(ctx, pod)
-	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		return 0, nil
-	case !needsRunningStatus(pod):
+		k.finish(ctx, pod)
+	case pod.Status.Phase == corev1.PodRunning && podReady(pod):
 		if mountsCNIDir(pod) {
-			k.noteCNI(pod)
+			k.setNetworkReady(ctx)
 		}
-
-		return 0, nil
-	case !pod.Spec.HostNetwork && !k.NetworkReady():
-		return 0, k.markPending(ctx, pod)
-	}
-
-	running, err := k.markRunning(ctx, pod)
-	if err != nil {
-		return 0, err
-	}
-
-	if mountsCNIDir(running) {
-		k.noteCNI(running)
-	}
-
-	return 0, nil
-}
-
-// terminate finishes a pod being deleted once its containers "stopped" (after min(its grace
-// period, 200ms)): it posts the terminal status, then deletes the pod for good with a zero grace
-// period and the pod's UID as a precondition, as the kubelet's status manager does. A mirror pod
-// is deleted at once (its static pod keeps running; the mirror pod comes back).
-func (k *Kubelet) terminate(ctx context.Context, pod *corev1.Pod) (time.Duration, error) {
-	pods := k.opts.Client.CoreV1().Pods(pod.Namespace)
-	final := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}}
-
-	k.mu.Lock()
-	finished := k.track.finished[pod.UID]
-	k.mu.Unlock()
-
-	if finished {
-		return 0, nil // waiting for finalizers
-	}
-
-	if isMirrorPod(pod) {
-		return 0, ignoreGone(pods.Delete(ctx, pod.Name, final))
-	}
-
-	if k.opts.HungPod != nil && k.opts.HungPod(pod) {
-		return hungRecheck, nil
-	}
-
-	delay := maxTerminationDelay
-	if s := pod.DeletionGracePeriodSeconds; s != nil {
-		delay = min(delay, time.Duration(*s)*time.Second)
-	}
-
-	k.mu.Lock()
-	seen, ok := k.track.terminating[pod.UID]
-	if !ok {
-		seen = time.Now()
-		k.track.terminating[pod.UID] = seen
-	}
-	k.mu.Unlock()
-
-	if wait := time.Until(seen.Add(delay)); wait > 0 {
-		return wait, nil
-	}
-
-	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-		if err := k.markTerminated(ctx, pod); err != nil {
-			return 0, ignoreGone(err)
+	case pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending || pod.Status.Phase == corev1.PodRunning:
+		// Pending pods start; a running pod someone marked not ready (the node lifecycle controller
+		// does while the node is NotReady) gets its true status back, as the status manager does.
+		if pod.Spec.HostNetwork || k.NetworkReady() {
+			if err := k.markRunning(ctx, pod); err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				k.opts.Logf("kubeletemu %s: running %s/%s: %v", k.opts.NodeName, pod.Namespace, pod.Name, err)
+			}
 		}
 	}
-
-	if err := ignoreGone(pods.Delete(ctx, pod.Name, final)); err != nil {
-		return 0, err
-	}
-
-	k.mu.Lock()
-	k.track.finished[pod.UID] = true
-	k.mu.Unlock()
-
-	return 0, nil
 }
 
-// ignoreGone is err unless it says the pod is gone (not found, or replaced: the UID
-// precondition failed).
-func ignoreGone(err error) error {
-	if apierrors.IsNotFound(err) || (apierrors.IsConflict(err) && strings.Contains(err.Error(), "UID")) {
-		return nil
-	}
-
-	return err
-}
-
-// forget drops what the kubelet remembers of a deleted pod.
-func (k *Kubelet) forget(uid types.UID) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-
-	delete(k.track.ips, uid)
-	delete(k.track.terminating, uid)
-	delete(k.track.finished, uid)
-}
-
-// noteCNI records that a pod installing the CNI configuration runs: the network is ready (with
-// the built-in rule), the Node's status is posted at once and the pods that waited start.
-func (k *Kubelet) noteCNI(pod *corev1.Pod) {
-	if k.opts.NetworkReady != nil {
-		return
-	}
-
+func (k *Kubelet) setNetworkReady(ctx context.Context) {
 	k.mu.Lock()
 	was := k.networkReady
 	k.networkReady = true
 	k.mu.Unlock()
 
 	if !was {
-		k.opts.Logf("kubeletemu %s: %s/%s configured the CNI; the network is ready", k.opts.NodeName, pod.Namespace, pod.Name)
-		k.kickStatus()
-		k.enqueueAllPods()
+		k.opts.Logf("kubeletemu %s: CNI configured; the network is ready", k.opts.NodeName)
+		_ = k.heartbeat(ctx)
 	}
+}
+
+// finish deletes a terminating pod for good once its containers "stopped", as the kubelet does.
+func (k *Kubelet) finish(ctx context.Context, pod *corev1.Pod) {
+	if k.opts.HungPod != nil && k.opts.HungPod(pod) {
+		return
+	}
+
+	grace := 200 * time.Millisecond
+	if s := pod.DeletionGracePeriodSeconds; s != nil && time.Duration(*s)*time.Second < grace {
+		grace = time.Duration(*s) * time.Second
+	}
+
+	if time.Since(pod.DeletionTimestamp.Add(-time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0))*time.Second)) < grace {
+		return // the resync comes back to it
+	}
+
+	err := k.opts.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0),
+		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+		k.opts.Logf("kubeletemu %s: finishing %s/%s: %v", k.opts.NodeName, pod.Namespace, pod.Name, err)
+	}
+}
+
+// markRunning reports the pod's containers started and ready.
+func (k *Kubelet) markRunning(ctx context.Context, pod *corev1.Pod) error {
+	pod = pod.DeepCopy()
+	now := metav1.Now()
+
+	ip := k.opts.InternalIP
+	if !pod.Spec.HostNetwork {
+		ip = k.podIP(string(pod.UID))
+	}
+
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.HostIP = k.opts.InternalIP
+	pod.Status.HostIPs = []corev1.HostIP{{IP: k.opts.InternalIP}}
+	pod.Status.PodIP = ip
+	pod.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	pod.Status.StartTime = &now
+	pod.Status.Conditions = nil
+
+	for _, t := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled} {
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+
+	pod.Status.InitContainerStatuses = nil
+	for _, c := range pod.Spec.InitContainers {
+		pod.Status.InitContainerStatuses = append(pod.Status.InitContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: imageID(c.Image), Ready: true, ContainerID: containerID(pod, c.Name),
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}},
+		})
+	}
+
+	pod.Status.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: imageID(c.Image), Ready: true, Started: ptr.To(true), ContainerID: containerID(pod, c.Name),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+		})
+	}
+
+	_, err := k.opts.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+
+	return err
+}
+
+func (k *Kubelet) podIP(uid string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+
+	if ip, ok := k.podIPs[uid]; ok {
+		return ip
+	}
+
+	k.nextIP++
+	ip := fmt.Sprintf("10.244.%d.%d", hostOctet(k.opts.InternalIP), k.nextIP%250+2)
+	k.podIPs[uid] = ip
+
+	return ip
+}
+
+func hostOctet(ip string) int {
+	var a, b, c, d int
+	if _, err := fmt.Sscanf(ip, "%d.%d.%d.%d", &a, &b, &c, &d); err != nil {
+		return 0
+	}
+
+	return d
+}
+
+func imageID(image string) string { return image + "@sha256:" + strings.Repeat("0", 64) }
+
+func containerID(pod *corev1.Pod, name string) string {
+	return "containerd://" + strings.ReplaceAll(string(pod.UID), "-", "") + "-" + name
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+
+	return false
 }
 
 // mountsCNIDir reports whether the pod mounts a hostPath at or under /etc/cni/net.d.
