@@ -16,36 +16,9 @@
 #   GO                      go command to use (default: go)
 set -euo pipefail
 
-# Everything below writes progress to stderr; fd 3 is the real stdout.
-exec 3>&1 1>&2
-
-usage() {
-	sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
-}
-
-print_only=false
-case "${1:-}" in
-"") ;;
---print-dir) print_only=true ;;
--h | --help)
-	usage >&3
-	exit 0
-	;;
-*)
-	echo "build.sh: unknown argument: $1" >&2
-	usage
-	exit 2
-	;;
-esac
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-GO=${GO:-go}
-
-log() { printf 'kube: %s\n' "$*" >&2; }
-die() {
-	printf 'kube: error: %s\n' "$*" >&2
-	exit 1
-}
+# shellcheck source=../lib/cachebuild.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/cachebuild.sh"
+cache_start kube 2,16 "$@"
 
 # --- pinned version: read from the committed go.mod ---------------------------
 
@@ -79,15 +52,6 @@ done
 
 # --- cache key ---------------------------------------------------------------
 
-sha256() {
-	if command -v sha256sum >/dev/null 2>&1; then
-		sha256sum | cut -d' ' -f1
-	elif command -v shasum >/dev/null 2>&1; then
-		shasum -a 256 | cut -d' ' -f1
-	else
-		openssl dgst -sha256 -r | cut -d' ' -f1
-	fi
-}
 
 # The recipe (what is built, how) plus the exact module files.
 recipe() {
@@ -108,14 +72,9 @@ KEYDIR=$ROOT/$KEY
 BINDIR=$KEYDIR/bin
 STAMP=$KEYDIR/stamp
 
-if $print_only; then
-	printf '%s\n' "$BINDIR" >&3
-	exit 0
-fi
+! $print_only || cache_done "$BINDIR"
 
 # --- build -------------------------------------------------------------------
-
-filesize() { wc -c <"$1" | tr -d ' '; }
 
 # is_built: the stamp exists and the binary it lists is present, executable and of the
 # recorded size.
@@ -133,27 +92,17 @@ is_built() {
 log "bin dir $BINDIR"
 if is_built; then
 	log "$BIN $KUBE_VERSION is up to date"
-	printf '%s\n' "$BINDIR" >&3
-	exit 0
+	cache_done "$BINDIR"
 fi
 
 command -v "$GO" >/dev/null 2>&1 || die "'$GO' not found; a Go toolchain is needed"
 mkdir -p "$BINDIR"
 
 # Serialise concurrent runs on the same key (the second one then skips).
-if command -v flock >/dev/null 2>&1; then
-	exec 9>"$KEYDIR/.lock"
-	if ! flock -n 9; then
-		log "another build of $KEY is running; waiting for it"
-		flock 9
-		if is_built; then
-			log "$BIN $KUBE_VERSION is up to date"
-			printf '%s\n' "$BINDIR" >&3
-			exit 0
-		fi
-	fi
-	# Holding the lock: temp dirs left by killed runs are garbage.
-	rm -rf "$KEYDIR"/.tmp-*
+cache_lock "$KEYDIR" "$KEY"
+if is_built; then
+	log "$BIN $KUBE_VERSION is up to date"
+	cache_done "$BINDIR"
 fi
 
 tmp=

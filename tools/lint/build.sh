@@ -15,34 +15,9 @@
 #   GO                           go command to use (default: go)
 set -euo pipefail
 
-# Everything below writes progress to stderr; fd 3 is the real stdout.
-exec 3>&1 1>&2
-
-usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
-
-print_only=false
-case "${1:-}" in
-"") ;;
---print-dir) print_only=true ;;
--h | --help)
-	usage >&3
-	exit 0
-	;;
-*)
-	echo "build.sh: unknown argument: $1" >&2
-	usage
-	exit 2
-	;;
-esac
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-GO=${GO:-go}
-
-log() { printf 'lint: %s\n' "$*" >&2; }
-die() {
-	printf 'lint: error: %s\n' "$*" >&2
-	exit 1
-}
+# shellcheck source=../lib/cachebuild.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/cachebuild.sh"
+cache_start lint 2,15 "$@"
 
 # --- recipe: the version is the one the committed wrapper go.mod requires -----
 
@@ -59,15 +34,6 @@ SUM=$(awk -v m="$MOD" -v v="$VERSION" '$1 == m && $2 == v { print $3; exit }' "$
 # filled in at build time (@DATE@) with the release time the proxy records.
 LDFLAGS_TMPL="-s -w -X main.version=${VERSION#v} -X main.commit=$SUM -X main.date=@DATE@"
 
-sha256() {
-	if command -v sha256sum >/dev/null 2>&1; then
-		sha256sum | cut -d' ' -f1
-	elif command -v shasum >/dev/null 2>&1; then
-		shasum -a 256 | cut -d' ' -f1
-	else
-		openssl dgst -sha256 -r | cut -d' ' -f1
-	fi
-}
 
 recipe() {
 	local f
@@ -86,28 +52,17 @@ KEYDIR=$ROOT/$KEY
 BINDIR=$KEYDIR/bin
 STAMP=$KEYDIR/stamp
 
-if $print_only; then
-	printf '%s\n' "$BINDIR" >&3
-	exit 0
-fi
+! $print_only || cache_done "$BINDIR"
 
 # --- build -------------------------------------------------------------------
 
-filesize() { wc -c <"$1" | tr -d ' '; }
 is_built() { [ -f "$STAMP" ] && [ -x "$BINDIR/$BIN" ] && [ "$(cat "$STAMP")" = "$(filesize "$BINDIR/$BIN")" ]; }
 
 if ! is_built; then
 	command -v "$GO" >/dev/null 2>&1 || die "'$GO' not found; a Go toolchain is needed"
 	mkdir -p "$BINDIR"
 	# Serialise concurrent runs on the same key (the second one then skips).
-	if command -v flock >/dev/null 2>&1; then
-		exec 9>"$KEYDIR/.lock"
-		if ! flock -n 9; then
-			log "another build of $KEY is running; waiting for it"
-			flock 9
-		fi
-		rm -rf "$KEYDIR"/.tmp-* # holding the lock: leftovers of killed runs
-	fi
+	cache_lock "$KEYDIR" "$KEY"
 fi
 if ! is_built; then
 	rm -f "$STAMP"

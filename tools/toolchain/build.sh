@@ -16,36 +16,9 @@
 #   GO                           go command to use (default: go)
 set -euo pipefail
 
-# Everything below writes progress to stderr; fd 3 is the real stdout.
-exec 3>&1 1>&2
-
-usage() {
-	sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
-}
-
-print_only=false
-case "${1:-}" in
-"") ;;
---print-dir) print_only=true ;;
--h | --help)
-	usage >&3
-	exit 0
-	;;
-*)
-	echo "build.sh: unknown argument: $1" >&2
-	usage
-	exit 2
-	;;
-esac
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-GO=${GO:-go}
-
-log() { printf 'toolchain: %s\n' "$*" >&2; }
-die() {
-	printf 'toolchain: error: %s\n' "$*" >&2
-	exit 1
-}
+# shellcheck source=../lib/cachebuild.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/cachebuild.sh"
+cache_start toolchain 2,16 "$@"
 
 # --- pinned versions: read from the committed wrapper go.mod files -----------
 
@@ -112,15 +85,6 @@ spec() {
 
 # --- cache key ---------------------------------------------------------------
 
-sha256() {
-	if command -v sha256sum >/dev/null 2>&1; then
-		sha256sum | cut -d' ' -f1
-	elif command -v shasum >/dev/null 2>&1; then
-		shasum -a 256 | cut -d' ' -f1
-	else
-		openssl dgst -sha256 -r | cut -d' ' -f1
-	fi
-}
 
 # The recipe (what is built, how) plus the exact wrapper module files.
 recipe() {
@@ -145,10 +109,7 @@ KEYDIR=$ROOT/$KEY
 BINDIR=$KEYDIR/bin
 STAMPDIR=$KEYDIR/stamps
 
-if $print_only; then
-	printf '%s\n' "$BINDIR" >&3
-	exit 0
-fi
+! $print_only || cache_done "$BINDIR"
 
 # --- build -------------------------------------------------------------------
 
@@ -156,15 +117,7 @@ command -v "$GO" >/dev/null 2>&1 || die "'$GO' not found; a Go toolchain is need
 mkdir -p "$BINDIR" "$STAMPDIR"
 
 # Serialise concurrent runs on the same key (the second one then skips).
-if command -v flock >/dev/null 2>&1; then
-	exec 9>"$KEYDIR/.lock"
-	if ! flock -n 9; then
-		log "another build of $KEY is running; waiting for it"
-		flock 9
-	fi
-	# Holding the lock: temp dirs left by killed runs are garbage.
-	rm -rf "$KEYDIR"/.tmp-*
-fi
+cache_lock "$KEYDIR" "$KEY"
 
 tmpdirs=()
 cleanup() {
@@ -175,7 +128,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-filesize() { wc -c <"$1" | tr -d ' '; }
 
 # is_built <component>: its stamp exists and every file it lists is present,
 # executable and of the recorded size.
