@@ -47,7 +47,8 @@ type Cluster struct {
 	seq     int                 // members started so far
 	closed  bool
 	changed chan struct{}
-	kube    *kube // the cluster's Kubernetes; nil until it runs (and always without opts.Kube)
+	kube    *kube  // the cluster's Kubernetes; nil until it runs (and always without opts.Kube)
+	kubeErr string // the last Kubernetes error logged (each is logged once in a row)
 	cancel  context.CancelFunc
 	loopEnd chan struct{} // closed when the Kubernetes loop has stopped everything
 }

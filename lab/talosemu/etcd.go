@@ -25,7 +25,6 @@ type nodeEtcd struct {
 	started  chan struct{} // closed once the last start attempt has ended (nil: none)
 	seq      int           // order in which members first ran
 	id       uint64        // the member id once it ran (kept while stopped)
-	lastErr  error
 }
 
 // etcdRetry is how soon a failed start of a member is tried again (Talos' etcd service retries
@@ -89,16 +88,6 @@ func (c *Cluster) isMember(n *Node) bool {
 	e := c.etcd[n]
 
 	return e != nil && e.member != nil
-}
-
-// etcdStarting reports whether n's member is being started (bootstrap, join or restart).
-func (c *Cluster) etcdStarting(n *Node) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	e := c.etcd[n]
-
-	return e != nil && e.starting
 }
 
 // bootstrap starts a new one-member etcd cluster on n, as the Bootstrap API does. Like Talos, it
@@ -185,7 +174,6 @@ func (c *Cluster) startLocked(n *Node, e *nodeEtcd, what string, start func(cont
 
 		switch {
 		case err != nil:
-			e.lastErr = err
 			c.opts.Logf("talosemu %s: etcd %s failed: %v", n.addr, what, err)
 			time.AfterFunc(etcdRetry, func() {
 				c.mu.Lock()
@@ -199,7 +187,7 @@ func (c *Cluster) startLocked(n *Node, e *nodeEtcd, what string, start func(cont
 				stopMember(m, true, nil)
 			}
 		default:
-			e.member, e.lastErr, e.id = m, nil, m.ID
+			e.member, e.id = m, m.ID
 			if e.seq == 0 {
 				c.seq++
 				e.seq = c.seq

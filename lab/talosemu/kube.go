@@ -34,13 +34,12 @@ type KubeOptions struct {
 
 // kube is the cluster's Kubernetes side.
 type kube struct {
-	cp        *kubecp.ControlPlane
-	client    kubernetes.Interface
-	etcd      []string // the etcd endpoints the apiserver was started with
-	endpoint  string
-	kubelets  map[*Node]*runningKubelet
-	lastError string
-	applied   string // the manifests (as configured) last applied without error
+	cp       *kubecp.ControlPlane
+	client   kubernetes.Interface
+	etcd     []string // the etcd endpoints the apiserver was started with
+	endpoint string
+	kubelets map[*Node]*runningKubelet
+	applied  string // the manifests (as configured) last applied without error
 }
 
 // Kubernetes is the admin kubeconfig of the cluster's API server, nil until it runs.
@@ -189,12 +188,8 @@ func (c *Cluster) noteKubeError(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	if c.kube == nil {
-		c.kube = &kube{kubelets: map[*Node]*runningKubelet{}}
-	}
-
-	if msg := err.Error(); msg != c.kube.lastError {
-		c.kube.lastError = msg
+	if msg := err.Error(); msg != c.kubeErr {
+		c.kubeErr = msg
 		c.opts.Logf("talosemu: Kubernetes: %v", err)
 	}
 }
