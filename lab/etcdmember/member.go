@@ -45,7 +45,7 @@ type Config struct {
 	Dir string
 	// CA is the cluster's etcd CA (cluster.etcd.ca of the machine configuration), with its key.
 	CA *x509.PEMEncodedCertificateAndKey
-	// Fast sets short raft timings (10 ms ticks, 100 ms elections) for tests.
+	// Fast sets short raft timings (50 ms ticks, 500 ms elections) for tests.
 	Fast bool
 }
 
@@ -93,23 +93,19 @@ func Join(ctx context.Context, cfg Config, endpoints []string) (*Member, error) 
 	defer func() { _ = c.Close() }()
 
 	// etcd refuses membership changes ("unhealthy cluster") until its leader has been connected
-	// to a quorum for 5 s; Talos retries, and so does this.
+	// to a quorum for 5 s, allows one learner at a time, and a call may stall while the members
+	// elect a leader. Talos' etcd service retries all of that, and so does this: every attempt is
+	// bounded, and the last error is reported if the join runs out of time.
 	var add *clientv3.MemberAddResponse
 
 	for {
-		if err = removeStale(ctx, c, cfg); err == nil {
-			if add, err = c.MemberAddAsLearner(clientv3.WithRequireLeader(ctx), []string{cfg.peerURL()}); err == nil {
-				break
-			}
-		}
-
-		if !errors.Is(err, rpctypes.ErrUnhealthy) {
-			return nil, fmt.Errorf("adding %s as a learner: %w", cfg.Name, err)
+		if add, err = addLearner(ctx, c, cfg); err == nil {
+			break
 		}
 
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("adding %s as a learner: %w", cfg.Name, errors.Join(err, ctx.Err()))
+			return nil, fmt.Errorf("adding %s as a learner: %w (last attempt: %w)", cfg.Name, ctx.Err(), err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -143,6 +139,21 @@ func Join(ctx context.Context, cfg Config, endpoints []string) (*Member, error) 
 		case <-time.After(20 * time.Millisecond): // a learner is promoted once it caught up
 		}
 	}
+}
+
+// joinAttempt bounds one attempt to add a learner: a call that stalls (no leader yet) is
+// abandoned and tried again.
+const joinAttempt = 5 * time.Second
+
+func addLearner(ctx context.Context, c *clientv3.Client, cfg Config) (*clientv3.MemberAddResponse, error) {
+	actx, cancel := context.WithTimeout(ctx, joinAttempt)
+	defer cancel()
+
+	if err := removeStale(actx, c, cfg); err != nil {
+		return nil, err
+	}
+
+	return c.MemberAddAsLearner(clientv3.WithRequireLeader(actx), []string{cfg.peerURL()})
 }
 
 // removeStale removes what would conflict with the new member, as Talos' etcd service does before
@@ -235,7 +246,7 @@ func start(ctx context.Context, cfg Config, state, initialCluster string) (*Memb
 	ec.EnableGRPCGateway = false
 
 	if cfg.Fast {
-		ec.TickMs, ec.ElectionMs = 10, 100
+		ec.TickMs, ec.ElectionMs = 50, 500
 	}
 
 	e, err := embed.StartEtcd(ec)

@@ -19,7 +19,7 @@ type ClusterOptions struct {
 	// Dir holds the etcd data of nodes without a SystemDisk (default: a temporary directory,
 	// removed by Close).
 	Dir string
-	// FastEtcd runs etcd with short raft timings (10 ms ticks, 100 ms elections), for tests.
+	// FastEtcd runs etcd with short raft timings (50 ms ticks, 500 ms elections), for tests.
 	FastEtcd bool
 	// Kube, when set, runs the cluster's Kubernetes (see KubeOptions); without it no API server
 	// or kubelet runs.

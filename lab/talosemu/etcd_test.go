@@ -45,7 +45,7 @@ func threeControlPlanes(t *testing.T, opts ...talosemu.Options) (*talosemu.Clust
 	}
 
 	for _, cp := range cps {
-		waitStateFor(t, cp, 30*time.Second, talosemu.StateBootstrapped)
+		waitStateFor(t, cp, 60*time.Second, talosemu.StateBootstrapped)
 	}
 
 	return cluster, cps
