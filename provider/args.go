@@ -28,21 +28,26 @@ type TalosProxmoxClusterArgs struct {
 	ExtraManifests                 []string                `pulumi:"extraManifests,optional"`
 	Cilium                         *Cilium                 `pulumi:"cilium,optional"`
 	HelmCharts                     []HelmChart             `pulumi:"helmCharts,optional"`
+	Health                         *Health                 `pulumi:"health,optional"`
+	Upgrade                        *Upgrade                `pulumi:"upgrade,optional"`
 }
 
 // Annotate documents the inputs.
 func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.ClusterName, "Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos "+
 		"cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.")
-	an.Describe(&a.TalosVersion, "Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the "+
-		"installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not "+
-		"upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every "+
-		"node's configuration is re-applied at once with the new installer image, without a reboot, so running "+
-		"nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).")
+	an.Describe(&a.TalosVersion, "Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the "+
+		"installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one "+
+		"at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a "+
+		"time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked "+
+		"after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes "+
+		"that will reboot. The machine configuration keeps the format of the version the cluster was created "+
+		"with. Supported: v1.10.0 to v1.11.x; each Talos minor upgrades only from the minors Talos supports "+
+		"(checked at preview). See docs/operations.md.")
 	an.Describe(&a.KubernetesVersion, "Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen "+
 		"Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies "+
-		"every node's configuration at once with the new component images: no pre-checks, no node-by-node "+
-		"rollout and no health gate yet (see docs/operations.md).")
+		"every node's configuration at once with the new component images: no pre-checks and no node-by-node "+
+		"rollout yet; the health gate then waits for the cluster (see docs/operations.md).")
 	an.Describe(&a.Endpoint, "Host name or IP address clients use to reach the Kubernetes API "+
 		"(`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.")
 	an.Describe(&a.Vip, "Optional shared virtual IP that Talos moves between healthy control planes (layer 2, "+
@@ -79,6 +84,8 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 		"before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates "+
 		"missing objects but never updates or deletes them: a chart or values change after bootstrap updates the "+
 		"control planes' configuration, not the cluster's objects.")
+	an.Describe(&a.Health, "The health gate after bootstrap and every change: its timeout and checks.")
+	an.Describe(&a.Upgrade, "How running nodes are upgraded when `talosVersion` or the schematic changes.")
 }
 
 // Cilium installs Cilium from its Helm chart with the values Talos documents.

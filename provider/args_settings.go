@@ -97,3 +97,43 @@ func (i *Image) Annotate(an infer.Annotator) {
 		"Proxmox API; needs PVE 8.4 or later and no SSH. `iso`: the raw image is decompressed into an iso "+
 		"datastore and imported over SSH (configure the proxmoxve provider's ssh settings).")
 }
+
+// Health configures the health gate that runs after bootstrap and after every change.
+type Health struct {
+	Timeout           string `pulumi:"timeout,optional"`
+	RequireNodesReady *bool  `pulumi:"requireNodesReady,optional"`
+}
+
+// Annotate documents the health gate.
+func (h *Health) Annotate(an infer.Annotator) {
+	an.Describe(h, "The health gate: after bootstrap and after every change, the component waits until the cluster "+
+		"passes the checks `talosctl health` runs (etcd, apid, kubelet, boot sequence, Kubernetes nodes and control "+
+		"plane, kube-proxy, CoreDNS) and every Node is Ready. The outputs depend on it, so programs that use the "+
+		"kubeconfig run only against a healthy cluster. Progress shows in Pulumi's log.")
+	an.Describe(&h.Timeout, "How long to wait, as a duration such as `10m` or `90s`. On timeout `pulumi up` fails "+
+		"naming the failing check and node; nothing is destroyed and the next `up` runs the gate again. Default: `10m`.")
+	an.Describe(&h.RequireNodesReady, "Require every Kubernetes Node to be Ready. Default: true, unless a config "+
+		"patch sets the CNI to `none` and `cilium` is not set (nodes then stay NotReady until you deploy a CNI).")
+}
+
+// Upgrade configures rolling Talos OS upgrades.
+type Upgrade struct {
+	Drain          *bool  `pulumi:"drain,optional"`
+	DrainTimeout   string `pulumi:"drainTimeout,optional"`
+	Timeout        string `pulumi:"timeout,optional"`
+	MaxParallel    *int   `pulumi:"maxParallel,optional"`
+	AllowDowngrade *bool  `pulumi:"allowDowngrade,optional"`
+}
+
+// Annotate documents the upgrade policy.
+func (u *Upgrade) Annotate(an infer.Annotator) {
+	an.Describe(u, "How running nodes are upgraded when `talosVersion` or the image's schematic changes.")
+	an.Describe(&u.Drain, "Cordon and drain each node (eviction API, PodDisruptionBudgets respected) before its "+
+		"reboot, and uncordon it once healthy. Default: true.")
+	an.Describe(&u.DrainTimeout, "How long a drain may take before the upgrade stops with an error naming the pods "+
+		"left on the node, as a duration. Default: `5m`.")
+	an.Describe(&u.Timeout, "How long each wait of one node's upgrade may take (its gates, the image install, the "+
+		"reboot), as a duration. Default: `10m`.")
+	an.Describe(&u.MaxParallel, "How many workers reboot at once. Control planes always go one at a time. Default: 1.")
+	an.Describe(&u.AllowDowngrade, "Allow `talosVersion` to go back to an older release. Default: false.")
+}

@@ -52,6 +52,8 @@ func TestConstructHomelab(t *testing.T) {
 		"talos:machine/configurationApply:ConfigurationApply": 5,
 		"talos:machine/bootstrap:Bootstrap":                   1,
 		"talos:cluster/kubeconfig:Kubeconfig":                 1,
+		"talos-proxmox:lifecycle:NodeUpgrade":                 5,
+		"talos-proxmox:lifecycle:ClusterHealth":               1,
 	}
 	for typ, n := range want {
 		if counts[typ] != n {

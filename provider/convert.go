@@ -141,6 +141,16 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *passThrou
 		}
 	}
 
+	if h := a.Health; h != nil {
+		in.Health = spec.HealthInput{Timeout: h.Timeout, RequireNodesReady: h.RequireNodesReady}
+	}
+
+	if u := a.Upgrade; u != nil {
+		in.Upgrade = spec.UpgradeInput{
+			Drain: u.Drain, DrainTimeout: u.DrainTimeout, Timeout: u.Timeout, MaxParallel: u.MaxParallel, AllowDowngrade: u.AllowDowngrade,
+		}
+	}
+
 	for _, h := range a.HelmCharts {
 		in.HelmCharts = append(in.HelmCharts, spec.HelmChartInput{
 			Name: h.Name, Chart: h.Chart, Repository: h.Repository, Version: h.Version, Namespace: h.Namespace,

@@ -25,6 +25,7 @@ type registration struct {
 	ReplaceWith         []string
 	DeleteBeforeReplace bool
 	Provider            string
+	Version             string
 	URN                 string
 }
 
@@ -63,6 +64,7 @@ func (r *recorder) newResource(args integration.MockResourceArgs) (string, prope
 		reg.ReplaceWith = rpc.GetReplaceWith()
 		reg.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()
 		reg.Provider = rpc.GetProvider()
+		reg.Version = rpc.GetVersion()
 	}
 	r.regs = append(r.regs, reg)
 

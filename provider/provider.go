@@ -15,6 +15,8 @@ import (
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi-go-provider/integration"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/lifecycle"
 )
 
 // Name is the Pulumi package name.
@@ -56,6 +58,7 @@ func Provider() (p.Provider, error) {
 		}).
 		WithModuleMap(map[tokens.ModuleName]tokens.ModuleName{"provider": "index"}).
 		WithComponents(infer.ComponentF(NewTalosProxmoxCluster)).
+		WithResources(infer.Resource(&lifecycle.NodeUpgrade{}), infer.Resource(&lifecycle.ClusterHealth{})).
 		Build()
 	if err != nil {
 		return p.Provider{}, err

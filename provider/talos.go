@@ -32,6 +32,9 @@ func (b *builder) talos() error {
 
 	var cpApplies []pulumi.Resource
 
+	applies := map[string]pulumi.Resource{}
+	configs := pulumi.StringArray{}
+
 	for _, n := range c.Nodes {
 		cfg := b.machineConfiguration(n, secrets, endpointURL, manifests)
 		ip := b.nodeIPs[n.Name]
@@ -51,6 +54,9 @@ func (b *builder) talos() error {
 		if err != nil {
 			return errorf("registering the configuration of node %s: %w", n.Name, err)
 		}
+
+		applies[n.Name] = apply
+		configs = append(configs, cfg)
 
 		if n.Role == spec.RoleControlPlane {
 			cpApplies = append(cpApplies, apply)
@@ -110,12 +116,14 @@ func (b *builder) talos() error {
 		Nodes:     b.ips(c.Nodes),
 	}, b.parent())
 
-	b.comp.Kubeconfig = pulumi.ToSecret(kubeconfig.KubeconfigRaw).(pulumi.StringOutput)
-	b.comp.Talosconfig = pulumi.ToSecret(talosconfig.TalosConfig()).(pulumi.StringOutput)
 	b.comp.Endpoint = endpointURL
 	b.comp.ClusterName = pulumi.String(c.Name).ToStringOutput()
 
-	return nil
+	return b.operate(running{
+		applies: applies, configs: configs, ready: []pulumi.Resource{bootstrap, kubeconfig},
+		kubeconfig:  pulumi.ToSecret(kubeconfig.KubeconfigRaw).(pulumi.StringOutput),
+		talosconfig: pulumi.ToSecret(talosconfig.TalosConfig()).(pulumi.StringOutput),
+	})
 }
 
 // machineConfiguration generates a node's configuration: Talos' own generation, then the
@@ -175,7 +183,10 @@ func (b *builder) machineConfiguration(n spec.Node, secrets *machine.Secrets, en
 		MachineSecrets:    secrets.MachineSecrets,
 		ConfigPatches:     all,
 		KubernetesVersion: pulumi.String(c.KubernetesVersion),
-		TalosVersion:      pulumi.String(c.TalosContract),
+		// The contract the cluster was created with (the secrets keep it: they ignore later
+		// talosVersion changes), so an OS upgrade never switches the configuration's format
+		// (siderolabs/terraform-provider-talos#401).
+		TalosVersion: secrets.TalosVersion,
 		Docs:              pulumi.Bool(false),
 		Examples:          pulumi.Bool(false),
 	}, b.parent())

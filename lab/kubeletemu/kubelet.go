@@ -36,6 +36,9 @@ type Options struct {
 	InternalIP     string
 	KubeletVersion string // e.g. v1.34.1
 	OSImage        string // e.g. "Talos (v1.11.5)"
+	// BootID is the node's boot id (/proc/sys/kernel/random/boot_id), reported in the Node's
+	// status as a real kubelet does: it changes at every reboot. Default: the node name.
+	BootID string
 	// ControlPlane labels the node node-role.kubernetes.io/control-plane and taints it NoSchedule
 	// unless AllowSchedulingOnControlPlanes.
 	ControlPlane                   bool

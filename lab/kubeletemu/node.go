@@ -110,7 +110,11 @@ func (k *Kubelet) setStatus(node *corev1.Node) {
 	node.Status.NodeInfo = corev1.NodeSystemInfo{
 		KubeletVersion: k.opts.KubeletVersion, OSImage: k.opts.OSImage, ContainerRuntimeVersion: "containerd://2.1.4",
 		KernelVersion: "6.12.0-talos", OperatingSystem: "linux", Architecture: "amd64",
-		MachineID: k.opts.NodeName, SystemUUID: k.opts.NodeName, BootID: k.opts.NodeName,
+		MachineID: k.opts.NodeName, SystemUUID: k.opts.NodeName, BootID: k.opts.BootID,
+	}
+
+	if node.Status.NodeInfo.BootID == "" {
+		node.Status.NodeInfo.BootID = k.opts.NodeName
 	}
 
 	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"}

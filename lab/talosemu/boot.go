@@ -88,6 +88,7 @@ func (n *Node) bringUp(phase State) error {
 	n.bootedAt = time.Now()
 	n.bootID = uuid.NewString()
 	n.setPhaseLocked(phase)
+	n.cluster.log.add(Event{Node: n.hostnameLocked(), Kind: "boot", Version: n.version})
 
 	return nil
 }
@@ -124,6 +125,7 @@ func (n *Node) takeDownLocked(during State, delay time.Duration, then func()) {
 	n.gen++
 	old := n.boot
 	n.boot = nil
+	n.cluster.log.add(Event{Node: n.hostnameLocked(), Kind: "down", Version: n.version})
 	n.stopTryTimerLocked()
 	n.setPhaseLocked(during)
 

@@ -51,6 +51,7 @@ type Cluster struct {
 	kubeErr string // the last Kubernetes error logged (each is logged once in a row)
 	cancel  context.CancelFunc
 	loopEnd chan struct{} // closed when the Kubernetes loop has stopped everything
+	log     eventLog
 }
 
 // nodeRecord is what a node publishes about itself.
@@ -65,6 +66,7 @@ type nodeRecord struct {
 	disk         *SystemDisk
 	cfg          config.Config // the running configuration; nil in maintenance
 	version      string        // the Talos version the node runs
+	bootID       string        // the id of the node's current boot
 }
 
 // NewCluster returns an empty registry with default options.

@@ -194,6 +194,7 @@ func (c *Cluster) startLocked(n *Node, e *nodeEtcd, what string, start func(cont
 			}
 			c.etcdCA = rec.etcdCA.Crt
 			c.opts.Logf("talosemu %s: etcd member %x running (%s)", n.addr, m.ID, what)
+			c.etcdEventLocked(n)
 			go c.watchRemoval(n, e, m)
 			c.startReadyLocked()
 		}
@@ -215,6 +216,7 @@ func (c *Cluster) watchRemoval(n *Node, e *nodeEtcd, m *etcdmember.Member) {
 		e.stopped = make(chan struct{})
 		go stopMember(m, false, e.stopped)
 		c.opts.Logf("talosemu %s: etcd member %x stopped", n.addr, m.ID)
+		c.etcdEventLocked(n)
 		c.notifyLocked()
 	}
 }
@@ -231,6 +233,7 @@ func (c *Cluster) stopLocked(n *Node) {
 		e.member = nil
 		e.stopped = make(chan struct{})
 		go stopMember(m, false, e.stopped)
+		c.etcdEventLocked(n)
 	}
 }
 
@@ -247,10 +250,14 @@ func (c *Cluster) powerOffLocked(n *Node) <-chan struct{} {
 		return done
 	}
 
-	delete(c.etcd, n)
-
 	prev, m, starting := e.stopped, e.member, e.started
 	e.member = nil
+
+	if m != nil {
+		c.etcdEventLocked(n) // the dead member still counts: it stays in the member list
+	}
+
+	delete(c.etcd, n)
 	keep := c.records[n].disk != nil
 
 	go func() {

@@ -111,6 +111,7 @@ func (c *Cluster) kubeletOptions(rec nodeRecord) kubeletemu.Options {
 		InternalIP:                     net.IP(rec.ip.AsSlice()).String(),
 		KubeletVersion:                 imageTag(cfg.Machine().Kubelet().Image()),
 		OSImage:                        "Talos (" + rec.version + ")",
+		BootID:                         rec.bootID,
 		ControlPlane:                   cp,
 		AllowSchedulingOnControlPlanes: cfg.Cluster().ScheduleOnControlPlanes(),
 		Labels:                         cfg.Machine().NodeLabels(),

@@ -341,7 +341,7 @@ func (n *Node) notifyLocked() {
 func (n *Node) recordLocked() nodeRecord {
 	rec := nodeRecord{
 		up: n.phase == StateInstalled, ip: n.ip, hostname: n.hostnameLocked(),
-		etcdPorts: etcdPorts(n.opts.Port), disk: n.opts.Disk, version: n.version,
+		etcdPorts: etcdPorts(n.opts.Port), disk: n.opts.Disk, version: n.version, bootID: n.bootID,
 	}
 
 	if n.active != nil {

@@ -17,9 +17,11 @@ utilities.lazyLoad(exports, ["TalosProxmoxCluster"], () => require("./talosProxm
 
 
 // Export sub-modules:
+import * as lifecycle from "./lifecycle";
 import * as types from "./types";
 
 export {
+    lifecycle,
     types,
 };
 

@@ -92,6 +92,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["controlPlaneConfigPatches"] = args?.controlPlaneConfigPatches;
             resourceInputs["endpoint"] = args?.endpoint;
             resourceInputs["extraManifests"] = args?.extraManifests;
+            resourceInputs["health"] = args?.health;
             resourceInputs["helmCharts"] = args?.helmCharts;
             resourceInputs["image"] = args?.image;
             resourceInputs["inlineManifests"] = args?.inlineManifests;
@@ -101,6 +102,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["nodes"] = args?.nodes;
             resourceInputs["proxmoxClusterName"] = args?.proxmoxClusterName;
             resourceInputs["talosVersion"] = args?.talosVersion;
+            resourceInputs["upgrade"] = args?.upgrade;
             resourceInputs["vip"] = args?.vip;
             resourceInputs["workerConfigPatches"] = args?.workerConfigPatches;
             resourceInputs["controlPlaneIps"] = undefined /*out*/;
@@ -162,6 +164,10 @@ export interface TalosProxmoxClusterArgs {
      */
     extraManifests?: string[];
     /**
+     * The health gate after bootstrap and every change: its timeout and checks.
+     */
+    health?: inputs.HealthArgs;
+    /**
      * Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
      */
     helmCharts?: inputs.HelmChartArgs[];
@@ -174,7 +180,7 @@ export interface TalosProxmoxClusterArgs {
      */
     inlineManifests?: inputs.InlineManifestArgs[];
     /**
-     * Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks, no node-by-node rollout and no health gate yet (see docs/operations.md).
+     * Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
      */
     kubernetesVersion?: string;
     /**
@@ -194,9 +200,13 @@ export interface TalosProxmoxClusterArgs {
      */
     proxmoxClusterName?: string;
     /**
-     * Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every node's configuration is re-applied at once with the new installer image, without a reboot, so running nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).
+     * Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.11.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
      */
     talosVersion: string;
+    /**
+     * How running nodes are upgraded when `talosVersion` or the schematic changes.
+     */
+    upgrade?: inputs.UpgradeArgs;
     /**
      * Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
      */

@@ -21,6 +21,7 @@ func Build(in Input) (*Cluster, error) {
 	buildAddresses(&p, in, c)
 	buildManifests(&p, in, c)
 	buildHelm(&p, in, c)
+	buildDay2(&p, in, c)
 	checkPatches(&p, "configPatches", in.ConfigPatches)
 	checkPatches(&p, "controlPlaneConfigPatches", in.ControlPlaneConfigPatches)
 	checkPatches(&p, "workerConfigPatches", in.WorkerConfigPatches)

@@ -46,6 +46,9 @@ type Cluster struct {
 	Cilium bool
 	// HelmReleases are the charts rendered into inline manifests, Cilium first.
 	HelmReleases []helmrender.Release
+	// Health and Upgrade are the day-2 policies.
+	Health  Health
+	Upgrade Upgrade
 	// Warnings are problems that do not stop the deployment.
 	Warnings []string
 }

@@ -24,6 +24,8 @@ type Input struct {
 	ExtraManifests                 []string
 	Cilium                         *CiliumInput
 	HelmCharts                     []HelmChartInput
+	Health                         HealthInput
+	Upgrade                        UpgradeInput
 }
 
 // Patch is a Talos machine configuration patch (YAML or JSON). A patch that is not known yet

@@ -347,6 +347,165 @@ func (o DataDiskArrayOutput) Index(i pulumi.IntInput) DataDiskOutput {
 	}).(DataDiskOutput)
 }
 
+// The health gate: after bootstrap and after every change, the component waits until the cluster passes the checks `talosctl health` runs (etcd, apid, kubelet, boot sequence, Kubernetes nodes and control plane, kube-proxy, CoreDNS) and every Node is Ready. The outputs depend on it, so programs that use the kubeconfig run only against a healthy cluster. Progress shows in Pulumi's log.
+type Health struct {
+	// Require every Kubernetes Node to be Ready. Default: true, unless a config patch sets the CNI to `none` and `cilium` is not set (nodes then stay NotReady until you deploy a CNI).
+	RequireNodesReady *bool `pulumi:"requireNodesReady"`
+	// How long to wait, as a duration such as `10m` or `90s`. On timeout `pulumi up` fails naming the failing check and node; nothing is destroyed and the next `up` runs the gate again. Default: `10m`.
+	Timeout *string `pulumi:"timeout"`
+}
+
+// HealthInput is an input type that accepts HealthArgs and HealthOutput values.
+// You can construct a concrete instance of `HealthInput` via:
+//
+//	HealthArgs{...}
+type HealthInput interface {
+	pulumi.Input
+
+	ToHealthOutput() HealthOutput
+	ToHealthOutputWithContext(context.Context) HealthOutput
+}
+
+// The health gate: after bootstrap and after every change, the component waits until the cluster passes the checks `talosctl health` runs (etcd, apid, kubelet, boot sequence, Kubernetes nodes and control plane, kube-proxy, CoreDNS) and every Node is Ready. The outputs depend on it, so programs that use the kubeconfig run only against a healthy cluster. Progress shows in Pulumi's log.
+type HealthArgs struct {
+	// Require every Kubernetes Node to be Ready. Default: true, unless a config patch sets the CNI to `none` and `cilium` is not set (nodes then stay NotReady until you deploy a CNI).
+	RequireNodesReady pulumi.BoolPtrInput `pulumi:"requireNodesReady"`
+	// How long to wait, as a duration such as `10m` or `90s`. On timeout `pulumi up` fails naming the failing check and node; nothing is destroyed and the next `up` runs the gate again. Default: `10m`.
+	Timeout pulumi.StringPtrInput `pulumi:"timeout"`
+}
+
+func (HealthArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*Health)(nil)).Elem()
+}
+
+func (i HealthArgs) ToHealthOutput() HealthOutput {
+	return i.ToHealthOutputWithContext(context.Background())
+}
+
+func (i HealthArgs) ToHealthOutputWithContext(ctx context.Context) HealthOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(HealthOutput)
+}
+
+func (i HealthArgs) ToHealthPtrOutput() HealthPtrOutput {
+	return i.ToHealthPtrOutputWithContext(context.Background())
+}
+
+func (i HealthArgs) ToHealthPtrOutputWithContext(ctx context.Context) HealthPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(HealthOutput).ToHealthPtrOutputWithContext(ctx)
+}
+
+// HealthPtrInput is an input type that accepts HealthArgs, HealthPtr and HealthPtrOutput values.
+// You can construct a concrete instance of `HealthPtrInput` via:
+//
+//	        HealthArgs{...}
+//
+//	or:
+//
+//	        nil
+type HealthPtrInput interface {
+	pulumi.Input
+
+	ToHealthPtrOutput() HealthPtrOutput
+	ToHealthPtrOutputWithContext(context.Context) HealthPtrOutput
+}
+
+type healthPtrType HealthArgs
+
+func HealthPtr(v *HealthArgs) HealthPtrInput {
+	return (*healthPtrType)(v)
+}
+
+func (*healthPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**Health)(nil)).Elem()
+}
+
+func (i *healthPtrType) ToHealthPtrOutput() HealthPtrOutput {
+	return i.ToHealthPtrOutputWithContext(context.Background())
+}
+
+func (i *healthPtrType) ToHealthPtrOutputWithContext(ctx context.Context) HealthPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(HealthPtrOutput)
+}
+
+// The health gate: after bootstrap and after every change, the component waits until the cluster passes the checks `talosctl health` runs (etcd, apid, kubelet, boot sequence, Kubernetes nodes and control plane, kube-proxy, CoreDNS) and every Node is Ready. The outputs depend on it, so programs that use the kubeconfig run only against a healthy cluster. Progress shows in Pulumi's log.
+type HealthOutput struct{ *pulumi.OutputState }
+
+func (HealthOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*Health)(nil)).Elem()
+}
+
+func (o HealthOutput) ToHealthOutput() HealthOutput {
+	return o
+}
+
+func (o HealthOutput) ToHealthOutputWithContext(ctx context.Context) HealthOutput {
+	return o
+}
+
+func (o HealthOutput) ToHealthPtrOutput() HealthPtrOutput {
+	return o.ToHealthPtrOutputWithContext(context.Background())
+}
+
+func (o HealthOutput) ToHealthPtrOutputWithContext(ctx context.Context) HealthPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v Health) *Health {
+		return &v
+	}).(HealthPtrOutput)
+}
+
+// Require every Kubernetes Node to be Ready. Default: true, unless a config patch sets the CNI to `none` and `cilium` is not set (nodes then stay NotReady until you deploy a CNI).
+func (o HealthOutput) RequireNodesReady() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v Health) *bool { return v.RequireNodesReady }).(pulumi.BoolPtrOutput)
+}
+
+// How long to wait, as a duration such as `10m` or `90s`. On timeout `pulumi up` fails naming the failing check and node; nothing is destroyed and the next `up` runs the gate again. Default: `10m`.
+func (o HealthOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Health) *string { return v.Timeout }).(pulumi.StringPtrOutput)
+}
+
+type HealthPtrOutput struct{ *pulumi.OutputState }
+
+func (HealthPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**Health)(nil)).Elem()
+}
+
+func (o HealthPtrOutput) ToHealthPtrOutput() HealthPtrOutput {
+	return o
+}
+
+func (o HealthPtrOutput) ToHealthPtrOutputWithContext(ctx context.Context) HealthPtrOutput {
+	return o
+}
+
+func (o HealthPtrOutput) Elem() HealthOutput {
+	return o.ApplyT(func(v *Health) Health {
+		if v != nil {
+			return *v
+		}
+		var ret Health
+		return ret
+	}).(HealthOutput)
+}
+
+// Require every Kubernetes Node to be Ready. Default: true, unless a config patch sets the CNI to `none` and `cilium` is not set (nodes then stay NotReady until you deploy a CNI).
+func (o HealthPtrOutput) RequireNodesReady() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *Health) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.RequireNodesReady
+	}).(pulumi.BoolPtrOutput)
+}
+
+// How long to wait, as a duration such as `10m` or `90s`. On timeout `pulumi up` fails naming the failing check and node; nothing is destroyed and the next `up` runs the gate again. Default: `10m`.
+func (o HealthPtrOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Health) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Timeout
+	}).(pulumi.StringPtrOutput)
+}
+
 // A Helm chart rendered by the component and applied by Talos at bootstrap.
 type HelmChart struct {
 	// Chart name in `repository`; or, when `repository` is empty, a local chart directory or .tgz (absolute, or relative to the program's directory).
@@ -2058,11 +2217,229 @@ func (o PciDeviceArrayOutput) Index(i pulumi.IntInput) PciDeviceOutput {
 	}).(PciDeviceOutput)
 }
 
+// How running nodes are upgraded when `talosVersion` or the image's schematic changes.
+type Upgrade struct {
+	// Allow `talosVersion` to go back to an older release. Default: false.
+	AllowDowngrade *bool `pulumi:"allowDowngrade"`
+	// Cordon and drain each node (eviction API, PodDisruptionBudgets respected) before its reboot, and uncordon it once healthy. Default: true.
+	Drain *bool `pulumi:"drain"`
+	// How long a drain may take before the upgrade stops with an error naming the pods left on the node, as a duration. Default: `5m`.
+	DrainTimeout *string `pulumi:"drainTimeout"`
+	// How many workers reboot at once. Control planes always go one at a time. Default: 1.
+	MaxParallel *int `pulumi:"maxParallel"`
+	// How long each wait of one node's upgrade may take (its gates, the image install, the reboot), as a duration. Default: `10m`.
+	Timeout *string `pulumi:"timeout"`
+}
+
+// UpgradeInput is an input type that accepts UpgradeArgs and UpgradeOutput values.
+// You can construct a concrete instance of `UpgradeInput` via:
+//
+//	UpgradeArgs{...}
+type UpgradeInput interface {
+	pulumi.Input
+
+	ToUpgradeOutput() UpgradeOutput
+	ToUpgradeOutputWithContext(context.Context) UpgradeOutput
+}
+
+// How running nodes are upgraded when `talosVersion` or the image's schematic changes.
+type UpgradeArgs struct {
+	// Allow `talosVersion` to go back to an older release. Default: false.
+	AllowDowngrade pulumi.BoolPtrInput `pulumi:"allowDowngrade"`
+	// Cordon and drain each node (eviction API, PodDisruptionBudgets respected) before its reboot, and uncordon it once healthy. Default: true.
+	Drain pulumi.BoolPtrInput `pulumi:"drain"`
+	// How long a drain may take before the upgrade stops with an error naming the pods left on the node, as a duration. Default: `5m`.
+	DrainTimeout pulumi.StringPtrInput `pulumi:"drainTimeout"`
+	// How many workers reboot at once. Control planes always go one at a time. Default: 1.
+	MaxParallel pulumi.IntPtrInput `pulumi:"maxParallel"`
+	// How long each wait of one node's upgrade may take (its gates, the image install, the reboot), as a duration. Default: `10m`.
+	Timeout pulumi.StringPtrInput `pulumi:"timeout"`
+}
+
+func (UpgradeArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*Upgrade)(nil)).Elem()
+}
+
+func (i UpgradeArgs) ToUpgradeOutput() UpgradeOutput {
+	return i.ToUpgradeOutputWithContext(context.Background())
+}
+
+func (i UpgradeArgs) ToUpgradeOutputWithContext(ctx context.Context) UpgradeOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(UpgradeOutput)
+}
+
+func (i UpgradeArgs) ToUpgradePtrOutput() UpgradePtrOutput {
+	return i.ToUpgradePtrOutputWithContext(context.Background())
+}
+
+func (i UpgradeArgs) ToUpgradePtrOutputWithContext(ctx context.Context) UpgradePtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(UpgradeOutput).ToUpgradePtrOutputWithContext(ctx)
+}
+
+// UpgradePtrInput is an input type that accepts UpgradeArgs, UpgradePtr and UpgradePtrOutput values.
+// You can construct a concrete instance of `UpgradePtrInput` via:
+//
+//	        UpgradeArgs{...}
+//
+//	or:
+//
+//	        nil
+type UpgradePtrInput interface {
+	pulumi.Input
+
+	ToUpgradePtrOutput() UpgradePtrOutput
+	ToUpgradePtrOutputWithContext(context.Context) UpgradePtrOutput
+}
+
+type upgradePtrType UpgradeArgs
+
+func UpgradePtr(v *UpgradeArgs) UpgradePtrInput {
+	return (*upgradePtrType)(v)
+}
+
+func (*upgradePtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**Upgrade)(nil)).Elem()
+}
+
+func (i *upgradePtrType) ToUpgradePtrOutput() UpgradePtrOutput {
+	return i.ToUpgradePtrOutputWithContext(context.Background())
+}
+
+func (i *upgradePtrType) ToUpgradePtrOutputWithContext(ctx context.Context) UpgradePtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(UpgradePtrOutput)
+}
+
+// How running nodes are upgraded when `talosVersion` or the image's schematic changes.
+type UpgradeOutput struct{ *pulumi.OutputState }
+
+func (UpgradeOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*Upgrade)(nil)).Elem()
+}
+
+func (o UpgradeOutput) ToUpgradeOutput() UpgradeOutput {
+	return o
+}
+
+func (o UpgradeOutput) ToUpgradeOutputWithContext(ctx context.Context) UpgradeOutput {
+	return o
+}
+
+func (o UpgradeOutput) ToUpgradePtrOutput() UpgradePtrOutput {
+	return o.ToUpgradePtrOutputWithContext(context.Background())
+}
+
+func (o UpgradeOutput) ToUpgradePtrOutputWithContext(ctx context.Context) UpgradePtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v Upgrade) *Upgrade {
+		return &v
+	}).(UpgradePtrOutput)
+}
+
+// Allow `talosVersion` to go back to an older release. Default: false.
+func (o UpgradeOutput) AllowDowngrade() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v Upgrade) *bool { return v.AllowDowngrade }).(pulumi.BoolPtrOutput)
+}
+
+// Cordon and drain each node (eviction API, PodDisruptionBudgets respected) before its reboot, and uncordon it once healthy. Default: true.
+func (o UpgradeOutput) Drain() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v Upgrade) *bool { return v.Drain }).(pulumi.BoolPtrOutput)
+}
+
+// How long a drain may take before the upgrade stops with an error naming the pods left on the node, as a duration. Default: `5m`.
+func (o UpgradeOutput) DrainTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Upgrade) *string { return v.DrainTimeout }).(pulumi.StringPtrOutput)
+}
+
+// How many workers reboot at once. Control planes always go one at a time. Default: 1.
+func (o UpgradeOutput) MaxParallel() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v Upgrade) *int { return v.MaxParallel }).(pulumi.IntPtrOutput)
+}
+
+// How long each wait of one node's upgrade may take (its gates, the image install, the reboot), as a duration. Default: `10m`.
+func (o UpgradeOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Upgrade) *string { return v.Timeout }).(pulumi.StringPtrOutput)
+}
+
+type UpgradePtrOutput struct{ *pulumi.OutputState }
+
+func (UpgradePtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**Upgrade)(nil)).Elem()
+}
+
+func (o UpgradePtrOutput) ToUpgradePtrOutput() UpgradePtrOutput {
+	return o
+}
+
+func (o UpgradePtrOutput) ToUpgradePtrOutputWithContext(ctx context.Context) UpgradePtrOutput {
+	return o
+}
+
+func (o UpgradePtrOutput) Elem() UpgradeOutput {
+	return o.ApplyT(func(v *Upgrade) Upgrade {
+		if v != nil {
+			return *v
+		}
+		var ret Upgrade
+		return ret
+	}).(UpgradeOutput)
+}
+
+// Allow `talosVersion` to go back to an older release. Default: false.
+func (o UpgradePtrOutput) AllowDowngrade() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *Upgrade) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.AllowDowngrade
+	}).(pulumi.BoolPtrOutput)
+}
+
+// Cordon and drain each node (eviction API, PodDisruptionBudgets respected) before its reboot, and uncordon it once healthy. Default: true.
+func (o UpgradePtrOutput) Drain() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *Upgrade) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.Drain
+	}).(pulumi.BoolPtrOutput)
+}
+
+// How long a drain may take before the upgrade stops with an error naming the pods left on the node, as a duration. Default: `5m`.
+func (o UpgradePtrOutput) DrainTimeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Upgrade) *string {
+		if v == nil {
+			return nil
+		}
+		return v.DrainTimeout
+	}).(pulumi.StringPtrOutput)
+}
+
+// How many workers reboot at once. Control planes always go one at a time. Default: 1.
+func (o UpgradePtrOutput) MaxParallel() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *Upgrade) *int {
+		if v == nil {
+			return nil
+		}
+		return v.MaxParallel
+	}).(pulumi.IntPtrOutput)
+}
+
+// How long each wait of one node's upgrade may take (its gates, the image install, the reboot), as a duration. Default: `10m`.
+func (o UpgradePtrOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Upgrade) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Timeout
+	}).(pulumi.StringPtrOutput)
+}
+
 func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*CiliumInput)(nil)).Elem(), CiliumArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*CiliumPtrInput)(nil)).Elem(), CiliumArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DataDiskInput)(nil)).Elem(), DataDiskArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DataDiskArrayInput)(nil)).Elem(), DataDiskArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*HealthInput)(nil)).Elem(), HealthArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*HealthPtrInput)(nil)).Elem(), HealthArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*HelmChartInput)(nil)).Elem(), HelmChartArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*HelmChartArrayInput)(nil)).Elem(), HelmChartArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ImageInput)(nil)).Elem(), ImageArgs{})
@@ -2077,10 +2454,14 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeDefaultsPtrInput)(nil)).Elem(), NodeDefaultsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceInput)(nil)).Elem(), PciDeviceArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceArrayInput)(nil)).Elem(), PciDeviceArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*UpgradeInput)(nil)).Elem(), UpgradeArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*UpgradePtrInput)(nil)).Elem(), UpgradeArgs{})
 	pulumi.RegisterOutputType(CiliumOutput{})
 	pulumi.RegisterOutputType(CiliumPtrOutput{})
 	pulumi.RegisterOutputType(DataDiskOutput{})
 	pulumi.RegisterOutputType(DataDiskArrayOutput{})
+	pulumi.RegisterOutputType(HealthOutput{})
+	pulumi.RegisterOutputType(HealthPtrOutput{})
 	pulumi.RegisterOutputType(HelmChartOutput{})
 	pulumi.RegisterOutputType(HelmChartArrayOutput{})
 	pulumi.RegisterOutputType(HelmReleaseInfoOutput{})
@@ -2099,4 +2480,6 @@ func init() {
 	pulumi.RegisterOutputType(NodeInfoMapOutput{})
 	pulumi.RegisterOutputType(PciDeviceOutput{})
 	pulumi.RegisterOutputType(PciDeviceArrayOutput{})
+	pulumi.RegisterOutputType(UpgradeOutput{})
+	pulumi.RegisterOutputType(UpgradePtrOutput{})
 }

@@ -77,13 +77,15 @@ type talosProxmoxClusterArgs struct {
 	Endpoint *string `pulumi:"endpoint"`
 	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
 	ExtraManifests []string `pulumi:"extraManifests"`
+	// The health gate after bootstrap and every change: its timeout and checks.
+	Health *Health `pulumi:"health"`
 	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
 	HelmCharts []HelmChart `pulumi:"helmCharts"`
 	// Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
 	Image *Image `pulumi:"image"`
 	// Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
 	InlineManifests []InlineManifest `pulumi:"inlineManifests"`
-	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks, no node-by-node rollout and no health gate yet (see docs/operations.md).
+	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
 	KubernetesVersion *string `pulumi:"kubernetesVersion"`
 	// How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
 	Network *Network `pulumi:"network"`
@@ -93,8 +95,10 @@ type talosProxmoxClusterArgs struct {
 	Nodes map[string]Node `pulumi:"nodes"`
 	// Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
 	ProxmoxClusterName *string `pulumi:"proxmoxClusterName"`
-	// Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every node's configuration is re-applied at once with the new installer image, without a reboot, so running nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).
+	// Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.11.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
 	TalosVersion string `pulumi:"talosVersion"`
+	// How running nodes are upgraded when `talosVersion` or the schematic changes.
+	Upgrade *Upgrade `pulumi:"upgrade"`
 	// Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
 	Vip *string `pulumi:"vip"`
 	// Patches applied to worker nodes, after `configPatches`.
@@ -117,13 +121,15 @@ type TalosProxmoxClusterArgs struct {
 	Endpoint *string
 	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
 	ExtraManifests []string
+	// The health gate after bootstrap and every change: its timeout and checks.
+	Health *HealthArgs
 	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
 	HelmCharts []HelmChartArgs
 	// Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
 	Image *ImageArgs
 	// Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
 	InlineManifests []InlineManifestArgs
-	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks, no node-by-node rollout and no health gate yet (see docs/operations.md).
+	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
 	KubernetesVersion *string
 	// How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
 	Network *NetworkArgs
@@ -133,8 +139,10 @@ type TalosProxmoxClusterArgs struct {
 	Nodes map[string]NodeArgs
 	// Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
 	ProxmoxClusterName *string
-	// Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every node's configuration is re-applied at once with the new installer image, without a reboot, so running nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).
+	// Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.11.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
 	TalosVersion string
+	// How running nodes are upgraded when `talosVersion` or the schematic changes.
+	Upgrade *UpgradeArgs
 	// Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
 	Vip *string
 	// Patches applied to worker nodes, after `configPatches`.

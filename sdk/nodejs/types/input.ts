@@ -50,6 +50,20 @@ export interface DataDiskArgs {
 }
 
 /**
+ * The health gate: after bootstrap and after every change, the component waits until the cluster passes the checks `talosctl health` runs (etcd, apid, kubelet, boot sequence, Kubernetes nodes and control plane, kube-proxy, CoreDNS) and every Node is Ready. The outputs depend on it, so programs that use the kubeconfig run only against a healthy cluster. Progress shows in Pulumi's log.
+ */
+export interface HealthArgs {
+    /**
+     * Require every Kubernetes Node to be Ready. Default: true, unless a config patch sets the CNI to `none` and `cilium` is not set (nodes then stay NotReady until you deploy a CNI).
+     */
+    requireNodesReady?: pulumi.Input<boolean | undefined>;
+    /**
+     * How long to wait, as a duration such as `10m` or `90s`. On timeout `pulumi up` fails naming the failing check and node; nothing is destroyed and the next `up` runs the gate again. Default: `10m`.
+     */
+    timeout?: pulumi.Input<string | undefined>;
+}
+
+/**
  * A Helm chart rendered by the component and applied by Talos at bootstrap.
  */
 export interface HelmChartArgs {
@@ -333,4 +347,30 @@ export interface PciDeviceArgs {
      * Use the device as the VM's primary GPU. Default: false.
      */
     xvga?: boolean;
+}
+
+/**
+ * How running nodes are upgraded when `talosVersion` or the image's schematic changes.
+ */
+export interface UpgradeArgs {
+    /**
+     * Allow `talosVersion` to go back to an older release. Default: false.
+     */
+    allowDowngrade?: pulumi.Input<boolean | undefined>;
+    /**
+     * Cordon and drain each node (eviction API, PodDisruptionBudgets respected) before its reboot, and uncordon it once healthy. Default: true.
+     */
+    drain?: pulumi.Input<boolean | undefined>;
+    /**
+     * How long a drain may take before the upgrade stops with an error naming the pods left on the node, as a duration. Default: `5m`.
+     */
+    drainTimeout?: pulumi.Input<string | undefined>;
+    /**
+     * How many workers reboot at once. Control planes always go one at a time. Default: 1.
+     */
+    maxParallel?: pulumi.Input<number | undefined>;
+    /**
+     * How long each wait of one node's upgrade may take (its gates, the image install, the reboot), as a duration. Default: `10m`.
+     */
+    timeout?: pulumi.Input<string | undefined>;
 }

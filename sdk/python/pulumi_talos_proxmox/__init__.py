@@ -10,6 +10,14 @@ from .provider import *
 from .talos_proxmox_cluster import *
 from ._inputs import *
 from . import outputs
+
+# Make subpackages available:
+if typing.TYPE_CHECKING:
+    import pulumi_talos_proxmox.lifecycle as __lifecycle
+    lifecycle = __lifecycle
+else:
+    lifecycle = _utilities.lazy_import('pulumi_talos_proxmox.lifecycle')
+
 _utilities.register(
     resource_modules="""
 [
@@ -19,6 +27,15 @@ _utilities.register(
   "fqn": "pulumi_talos_proxmox",
   "classes": {
    "talos-proxmox:index:TalosProxmoxCluster": "TalosProxmoxCluster"
+  }
+ },
+ {
+  "pkg": "talos-proxmox",
+  "mod": "lifecycle",
+  "fqn": "pulumi_talos_proxmox.lifecycle",
+  "classes": {
+   "talos-proxmox:lifecycle:ClusterHealth": "ClusterHealth",
+   "talos-proxmox:lifecycle:NodeUpgrade": "NodeUpgrade"
   }
  }
 ]

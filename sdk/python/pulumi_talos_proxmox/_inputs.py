@@ -19,6 +19,8 @@ __all__ = [
     'CiliumArgsDict',
     'DataDiskArgs',
     'DataDiskArgsDict',
+    'HealthArgs',
+    'HealthArgsDict',
     'HelmChartArgs',
     'HelmChartArgsDict',
     'ImageArgs',
@@ -33,6 +35,8 @@ __all__ = [
     'NodeDefaultsArgsDict',
     'PciDeviceArgs',
     'PciDeviceArgsDict',
+    'UpgradeArgs',
+    'UpgradeArgsDict',
 ]
 
 class CiliumArgsDict(TypedDict):
@@ -220,6 +224,60 @@ class DataDiskArgs:
     @mount_path.setter
     def mount_path(self, value: Optional[_builtins.str]):
         pulumi.set(self, "mount_path", value)
+
+
+class HealthArgsDict(TypedDict):
+    """
+    The health gate: after bootstrap and after every change, the component waits until the cluster passes the checks `talosctl health` runs (etcd, apid, kubelet, boot sequence, Kubernetes nodes and control plane, kube-proxy, CoreDNS) and every Node is Ready. The outputs depend on it, so programs that use the kubeconfig run only against a healthy cluster. Progress shows in Pulumi's log.
+    """
+    require_nodes_ready: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Require every Kubernetes Node to be Ready. Default: true, unless a config patch sets the CNI to `none` and `cilium` is not set (nodes then stay NotReady until you deploy a CNI).
+    """
+    timeout: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    How long to wait, as a duration such as `10m` or `90s`. On timeout `pulumi up` fails naming the failing check and node; nothing is destroyed and the next `up` runs the gate again. Default: `10m`.
+    """
+
+@pulumi.input_type
+class HealthArgs:
+    def __init__(__self__, *,
+                 require_nodes_ready: pulumi.Input[Optional[_builtins.bool]] = None,
+                 timeout: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        The health gate: after bootstrap and after every change, the component waits until the cluster passes the checks `talosctl health` runs (etcd, apid, kubelet, boot sequence, Kubernetes nodes and control plane, kube-proxy, CoreDNS) and every Node is Ready. The outputs depend on it, so programs that use the kubeconfig run only against a healthy cluster. Progress shows in Pulumi's log.
+
+        :param pulumi.Input[_builtins.bool] require_nodes_ready: Require every Kubernetes Node to be Ready. Default: true, unless a config patch sets the CNI to `none` and `cilium` is not set (nodes then stay NotReady until you deploy a CNI).
+        :param pulumi.Input[_builtins.str] timeout: How long to wait, as a duration such as `10m` or `90s`. On timeout `pulumi up` fails naming the failing check and node; nothing is destroyed and the next `up` runs the gate again. Default: `10m`.
+        """
+        if require_nodes_ready is not None:
+            pulumi.set(__self__, "require_nodes_ready", require_nodes_ready)
+        if timeout is not None:
+            pulumi.set(__self__, "timeout", timeout)
+
+    @_builtins.property
+    @pulumi.getter(name="requireNodesReady")
+    def require_nodes_ready(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Require every Kubernetes Node to be Ready. Default: true, unless a config patch sets the CNI to `none` and `cilium` is not set (nodes then stay NotReady until you deploy a CNI).
+        """
+        return pulumi.get(self, "require_nodes_ready")
+
+    @require_nodes_ready.setter
+    def require_nodes_ready(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "require_nodes_ready", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def timeout(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        How long to wait, as a duration such as `10m` or `90s`. On timeout `pulumi up` fails naming the failing check and node; nothing is destroyed and the next `up` runs the gate again. Default: `10m`.
+        """
+        return pulumi.get(self, "timeout")
+
+    @timeout.setter
+    def timeout(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "timeout", value)
 
 
 class HelmChartArgsDict(TypedDict):
@@ -1532,5 +1590,119 @@ class PciDeviceArgs:
     @xvga.setter
     def xvga(self, value: Optional[_builtins.bool]):
         pulumi.set(self, "xvga", value)
+
+
+class UpgradeArgsDict(TypedDict):
+    """
+    How running nodes are upgraded when `talosVersion` or the image's schematic changes.
+    """
+    allow_downgrade: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Allow `talosVersion` to go back to an older release. Default: false.
+    """
+    drain: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Cordon and drain each node (eviction API, PodDisruptionBudgets respected) before its reboot, and uncordon it once healthy. Default: true.
+    """
+    drain_timeout: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    How long a drain may take before the upgrade stops with an error naming the pods left on the node, as a duration. Default: `5m`.
+    """
+    max_parallel: NotRequired[pulumi.Input[Optional[_builtins.int]]]
+    """
+    How many workers reboot at once. Control planes always go one at a time. Default: 1.
+    """
+    timeout: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    How long each wait of one node's upgrade may take (its gates, the image install, the reboot), as a duration. Default: `10m`.
+    """
+
+@pulumi.input_type
+class UpgradeArgs:
+    def __init__(__self__, *,
+                 allow_downgrade: pulumi.Input[Optional[_builtins.bool]] = None,
+                 drain: pulumi.Input[Optional[_builtins.bool]] = None,
+                 drain_timeout: pulumi.Input[Optional[_builtins.str]] = None,
+                 max_parallel: pulumi.Input[Optional[_builtins.int]] = None,
+                 timeout: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        How running nodes are upgraded when `talosVersion` or the image's schematic changes.
+
+        :param pulumi.Input[_builtins.bool] allow_downgrade: Allow `talosVersion` to go back to an older release. Default: false.
+        :param pulumi.Input[_builtins.bool] drain: Cordon and drain each node (eviction API, PodDisruptionBudgets respected) before its reboot, and uncordon it once healthy. Default: true.
+        :param pulumi.Input[_builtins.str] drain_timeout: How long a drain may take before the upgrade stops with an error naming the pods left on the node, as a duration. Default: `5m`.
+        :param pulumi.Input[_builtins.int] max_parallel: How many workers reboot at once. Control planes always go one at a time. Default: 1.
+        :param pulumi.Input[_builtins.str] timeout: How long each wait of one node's upgrade may take (its gates, the image install, the reboot), as a duration. Default: `10m`.
+        """
+        if allow_downgrade is not None:
+            pulumi.set(__self__, "allow_downgrade", allow_downgrade)
+        if drain is not None:
+            pulumi.set(__self__, "drain", drain)
+        if drain_timeout is not None:
+            pulumi.set(__self__, "drain_timeout", drain_timeout)
+        if max_parallel is not None:
+            pulumi.set(__self__, "max_parallel", max_parallel)
+        if timeout is not None:
+            pulumi.set(__self__, "timeout", timeout)
+
+    @_builtins.property
+    @pulumi.getter(name="allowDowngrade")
+    def allow_downgrade(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Allow `talosVersion` to go back to an older release. Default: false.
+        """
+        return pulumi.get(self, "allow_downgrade")
+
+    @allow_downgrade.setter
+    def allow_downgrade(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "allow_downgrade", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def drain(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Cordon and drain each node (eviction API, PodDisruptionBudgets respected) before its reboot, and uncordon it once healthy. Default: true.
+        """
+        return pulumi.get(self, "drain")
+
+    @drain.setter
+    def drain(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "drain", value)
+
+    @_builtins.property
+    @pulumi.getter(name="drainTimeout")
+    def drain_timeout(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        How long a drain may take before the upgrade stops with an error naming the pods left on the node, as a duration. Default: `5m`.
+        """
+        return pulumi.get(self, "drain_timeout")
+
+    @drain_timeout.setter
+    def drain_timeout(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "drain_timeout", value)
+
+    @_builtins.property
+    @pulumi.getter(name="maxParallel")
+    def max_parallel(self) -> pulumi.Input[Optional[_builtins.int]]:
+        """
+        How many workers reboot at once. Control planes always go one at a time. Default: 1.
+        """
+        return pulumi.get(self, "max_parallel")
+
+    @max_parallel.setter
+    def max_parallel(self, value: pulumi.Input[Optional[_builtins.int]]):
+        pulumi.set(self, "max_parallel", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def timeout(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        How long each wait of one node's upgrade may take (its gates, the image install, the reboot), as a duration. Default: `10m`.
+        """
+        return pulumi.get(self, "timeout")
+
+    @timeout.setter
+    def timeout(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "timeout", value)
 
 

@@ -30,6 +30,7 @@ class TalosProxmoxClusterArgs:
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  endpoint: Optional[_builtins.str] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
+                 health: Optional['HealthArgs'] = None,
                  helm_charts: Optional[Sequence['HelmChartArgs']] = None,
                  image: Optional['ImageArgs'] = None,
                  inline_manifests: Optional[Sequence['InlineManifestArgs']] = None,
@@ -37,6 +38,7 @@ class TalosProxmoxClusterArgs:
                  network: Optional['NetworkArgs'] = None,
                  node_defaults: Optional['NodeDefaultsArgs'] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
+                 upgrade: Optional['UpgradeArgs'] = None,
                  vip: Optional[_builtins.str] = None,
                  worker_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None):
         """
@@ -44,20 +46,22 @@ class TalosProxmoxClusterArgs:
 
         :param _builtins.str cluster_name: Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.
         :param Mapping[str, 'NodeArgs'] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind (remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).
-        :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every node's configuration is re-applied at once with the new installer image, without a reboot, so running nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).
+        :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.11.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
         :param _builtins.bool allow_scheduling_on_control_planes: Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
         :param 'CiliumArgs' cilium: Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
+        :param 'HealthArgs' health: The health gate after bootstrap and every change: its timeout and checks.
         :param Sequence['HelmChartArgs'] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
         :param 'ImageArgs' image: Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
         :param Sequence['InlineManifestArgs'] inline_manifests: Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
-        :param _builtins.str kubernetes_version: Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks, no node-by-node rollout and no health gate yet (see docs/operations.md).
+        :param _builtins.str kubernetes_version: Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
         :param 'NetworkArgs' network: How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
         :param 'NodeDefaultsArgs' node_defaults: Values applied to every node that does not set its own.
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
+        :param 'UpgradeArgs' upgrade: How running nodes are upgraded when `talosVersion` or the schematic changes.
         :param _builtins.str vip: Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] worker_config_patches: Patches applied to worker nodes, after `configPatches`.
         """
@@ -76,6 +80,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "endpoint", endpoint)
         if extra_manifests is not None:
             pulumi.set(__self__, "extra_manifests", extra_manifests)
+        if health is not None:
+            pulumi.set(__self__, "health", health)
         if helm_charts is not None:
             pulumi.set(__self__, "helm_charts", helm_charts)
         if image is not None:
@@ -90,6 +96,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "node_defaults", node_defaults)
         if proxmox_cluster_name is not None:
             pulumi.set(__self__, "proxmox_cluster_name", proxmox_cluster_name)
+        if upgrade is not None:
+            pulumi.set(__self__, "upgrade", upgrade)
         if vip is not None:
             pulumi.set(__self__, "vip", vip)
         if worker_config_patches is not None:
@@ -123,7 +131,7 @@ class TalosProxmoxClusterArgs:
     @pulumi.getter(name="talosVersion")
     def talos_version(self) -> _builtins.str:
         """
-        Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every node's configuration is re-applied at once with the new installer image, without a reboot, so running nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).
+        Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.11.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
         """
         return pulumi.get(self, "talos_version")
 
@@ -204,6 +212,18 @@ class TalosProxmoxClusterArgs:
         pulumi.set(self, "extra_manifests", value)
 
     @_builtins.property
+    @pulumi.getter
+    def health(self) -> Optional['HealthArgs']:
+        """
+        The health gate after bootstrap and every change: its timeout and checks.
+        """
+        return pulumi.get(self, "health")
+
+    @health.setter
+    def health(self, value: Optional['HealthArgs']):
+        pulumi.set(self, "health", value)
+
+    @_builtins.property
     @pulumi.getter(name="helmCharts")
     def helm_charts(self) -> Optional[Sequence['HelmChartArgs']]:
         """
@@ -243,7 +263,7 @@ class TalosProxmoxClusterArgs:
     @pulumi.getter(name="kubernetesVersion")
     def kubernetes_version(self) -> Optional[_builtins.str]:
         """
-        Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks, no node-by-node rollout and no health gate yet (see docs/operations.md).
+        Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
         """
         return pulumi.get(self, "kubernetes_version")
 
@@ -289,6 +309,18 @@ class TalosProxmoxClusterArgs:
 
     @_builtins.property
     @pulumi.getter
+    def upgrade(self) -> Optional['UpgradeArgs']:
+        """
+        How running nodes are upgraded when `talosVersion` or the schematic changes.
+        """
+        return pulumi.get(self, "upgrade")
+
+    @upgrade.setter
+    def upgrade(self, value: Optional['UpgradeArgs']):
+        pulumi.set(self, "upgrade", value)
+
+    @_builtins.property
+    @pulumi.getter
     def vip(self) -> Optional[_builtins.str]:
         """
         Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
@@ -325,6 +357,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  endpoint: Optional[_builtins.str] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
+                 health: Optional[Union['HealthArgs', 'HealthArgsDict']] = None,
                  helm_charts: Optional[Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']]] = None,
                  image: Optional[Union['ImageArgs', 'ImageArgsDict']] = None,
                  inline_manifests: Optional[Sequence[Union['InlineManifestArgs', 'InlineManifestArgsDict']]] = None,
@@ -334,6 +367,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  nodes: Optional[Mapping[str, Union['NodeArgs', 'NodeArgsDict']]] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
                  talos_version: Optional[_builtins.str] = None,
+                 upgrade: Optional[Union['UpgradeArgs', 'UpgradeArgsDict']] = None,
                  vip: Optional[_builtins.str] = None,
                  worker_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  __props__=None):
@@ -349,15 +383,17 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
+        :param Union['HealthArgs', 'HealthArgsDict'] health: The health gate after bootstrap and every change: its timeout and checks.
         :param Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
         :param Union['ImageArgs', 'ImageArgsDict'] image: Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
         :param Sequence[Union['InlineManifestArgs', 'InlineManifestArgsDict']] inline_manifests: Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
-        :param _builtins.str kubernetes_version: Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks, no node-by-node rollout and no health gate yet (see docs/operations.md).
+        :param _builtins.str kubernetes_version: Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
         :param Union['NetworkArgs', 'NetworkArgsDict'] network: How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
         :param Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict'] node_defaults: Values applied to every node that does not set its own.
         :param Mapping[str, Union['NodeArgs', 'NodeArgsDict']] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind (remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
-        :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image, the installer and the machine configuration format. Supported: v1.10.0 to v1.11.x. Changing it does not upgrade running nodes yet: the image downloads are replaced (new VMs boot the new version) and every node's configuration is re-applied at once with the new installer image, without a reboot, so running nodes keep their version until upgraded with `talosctl upgrade` (see docs/operations.md).
+        :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.11.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
+        :param Union['UpgradeArgs', 'UpgradeArgsDict'] upgrade: How running nodes are upgraded when `talosVersion` or the schematic changes.
         :param _builtins.str vip: Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] worker_config_patches: Patches applied to worker nodes, after `configPatches`.
         """
@@ -392,6 +428,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  endpoint: Optional[_builtins.str] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
+                 health: Optional[Union['HealthArgs', 'HealthArgsDict']] = None,
                  helm_charts: Optional[Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']]] = None,
                  image: Optional[Union['ImageArgs', 'ImageArgsDict']] = None,
                  inline_manifests: Optional[Sequence[Union['InlineManifestArgs', 'InlineManifestArgsDict']]] = None,
@@ -401,6 +438,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  nodes: Optional[Mapping[str, Union['NodeArgs', 'NodeArgsDict']]] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
                  talos_version: Optional[_builtins.str] = None,
+                 upgrade: Optional[Union['UpgradeArgs', 'UpgradeArgsDict']] = None,
                  vip: Optional[_builtins.str] = None,
                  worker_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  __props__=None):
@@ -423,6 +461,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["control_plane_config_patches"] = control_plane_config_patches
             __props__.__dict__["endpoint"] = endpoint
             __props__.__dict__["extra_manifests"] = extra_manifests
+            __props__.__dict__["health"] = health
             __props__.__dict__["helm_charts"] = helm_charts
             __props__.__dict__["image"] = image
             __props__.__dict__["inline_manifests"] = inline_manifests
@@ -436,6 +475,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             if talos_version is None and not opts.urn:
                 raise TypeError("Missing required property 'talos_version'")
             __props__.__dict__["talos_version"] = talos_version
+            __props__.__dict__["upgrade"] = upgrade
             __props__.__dict__["vip"] = vip
             __props__.__dict__["worker_config_patches"] = worker_config_patches
             __props__.__dict__["control_plane_ips"] = None

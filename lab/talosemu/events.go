@@ -1,0 +1,70 @@
+package talosemu
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Event is one thing that happened in a cluster, in the order it happened: what tests read to
+// check the order of a rollout and that etcd kept its quorum.
+type Event struct {
+	Time time.Time
+	// Node is the hostname ("" before the node has a configuration).
+	Node string
+	// Kind is "down" (the API goes down for a reboot or reset), "boot" (the API is up again, on
+	// Version) or "etcd" (a member started or stopped; Running of Members then run).
+	Kind    string
+	Version string
+	// Running and Members count etcd members after an "etcd" event: running, and those of the
+	// control planes the cluster tracks (a member that ran on a node that is still registered;
+	// a powered-off node's member counts in its own event).
+	Running, Members int
+}
+
+func (e Event) String() string {
+	switch e.Kind {
+	case "boot":
+		return fmt.Sprintf("%s boot %s", e.Node, e.Version)
+	case "etcd":
+		return fmt.Sprintf("%s etcd %d/%d running", e.Node, e.Running, e.Members)
+	default:
+		return e.Node + " " + e.Kind
+	}
+}
+
+// eventLog is a cluster's event log; it has its own lock so nodes and the cluster can write to
+// it while holding theirs.
+type eventLog struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (l *eventLog) add(e Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	e.Time = time.Now()
+	l.events = append(l.events, e)
+}
+
+// Events returns the cluster's events so far.
+func (c *Cluster) Events() []Event {
+	c.log.mu.Lock()
+	defer c.log.mu.Unlock()
+
+	return append([]Event(nil), c.log.events...)
+}
+
+// etcdEventLocked records the members' state after a member of n started or stopped.
+func (c *Cluster) etcdEventLocked(n *Node) {
+	members := 0
+
+	for _, e := range c.etcd {
+		if e.id != 0 {
+			members++
+		}
+	}
+
+	c.log.add(Event{Node: c.records[n].hostname, Kind: "etcd", Running: c.runningLocked(), Members: members})
+}

@@ -1,0 +1,157 @@
+package provider
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+)
+
+// Tokens of the custom resources the plugin serves beside the component (provider/lifecycle).
+const (
+	nodeUpgradeToken   = Name + ":lifecycle:NodeUpgrade"
+	clusterHealthToken = Name + ":lifecycle:ClusterHealth"
+)
+
+// running is what the Talos step hands to the day-2 step.
+type running struct {
+	applies     map[string]pulumi.Resource
+	configs     pulumi.StringArray
+	ready       []pulumi.Resource // bootstrap and kubeconfig
+	kubeconfig  pulumi.StringOutput
+	talosconfig pulumi.StringOutput
+}
+
+// nodeUpgrade and clusterHealth are the Go views of the lifecycle resources.
+type nodeUpgrade struct {
+	pulumi.CustomResourceState
+
+	RunningVersion pulumi.StringOutput `pulumi:"runningVersion"`
+}
+
+type clusterHealth struct {
+	pulumi.CustomResourceState
+
+	Kubeconfig  pulumi.StringOutput `pulumi:"kubeconfig"`
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+}
+
+// operate registers one NodeUpgrade per node, chained so the engine upgrades control planes one
+// at a time and then workers upgrade.maxParallel at a time (a failed node stops the chain), and
+// the health gate after all of them. The outputs come through the gate.
+func (b *builder) operate(r running) error {
+	c := b.cluster
+
+	cps := pulumi.StringMap{}
+	workers := pulumi.StringMap{}
+
+	for _, n := range c.Nodes {
+		if n.Role == spec.RoleControlPlane {
+			cps[n.Name] = b.nodeIPs[n.Name]
+		} else {
+			workers[n.Name] = b.nodeIPs[n.Name]
+		}
+	}
+
+	version := pulumi.Version(Version)
+	upgrades := make([]pulumi.Resource, 0, len(c.Nodes))
+
+	var lastCP pulumi.Resource
+
+	lanes := make([]pulumi.Resource, c.Upgrade.MaxParallel)
+	worker := 0
+
+	for _, role := range []spec.Role{spec.RoleControlPlane, spec.RoleWorker} {
+		for _, n := range c.Nodes {
+			if n.Role != role {
+				continue
+			}
+
+			deps := append([]pulumi.Resource{r.applies[n.Name]}, r.ready...)
+
+			var lane *pulumi.Resource
+
+			if role == spec.RoleControlPlane {
+				lane = &lastCP
+			} else {
+				lane = &lanes[worker%len(lanes)]
+				worker++
+
+				if lastCP != nil {
+					deps = append(deps, lastCP)
+				}
+			}
+
+			if *lane != nil {
+				deps = append(deps, *lane)
+			}
+
+			var u nodeUpgrade
+			if err := b.ctx.RegisterResource(nodeUpgradeToken, b.child(n.Name+"-upgrade"), pulumi.Map{
+				"talosconfig":    r.talosconfig,
+				"kubeconfig":     r.kubeconfig,
+				"node":           pulumi.String(n.Name),
+				"address":        b.nodeIPs[n.Name],
+				"controlPlane":   pulumi.Bool(n.Role == spec.RoleControlPlane),
+				"controlPlanes":  cps,
+				"talosVersion":   pulumi.String(c.TalosVersion),
+				"schematicId":    pulumi.String(c.Image.SchematicID),
+				"installerImage": pulumi.String(c.Image.InstallerImage),
+				"drain":          pulumi.Bool(c.Upgrade.Drain),
+				"drainTimeout":   pulumi.String(c.Upgrade.DrainTimeout.String()),
+				"timeout":        pulumi.String(c.Upgrade.Timeout.String()),
+				"checkReady":     pulumi.Bool(c.Health.RequireNodesReady),
+				"allowDowngrade": pulumi.Bool(c.Upgrade.AllowDowngrade),
+			}, &u, b.parent(), version, pulumi.DependsOn(deps),
+				// A new VM is a new node: its record starts again.
+				pulumi.ReplaceWith([]pulumi.Resource{b.vms[n.Name]}),
+			); err != nil {
+				return errorf("registering the upgrade of node %s: %w", n.Name, err)
+			}
+
+			*lane = &u
+			upgrades = append(upgrades, &u)
+		}
+	}
+
+	revision := pulumi.All(r.configs.ToStringArrayOutput(), pulumi.String(c.Image.InstallerImage), pulumi.String(c.KubernetesVersion)).ApplyT(
+		func(v []any) string {
+			h := sha256.New()
+			for _, cfg := range v[0].([]string) {
+				h.Write([]byte(cfg))
+				h.Write([]byte{0})
+			}
+
+			h.Write([]byte(v[1].(string) + "\x00" + v[2].(string)))
+
+			return hex.EncodeToString(h.Sum(nil))
+		}).(pulumi.StringOutput)
+
+	var health clusterHealth
+	if err := b.ctx.RegisterResource(clusterHealthToken, b.child("health"), pulumi.Map{
+		"talosconfig":       r.talosconfig,
+		"kubeconfig":        r.kubeconfig,
+		"controlPlanes":     cps,
+		"workers":           workers,
+		"requireNodesReady": pulumi.Bool(c.Health.RequireNodesReady),
+		"timeout":           pulumi.String(c.Health.Timeout.String()),
+		"revision":          revision,
+	}, &health, b.parent(), version, pulumi.DependsOn(append(upgrades, r.ready...))); err != nil {
+		return errorf("registering the health gate: %w", err)
+	}
+
+	if !c.Health.RequireNodesReady {
+		_ = b.ctx.Log.Info(strings.Join([]string{
+			"health: the CNI is none and no CNI manifest is given, so the gate does not wait for Nodes to be Ready",
+			"(set health.requireNodesReady once you deploy a CNI)",
+		}, " "), &pulumi.LogArgs{Resource: b.comp})
+	}
+
+	b.comp.Kubeconfig = pulumi.ToSecret(health.Kubeconfig).(pulumi.StringOutput)
+	b.comp.Talosconfig = pulumi.ToSecret(health.Talosconfig).(pulumi.StringOutput)
+
+	return nil
+}

@@ -1,0 +1,82 @@
+package provider
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The upgrades are chained so the engine runs control planes one at a time, then workers
+// upgrade.maxParallel at a time, and the health gate after all of them; the outputs come through
+// the gate.
+func TestConstructRollingUpgradeOrder(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct {
+		name        string
+		maxParallel string
+		// want maps each node's upgrade to the upgrades it must wait for.
+		want map[string][]string
+	}{
+		{"one at a time", "", map[string][]string{
+			"cp-1": nil, "cp-2": {"cp-1"}, "cp-3": {"cp-2"}, "worker-1": {"cp-3"}, "worker-2": {"cp-3", "worker-1"},
+		}},
+		{"two workers at once", `"upgrade": {"maxParallel": 2},`, map[string][]string{
+			"cp-1": nil, "cp-2": {"cp-1"}, "cp-3": {"cp-2"}, "worker-1": {"cp-3"}, "worker-2": {"cp-3"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			r := &recorder{}
+			in := strings.Replace(homelabJSON, "{", "{"+tc.maxParallel, 1)
+
+			if _, err := construct(t, r, "homelab", inputsFromJSON(t, in)); err != nil {
+				t.Fatal(err)
+			}
+
+			for node, wantDeps := range tc.want {
+				u := r.named("homelab-" + node + "-upgrade")
+
+				var got []string
+
+				for _, d := range u.Dependencies {
+					if name, ok := strings.CutSuffix(d[strings.LastIndex(d, "::")+2:], "-upgrade"); ok {
+						got = append(got, strings.TrimPrefix(name, "homelab-"))
+					}
+				}
+
+				slices.Sort(got)
+
+				if !slices.Equal(got, wantDeps) {
+					t.Errorf("%s's upgrade waits for the upgrades of %v, want %v", node, got, wantDeps)
+				}
+
+				for _, dep := range []string{"homelab-" + node + "-config", "homelab-bootstrap", "homelab-kubeconfig"} {
+					if !slices.ContainsFunc(u.Dependencies, func(d string) bool { return strings.HasSuffix(d, "::"+dep) }) {
+						t.Errorf("%s's upgrade does not wait for %s", node, dep)
+					}
+				}
+
+				if u.Version != Version {
+					t.Errorf("%s's upgrade asks for plugin version %q, want %q (else the engine starts a default provider)", node, u.Version, Version)
+				}
+
+				if !slices.ContainsFunc(u.ReplaceWith, func(d string) bool { return strings.HasSuffix(d, "::homelab-"+node) }) {
+					t.Errorf("%s's upgrade is not replaced with its VM: %v", node, u.ReplaceWith)
+				}
+
+				if v := u.Inputs.Get("installerImage").AsString(); !strings.HasSuffix(v, ":v1.11.5") {
+					t.Errorf("%s's installer image = %s", node, v)
+				}
+			}
+
+			h := r.named("homelab-health")
+			for node := range tc.want {
+				if !slices.ContainsFunc(h.Dependencies, func(d string) bool { return strings.HasSuffix(d, "::homelab-"+node+"-upgrade") }) {
+					t.Errorf("the health gate does not wait for %s's upgrade", node)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,99 @@
+// Package day2 operates a running Talos cluster: the health gate, rolling Talos OS upgrades and
+// the gates around them. It talks to Talos through the machinery client, to etcd through Talos'
+// etcd API and to Kubernetes through client-go, all in-process (no talosctl, no kubectl). It
+// imports no Pulumi package: provider/lifecycle wraps it in Pulumi resources.
+package day2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Node is one cluster node as the component knows it.
+type Node struct {
+	// Name is the node's hostname, which is also its Kubernetes Node name and etcd member name.
+	Name string
+	// Address is the node's IP: its Talos API is on port 50000.
+	Address      string
+	ControlPlane bool
+}
+
+// Access is what reaches a cluster: the talosconfig and the admin kubeconfig the component outputs.
+type Access struct {
+	Talosconfig string
+	Kubeconfig  string
+}
+
+// Talos returns a Talos API client that talks to one node's apid directly.
+func (a Access) Talos(ctx context.Context, address string) (*client.Client, error) {
+	if a.Talosconfig == "" {
+		return nil, errors.New("no talosconfig: the cluster's client configuration is not known yet")
+	}
+
+	cfg, err := clientconfig.FromString(a.Talosconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading the talosconfig: %w", err)
+	}
+
+	return client.New(ctx, client.WithConfig(cfg), client.WithEndpoints(address))
+}
+
+// Kube returns a Kubernetes client from the admin kubeconfig; each request gives up after 15 s.
+func (a Access) Kube() (kubernetes.Interface, error) {
+	if a.Kubeconfig == "" {
+		return nil, errors.New("no kubeconfig: the cluster's Kubernetes access is not known yet")
+	}
+
+	rc, err := clientcmd.RESTConfigFromKubeConfig([]byte(a.Kubeconfig))
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+
+	rc.Timeout = 15 * time.Second
+
+	return kubernetes.NewForConfig(rc)
+}
+
+// Progress receives what an operation waits for, for Pulumi's log.
+type Progress func(msg string)
+
+func (p Progress) say(format string, args ...any) {
+	if p != nil {
+		p(fmt.Sprintf(format, args...))
+	}
+}
+
+// poll calls try every interval until it succeeds, ctx ends or timeout passes. Every 10 s (and
+// whenever the reason changes) it reports what it still waits for. The error names the last reason.
+func poll(ctx context.Context, timeout time.Duration, what string, progress Progress, try func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	start := time.Now()
+	last, lastSaid := "", time.Time{}
+
+	for {
+		err := try(ctx)
+		if err == nil {
+			return nil
+		}
+
+		if msg := err.Error(); msg != last || time.Since(lastSaid) >= 10*time.Second {
+			progress.say("waiting for %s (%s elapsed): %s", what, time.Since(start).Round(time.Second), msg)
+			last, lastSaid = msg, time.Now()
+		}
+
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: not reached after %s: %w", what, timeout, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package day2
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/cluster"
+	"github.com/siderolabs/talos/pkg/cluster/check"
+	"github.com/siderolabs/talos/pkg/conditions"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+)
+
+// HealthOptions describe one run of the health gate.
+type HealthOptions struct {
+	Access Access
+	Nodes  []Node
+	// RequireReady adds the all-nodes-Ready check that Talos' defaults skip when the CNI is
+	// "none": set when a CNI runs (Talos' default or one given as manifests, e.g. Cilium).
+	RequireReady bool
+	Timeout      time.Duration
+	Progress     Progress
+}
+
+// Health runs what `talosctl health` runs (Talos' pkg/cluster/check DefaultClusterChecks: etcd,
+// apid, kubelet, boot sequence, Kubernetes nodes and control plane, kube-proxy, CoreDNS) plus,
+// with RequireReady, every Node Ready. It waits until all pass or the timeout ends; the error
+// names the check and the node that failed it.
+func Health(ctx context.Context, o HealthOptions) error {
+	cfg, err := clientconfig.FromString(o.Access.Talosconfig)
+	if err != nil {
+		return fmt.Errorf("reading the talosconfig: %w", err)
+	}
+
+	provider := &cluster.ConfigClientProvider{TalosConfig: cfg}
+	defer provider.Close() //nolint:errcheck
+
+	info := &clusterInfo{ClientProvider: provider, K8sProvider: &cluster.KubernetesClient{ClientProvider: provider}}
+
+	for _, n := range o.Nodes {
+		ip, err := netip.ParseAddr(n.Address)
+		if err != nil {
+			return fmt.Errorf("node %s: %q is not an IP address", n.Name, n.Address)
+		}
+
+		ni := cluster.NodeInfo{InternalIP: ip, IPs: []netip.Addr{ip}}
+		if n.ControlPlane {
+			info.cps = append(info.cps, ni)
+		} else {
+			info.workers = append(info.workers, ni)
+		}
+	}
+
+	checks := check.DefaultClusterChecks()
+	if o.RequireReady {
+		checks = append(checks, func(c check.ClusterInfo) conditions.Condition {
+			return conditions.PollingCondition("all k8s nodes to report ready (a CNI is deployed)", func(ctx context.Context) error {
+				return check.K8sAllNodesReadyAssertion(ctx, c)
+			}, 2*time.Second)
+		})
+	} else {
+		o.Progress.say("skipped: all nodes Ready (the CNI is none and no CNI manifest is given: nodes stay NotReady until you deploy one)")
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+
+	r := &reporter{progress: o.Progress, start: time.Now()}
+
+	if err := check.Wait(ctx, info, checks, r); err != nil {
+		return fmt.Errorf("the cluster is not healthy after %s: %s (the gate runs again at the next `pulumi up`; "+
+			"raise health.timeout if the cluster is only slow)", o.Timeout, r.last)
+	}
+
+	return nil
+}
+
+// clusterInfo is what talosctl health builds: Talos clients from the talosconfig, the
+// Kubernetes client from the Kubeconfig API, and the nodes by role.
+type clusterInfo struct {
+	cluster.ClientProvider
+	cluster.K8sProvider
+	cps, workers []cluster.NodeInfo
+}
+
+func (i *clusterInfo) Nodes() []cluster.NodeInfo { return append(slices.Clone(i.cps), i.workers...) }
+
+func (i *clusterInfo) NodesByType(t machine.Type) []cluster.NodeInfo {
+	switch t {
+	case machine.TypeControlPlane:
+		return i.cps
+	case machine.TypeWorker:
+		return i.workers
+	default:
+		return nil
+	}
+}
+
+// reporter passes each change of a check's state to the progress log, with the time elapsed.
+type reporter struct {
+	progress Progress
+	start    time.Time
+	last     string
+}
+
+func (r *reporter) Update(c conditions.Condition) {
+	if s := c.String(); s != r.last {
+		r.last = s
+		r.progress.say("health (%s): %s", time.Since(r.start).Round(time.Second), s)
+	}
+}

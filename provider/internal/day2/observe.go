@@ -1,0 +1,91 @@
+package day2
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+)
+
+// Installed is what a node runs: its Talos version and the Image Factory schematic of its image
+// ("" when the node runs a vanilla image).
+type Installed struct {
+	Version   string
+	Schematic string
+}
+
+func (i Installed) String() string {
+	if i.Schematic == "" {
+		return i.Version + " (no schematic)"
+	}
+
+	return fmt.Sprintf("%s (schematic %.12s…)", i.Version, i.Schematic)
+}
+
+// Observed is a node's running image and the id of its current boot.
+type Observed struct {
+	Installed
+	BootID string
+}
+
+// Observe reads what a node runs: the version from the Version API, the schematic from the
+// "schematic" extension Image Factory images carry (COSI ExtensionStatus), the boot id from
+// /proc/sys/kernel/random/boot_id.
+func Observe(ctx context.Context, c *client.Client) (Observed, error) {
+	ver, err := c.Version(ctx)
+	if err != nil {
+		return Observed{}, fmt.Errorf("reading the Talos version: %w", err)
+	}
+
+	var o Observed
+
+	for _, m := range ver.GetMessages() {
+		o.Version = m.GetVersion().GetTag()
+	}
+
+	if o.Version == "" {
+		return Observed{}, fmt.Errorf("the Version API answered no version")
+	}
+
+	exts, err := safe.StateListAll[*runtime.ExtensionStatus](ctx, c.COSI)
+	if err != nil {
+		return Observed{}, fmt.Errorf("reading the node's extensions: %w", err)
+	}
+
+	for ext := range exts.All() {
+		if ext.TypedSpec().Metadata.Name == "schematic" {
+			o.Schematic = ext.TypedSpec().Metadata.Version
+		}
+	}
+
+	if o.BootID, err = BootID(ctx, c); err != nil {
+		return Observed{}, err
+	}
+
+	return o, nil
+}
+
+// BootID reads the id of the node's current boot; it changes at every boot.
+func BootID(ctx context.Context, c *client.Client) (string, error) {
+	r, err := c.Read(ctx, "/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("reading the boot id: %w", err)
+	}
+	defer r.Close() //nolint:errcheck // read-only stream
+
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return "", fmt.Errorf("reading the boot id: %w", err)
+	}
+
+	id := strings.TrimSpace(string(b))
+	if id == "" {
+		return "", fmt.Errorf("reading the boot id: the node answered nothing")
+	}
+
+	return id, nil
+}

@@ -1,0 +1,107 @@
+package lifecycle
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/infer"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
+)
+
+// ClusterHealth is the health gate: its create and every update wait until the cluster is
+// healthy. The component's outputs come through it.
+type ClusterHealth struct{}
+
+// ClusterHealthArgs are a ClusterHealth's inputs. Revision changes whenever anything about the
+// cluster does (configurations, images), so the gate runs after every change.
+type ClusterHealthArgs struct {
+	Talosconfig       string            `pulumi:"talosconfig" provider:"secret"`
+	Kubeconfig        string            `pulumi:"kubeconfig" provider:"secret"`
+	ControlPlanes     map[string]string `pulumi:"controlPlanes"`
+	Workers           map[string]string `pulumi:"workers"`
+	RequireNodesReady bool              `pulumi:"requireNodesReady"`
+	Timeout           string            `pulumi:"timeout"`
+	Revision          string            `pulumi:"revision"`
+}
+
+// ClusterHealthState is the gate's inputs once the cluster passed it.
+type ClusterHealthState struct {
+	ClusterHealthArgs
+}
+
+// Annotate documents the resource.
+func (r *ClusterHealth) Annotate(an infer.Annotator) {
+	an.Describe(r, "Waits until the cluster passes the checks `talosctl health` runs (and every Node is Ready), "+
+		"after bootstrap and after every change. Registered by TalosProxmoxCluster.")
+}
+
+// Annotate documents the inputs.
+func (a *ClusterHealthArgs) Annotate(an infer.Annotator) {
+	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
+	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster; passed on once the cluster is healthy.")
+	an.Describe(&a.ControlPlanes, "Control planes, hostname to IP.")
+	an.Describe(&a.Workers, "Workers, hostname to IP.")
+	an.Describe(&a.RequireNodesReady, "Require every Kubernetes Node to be Ready.")
+	an.Describe(&a.Timeout, "How long to wait (a duration).")
+	an.Describe(&a.Revision, "Changes whenever the cluster does, so the gate runs again.")
+}
+
+// Create runs the gate.
+func (r *ClusterHealth) Create(ctx context.Context, req infer.CreateRequest[ClusterHealthArgs]) (infer.CreateResponse[ClusterHealthState], error) {
+	state := ClusterHealthState{req.Inputs}
+	if req.DryRun {
+		return infer.CreateResponse[ClusterHealthState]{ID: "health", Output: state}, nil
+	}
+
+	return infer.CreateResponse[ClusterHealthState]{ID: "health", Output: state}, gate(ctx, req.Inputs)
+}
+
+// Update runs the gate again.
+func (r *ClusterHealth) Update(ctx context.Context, req infer.UpdateRequest[ClusterHealthArgs, ClusterHealthState]) (infer.UpdateResponse[ClusterHealthState], error) {
+	state := ClusterHealthState{req.Inputs}
+	if req.DryRun {
+		return infer.UpdateResponse[ClusterHealthState]{Output: state}, nil
+	}
+
+	if err := gate(ctx, req.Inputs); err != nil {
+		return infer.UpdateResponse[ClusterHealthState]{}, err
+	}
+
+	return infer.UpdateResponse[ClusterHealthState]{Output: state}, nil
+}
+
+func gate(ctx context.Context, in ClusterHealthArgs) error {
+	timeout, err := parseDuration("timeout", in.Timeout)
+	if err != nil {
+		return err
+	}
+
+	var nodes []day2.Node
+
+	for name, ip := range in.ControlPlanes {
+		nodes = append(nodes, day2.Node{Name: name, Address: ip, ControlPlane: true})
+	}
+
+	for name, ip := range in.Workers {
+		nodes = append(nodes, day2.Node{Name: name, Address: ip})
+	}
+
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+
+	log := p.GetLogger(ctx)
+	start := time.Now()
+
+	if err := day2.Health(ctx, day2.HealthOptions{
+		Access: day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig}, Nodes: nodes,
+		RequireReady: in.RequireNodesReady, Timeout: timeout, Progress: log.InfoStatus,
+	}); err != nil {
+		return err
+	}
+
+	log.Infof("the cluster is healthy (%d nodes, checked in %s)", len(nodes), time.Since(start).Round(time.Second))
+
+	return nil
+}

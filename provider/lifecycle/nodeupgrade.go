@@ -1,0 +1,236 @@
+// Package lifecycle holds the custom resources the plugin serves beside the component: they
+// operate the running cluster (the health gate, rolling Talos upgrades) through
+// provider/internal/day2. The component registers them; users do not need to.
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/infer"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
+)
+
+// NodeUpgrade keeps one node on its desired Talos image: it compares the image with what the
+// node reports and, when they differ, upgrades the node in place.
+type NodeUpgrade struct{}
+
+// NodeUpgradeArgs are a NodeUpgrade's inputs.
+type NodeUpgradeArgs struct {
+	Talosconfig    string            `pulumi:"talosconfig" provider:"secret"`
+	Kubeconfig     string            `pulumi:"kubeconfig" provider:"secret"`
+	Node           string            `pulumi:"node"`
+	Address        string            `pulumi:"address"`
+	ControlPlane   bool              `pulumi:"controlPlane"`
+	ControlPlanes  map[string]string `pulumi:"controlPlanes"`
+	TalosVersion   string            `pulumi:"talosVersion"`
+	SchematicId    string            `pulumi:"schematicId"`
+	InstallerImage string            `pulumi:"installerImage"`
+	Drain          bool              `pulumi:"drain"`
+	DrainTimeout   string            `pulumi:"drainTimeout"`
+	Timeout        string            `pulumi:"timeout"`
+	CheckReady     bool              `pulumi:"checkReady"`
+	AllowDowngrade bool              `pulumi:"allowDowngrade"`
+}
+
+// NodeUpgradeState is what a NodeUpgrade last saw the node run.
+type NodeUpgradeState struct {
+	NodeUpgradeArgs
+	RunningVersion     string `pulumi:"runningVersion"`
+	RunningSchematicId string `pulumi:"runningSchematicId"`
+	BootId             string `pulumi:"bootId"`
+}
+
+// Annotate documents the resource.
+func (r *NodeUpgrade) Annotate(an infer.Annotator) {
+	an.Describe(r, "Keeps one Talos node on its desired image, upgrading it in place when the version or schematic "+
+		"changes (pre-gate, drain, upgrade through the Talos API, reboot, post-gate, uncordon). Registered by "+
+		"TalosProxmoxCluster.")
+}
+
+// Annotate documents the inputs.
+func (a *NodeUpgradeArgs) Annotate(an infer.Annotator) {
+	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
+	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
+	an.Describe(&a.Node, "The node's hostname (its Kubernetes Node and etcd member name).")
+	an.Describe(&a.Address, "The node's IP address (Talos API on port 50000).")
+	an.Describe(&a.ControlPlane, "Whether the node is a control plane.")
+	an.Describe(&a.ControlPlanes, "Every control plane of the cluster, hostname to IP, for the etcd gates.")
+	an.Describe(&a.TalosVersion, "The Talos version the node must run.")
+	an.Describe(&a.SchematicId, "The Image Factory schematic id the node's image must carry.")
+	an.Describe(&a.InstallerImage, "The installer image that brings the node there.")
+	an.Describe(&a.Drain, "Cordon and drain the node before its reboot.")
+	an.Describe(&a.DrainTimeout, "How long the drain may take (a duration).")
+	an.Describe(&a.Timeout, "How long each wait may take (a duration).")
+	an.Describe(&a.CheckReady, "Require the Kubernetes Node to be Ready before and after.")
+	an.Describe(&a.AllowDowngrade, "Allow an older version.")
+}
+
+// Annotate documents the state.
+func (s *NodeUpgradeState) Annotate(an infer.Annotator) {
+	an.Describe(&s.RunningVersion, "The Talos version the node reported after the last change.")
+	an.Describe(&s.RunningSchematicId, "The schematic id the node reported after the last change.")
+	an.Describe(&s.BootId, "The node's boot id after the last change.")
+}
+
+func (a NodeUpgradeArgs) target() day2.Installed {
+	return day2.Installed{Version: a.TalosVersion, Schematic: a.SchematicId}
+}
+
+// Create records what the node runs, upgrading it first if it does not run the desired image
+// (a node adopted from an older image).
+func (r *NodeUpgrade) Create(ctx context.Context, req infer.CreateRequest[NodeUpgradeArgs]) (infer.CreateResponse[NodeUpgradeState], error) {
+	in := req.Inputs
+	state := NodeUpgradeState{NodeUpgradeArgs: in, RunningVersion: in.TalosVersion, RunningSchematicId: in.SchematicId}
+
+	if req.DryRun {
+		return infer.CreateResponse[NodeUpgradeState]{ID: in.Node, Output: state}, nil
+	}
+
+	obs, err := converge(ctx, in, nil)
+	if err != nil {
+		return infer.CreateResponse[NodeUpgradeState]{}, err
+	}
+
+	state.RunningVersion, state.RunningSchematicId, state.BootId = obs.Version, obs.Schematic, obs.BootID
+
+	return infer.CreateResponse[NodeUpgradeState]{ID: in.Node, Output: state}, nil
+}
+
+// Diff shows an update exactly when the node will reboot: the desired image differs from what
+// the node last reported. Other inputs (credentials, addresses, policy) change nothing on the
+// node and show nothing. The upgrade path is checked here, so preview refuses what Talos refuses.
+func (r *NodeUpgrade) Diff(_ context.Context, req infer.DiffRequest[NodeUpgradeArgs, NodeUpgradeState]) (infer.DiffResponse, error) {
+	have := day2.Installed{Version: req.State.RunningVersion, Schematic: req.State.RunningSchematicId}
+	if req.Inputs.target() == have {
+		return infer.DiffResponse{}, nil
+	}
+
+	if req.Inputs.TalosVersion != have.Version {
+		if err := day2.CheckUpgradePath(have.Version, req.Inputs.TalosVersion, req.Inputs.AllowDowngrade); err != nil {
+			return infer.DiffResponse{}, fmt.Errorf("node %s: %w", req.Inputs.Node, err)
+		}
+	}
+
+	return infer.DiffResponse{
+		HasChanges: true,
+		DetailedDiff: map[string]p.PropertyDiff{
+			"installerImage": {Kind: p.Update},
+		},
+	}, nil
+}
+
+// Update upgrades the node (or, after an interrupted run that already upgraded it, checks it).
+func (r *NodeUpgrade) Update(ctx context.Context, req infer.UpdateRequest[NodeUpgradeArgs, NodeUpgradeState]) (infer.UpdateResponse[NodeUpgradeState], error) {
+	in := req.Inputs
+	state := req.State
+	state.NodeUpgradeArgs = in
+
+	if req.DryRun {
+		state.RunningVersion, state.RunningSchematicId = in.TalosVersion, in.SchematicId
+
+		return infer.UpdateResponse[NodeUpgradeState]{Output: state}, nil
+	}
+
+	have := day2.Installed{Version: req.State.RunningVersion, Schematic: req.State.RunningSchematicId}
+	if in.TalosVersion != have.Version {
+		if err := day2.CheckUpgradePath(have.Version, in.TalosVersion, in.AllowDowngrade); err != nil {
+			return infer.UpdateResponse[NodeUpgradeState]{}, fmt.Errorf("node %s: %w", in.Node, err)
+		}
+	}
+
+	start := time.Now()
+
+	obs, err := converge(ctx, in, &have)
+	if err != nil {
+		return infer.UpdateResponse[NodeUpgradeState]{}, err
+	}
+
+	p.GetLogger(ctx).Infof("node %s runs %s (boot %.8s, %s)", in.Node, obs.Installed, obs.BootID, time.Since(start).Round(time.Second))
+	state.RunningVersion, state.RunningSchematicId, state.BootId = obs.Version, obs.Schematic, obs.BootID
+
+	return infer.UpdateResponse[NodeUpgradeState]{Output: state}, nil
+}
+
+// converge runs the node's upgrade (day2.Upgrade), which does nothing but the post-gate when the
+// node already runs the target. On create (was nil), a node already on the target is only read.
+func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day2.Observed, error) {
+	log := p.GetLogger(ctx)
+	access := day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig}
+
+	timeout, err := parseDuration("timeout", in.Timeout)
+	if err != nil {
+		return day2.Observed{}, err
+	}
+
+	drainTimeout, err := parseDuration("drainTimeout", in.DrainTimeout)
+	if err != nil {
+		return day2.Observed{}, err
+	}
+
+	cps := make([]day2.Node, 0, len(in.ControlPlanes))
+	for name, ip := range in.ControlPlanes {
+		cps = append(cps, day2.Node{Name: name, Address: ip, ControlPlane: true})
+	}
+
+	sort.Slice(cps, func(i, j int) bool { return cps[i].Name < cps[j].Name })
+
+	node := day2.Node{Name: in.Node, Address: in.Address, ControlPlane: in.ControlPlane}
+
+	if was == nil {
+		obs, err := observe(ctx, access, node, timeout, log.InfoStatus)
+		if err != nil || obs.Installed == in.target() {
+			return obs, err
+		}
+
+		if err := day2.CheckUpgradePath(obs.Version, in.TalosVersion, in.AllowDowngrade); err != nil {
+			return obs, fmt.Errorf("node %s: %w", in.Node, err)
+		}
+	}
+
+	return day2.Upgrade(ctx, day2.UpgradeOptions{
+		Access: access, Node: node, ControlPlanes: cps, Image: in.InstallerImage, Target: in.target(),
+		Drain: in.Drain, DrainTimeout: drainTimeout, CheckReady: in.CheckReady, Timeout: timeout,
+		Progress: log.InfoStatus,
+	})
+}
+
+func observe(ctx context.Context, access day2.Access, node day2.Node, timeout time.Duration, progress day2.Progress) (day2.Observed, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	for {
+		c, err := access.Talos(ctx, node.Address)
+		if err != nil {
+			return day2.Observed{}, err
+		}
+
+		obs, err := day2.Observe(ctx, c)
+		c.Close() //nolint:errcheck
+
+		if err == nil {
+			return obs, nil
+		}
+
+		progress(fmt.Sprintf("waiting for %s's Talos API: %v", node.Name, err))
+
+		select {
+		case <-ctx.Done():
+			return day2.Observed{}, fmt.Errorf("node %s: its Talos API did not answer within %s: %w", node.Name, timeout, err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func parseDuration(name, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a positive duration", name, v)
+	}
+
+	return d, nil
+}
