@@ -135,7 +135,11 @@ func Join(ctx context.Context, cfg Config, endpoints []string) (*Member, error) 
 
 		select {
 		case <-ctx.Done():
-			return m, fmt.Errorf("promoting %s: %w", cfg.Name, errors.Join(err, ctx.Err()))
+			// Never hand back a running member with an error: nobody would stop it, and it would
+			// outlive its data directory (etcd then exits the process: "failed to purge wal file").
+			m.HardStop()
+
+			return nil, fmt.Errorf("promoting %s: %w", cfg.Name, errors.Join(err, ctx.Err()))
 		case <-time.After(20 * time.Millisecond): // a learner is promoted once it caught up
 		}
 	}

@@ -174,6 +174,10 @@ func (c *Cluster) startLocked(n *Node, e *nodeEtcd, what string, start func(cont
 
 		switch {
 		case err != nil:
+			if m != nil { // a start that failed half-way must not leave its server running
+				stopMember(m, true, nil)
+			}
+
 			c.opts.Logf("talosemu %s: etcd %s failed: %v", n.addr, what, err)
 			time.AfterFunc(etcdRetry, func() {
 				c.mu.Lock()
