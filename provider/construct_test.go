@@ -45,6 +45,7 @@ func TestConstructHomelab(t *testing.T) {
 
 	want := map[string]int{
 		"pulumi:providers:talos":                              1,
+		"pulumi:providers:talos-proxmox":                      1,
 		"talos:imageFactory/schematic:Schematic":              1,
 		"proxmoxve:Download/file:File":                        2,
 		"proxmoxve:VM/virtualMachine:VirtualMachine":          5,
@@ -67,7 +68,7 @@ func TestConstructHomelab(t *testing.T) {
 
 	component := string(resp.Urn)
 	for _, reg := range r.custom() {
-		if reg.Type != "pulumi:providers:talos" && !strings.HasPrefix(reg.Name, "homelab-") {
+		if !strings.HasPrefix(reg.Type, "pulumi:providers:") && !strings.HasPrefix(reg.Name, "homelab-") {
 			t.Errorf("%s %s is not named <cluster>-…", reg.Type, reg.Name)
 		}
 

@@ -56,7 +56,16 @@ func (b *builder) operate(r running) error {
 		}
 	}
 
-	version := pulumi.Version(Version)
+	// An explicit provider of this plugin, at this version: the engine's default provider for it
+	// is unknown to the engine when a replaced NodeUpgrade is deleted first ("unknown provider
+	// …default_0_1_0…").
+	var self pulumi.ProviderResourceState
+	if err := b.ctx.RegisterResource("pulumi:providers:"+Name, b.child("lifecycle"), pulumi.Map{}, &self,
+		b.parent(), pulumi.Version(Version)); err != nil {
+		return errorf("registering the %s provider: %w", Name, err)
+	}
+
+	version := pulumi.Provider(&self)
 	upgrades := make([]pulumi.Resource, 0, len(c.Nodes))
 
 	var lastCP pulumi.Resource

@@ -58,8 +58,8 @@ func TestConstructRollingUpgradeOrder(t *testing.T) {
 					}
 				}
 
-				if u.Version != Version {
-					t.Errorf("%s's upgrade asks for plugin version %q, want %q (else the engine starts a default provider)", node, u.Version, Version)
+				if !strings.HasPrefix(u.Provider, "urn:pulumi:stack::project::"+ClusterToken+"$pulumi:providers:talos-proxmox::homelab-lifecycle::") {
+					t.Errorf("%s's upgrade uses provider %q, want the component's own talos-proxmox provider", node, u.Provider)
 				}
 
 				if !slices.ContainsFunc(u.ReplaceWith, func(d string) bool { return strings.HasSuffix(d, "::homelab-"+node) }) {
@@ -69,6 +69,10 @@ func TestConstructRollingUpgradeOrder(t *testing.T) {
 				if v := u.Inputs.Get("installerImage").AsString(); !strings.HasSuffix(v, ":v1.11.5") {
 					t.Errorf("%s's installer image = %s", node, v)
 				}
+			}
+
+			if p := r.named("homelab-lifecycle"); p.Version != Version {
+				t.Errorf("the talos-proxmox provider asks for plugin version %q, want %q", p.Version, Version)
 			}
 
 			h := r.named("homelab-health")

@@ -187,8 +187,8 @@ func (b *builder) machineConfiguration(n spec.Node, secrets *machine.Secrets, en
 		// talosVersion changes), so an OS upgrade never switches the configuration's format
 		// (siderolabs/terraform-provider-talos#401).
 		TalosVersion: secrets.TalosVersion,
-		Docs:              pulumi.Bool(false),
-		Examples:          pulumi.Bool(false),
+		Docs:         pulumi.Bool(false),
+		Examples:     pulumi.Bool(false),
 	}, b.parent())
 
 	return pulumi.ToSecret(cfg.MachineConfiguration()).(pulumi.StringOutput)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
 )
 
 // The latency injected into the Proxmox fake: a VM create task runs 2 s and a start task 3 s,
@@ -75,6 +76,53 @@ func BenchmarkLabUp(b *testing.B) {
 				critical := createLatency + startLatency
 				b.ReportMetric(elapsed.Seconds(), "s/up")
 				b.ReportMetric(elapsed.Seconds()/critical.Seconds(), "x-injected-latency")
+
+				l.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// upgradeReboot is the reboot injected into every node for BenchmarkRollingUpgrade.
+const upgradeReboot = 2 * time.Second
+
+// BenchmarkRollingUpgrade measures the `pulumi up` of a Talos patch upgrade (v1.11.5 → v1.11.6)
+// of 3 control planes and 6 workers, each reboot taking 2 s, with upgrade.maxParallel 1 and 3.
+// The serial lower bound is the sum of the reboots on the critical path: control planes one at
+// a time, then ceil(workers / maxParallel) rounds. Goal: ≤ 1.15 × that bound. Run with `make bench`.
+func BenchmarkRollingUpgrade(b *testing.B) {
+	for _, par := range []int{1, 3} {
+		b.Run(fmt.Sprintf("maxParallel=%d", par), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+
+				e := newEnv(b)
+				l, p := onLab(b, e, lab.Options{Subnet: 60 + par, Node: func(_ int, o *talosemu.Options) {
+					o.RebootDelay = upgradeReboot
+				}}, func(l *lab.Lab) string {
+					return strings.Replace(benchProgram(l, 9), "      vip:", fmt.Sprintf("      upgrade: {maxParallel: %d}\n      vip:", par), 1)
+				})
+
+				if out, err := p.Run(b.Context(), "up", "--yes", "--skip-preview", fmt.Sprintf("--parallel=%d", parallel)); err != nil {
+					b.Fatalf("up: %v\n%s", err, out)
+				}
+
+				editProgram(b, e, "talosVersion: v1.11.5", "talosVersion: v1.11.6")
+
+				b.StartTimer()
+				start := time.Now()
+
+				if out, err := p.Run(b.Context(), "up", "--yes", "--skip-preview", fmt.Sprintf("--parallel=%d", parallel)); err != nil {
+					b.Fatalf("upgrade: %v\n%s", err, out)
+				}
+
+				elapsed := time.Since(start)
+				b.StopTimer()
+
+				bound := time.Duration(3+(6+par-1)/par) * upgradeReboot
+				b.ReportMetric(elapsed.Seconds(), "s/upgrade")
+				b.ReportMetric(elapsed.Seconds()/bound.Seconds(), "x-serial-bound")
 
 				l.Close()
 				b.StartTimer()

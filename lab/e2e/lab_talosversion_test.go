@@ -11,12 +11,11 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 )
 
-// TestTalosVersionChangeToday pins what changing talosVersion does to a running cluster today, as
+// TestTalosVersionChangeKeepsVMs pins what changing talosVersion does to the Proxmox side, as
 // docs/operations.md says: the image downloads are replaced (delete first), every node's
 // configuration is re-applied with the new installer image, each VM's description is updated in
-// place, and no VM is re-created (the nodes keep running the version they were installed with:
-// nothing upgrades them yet).
-func TestTalosVersionChangeToday(t *testing.T) {
+// place, and no VM is re-created (the nodes are upgraded in place: lab_upgrade_test.go).
+func TestTalosVersionChangeKeepsVMs(t *testing.T) {
 	e := newEnv(t)
 	l, p := onSmallCluster(t, e, "upgrade", lab.Options{Subnet: 15})
 	ctx := t.Context()
@@ -42,6 +41,7 @@ func TestTalosVersionChangeToday(t *testing.T) {
 	for _, want := range []string{
 		"proxmoxve:Download/file:File: (replace)", "talos:machine/configurationApply:ConfigurationApply: (update)",
 		"proxmoxve:VM/virtualMachine:VirtualMachine: (update)", "(Talos v1.11.5, ",
+		"talos-proxmox:lifecycle:NodeUpgrade: (update)",
 	} {
 		if !strings.Contains(preview, want) {
 			t.Errorf("the preview does not show %q:\n%s", want, preview)

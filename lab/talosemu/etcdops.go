@@ -148,3 +148,15 @@ func (c *Cluster) killEtcd(n *Node) {
 
 	c.notifyLocked()
 }
+
+func (c *Cluster) restartEtcd(n *Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if e := c.etcd[n]; e != nil {
+		e.held = false
+	}
+
+	c.startReadyLocked()
+	c.notifyLocked()
+}

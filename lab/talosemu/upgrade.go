@@ -43,6 +43,9 @@ func (n *Node) SetFaults(f Faults) {
 // the member list and starts again at the node's next boot.
 func (n *Node) StopEtcd() { n.cluster.killEtcd(n) }
 
+// StartEtcd starts a member that StopEtcd stopped, from its data (`talosctl service etcd restart`).
+func (n *Node) StartEtcd() { n.cluster.restartEtcd(n) }
+
 // Installed is what a node runs: its Talos version and the Image Factory schematic of its
 // installer ("" for the vanilla installer).
 type Installed struct {

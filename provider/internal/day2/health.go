@@ -25,9 +25,10 @@ type HealthOptions struct {
 	Progress     Progress
 }
 
-// Health runs what `talosctl health` runs (Talos' pkg/cluster/check DefaultClusterChecks: etcd,
-// apid, kubelet, boot sequence, Kubernetes nodes and control plane, kube-proxy, CoreDNS) plus,
-// with RequireReady, every Node Ready. It waits until all pass or the timeout ends; the error
+// Health runs what `talosctl health` runs (Talos' pkg/cluster/check: etcd, apid, kubelet, boot
+// sequence, memory and disks, control plane static pods, kube-proxy, CoreDNS) with the
+// Kubernetes node checks limited to the cluster's own nodes (see clusterChecks), plus, with
+// RequireReady, every one of them Ready. It waits until all pass or the timeout ends; the error
 // names the check and the node that failed it.
 func Health(ctx context.Context, o HealthOptions) error {
 	cfg, err := clientconfig.FromString(o.Access.Talosconfig)
@@ -54,16 +55,16 @@ func Health(ctx context.Context, o HealthOptions) error {
 		}
 	}
 
-	checks := check.DefaultClusterChecks()
-	if o.RequireReady {
-		checks = append(checks, func(c check.ClusterInfo) conditions.Condition {
-			return conditions.PollingCondition("all k8s nodes to report ready (a CNI is deployed)", func(ctx context.Context) error {
-				return check.K8sAllNodesReadyAssertion(ctx, c)
-			}, 2*time.Second)
-		})
-	} else {
-		o.Progress.say("skipped: all nodes Ready (the CNI is none and no CNI manifest is given: nodes stay NotReady until you deploy one)")
+	kube, err := o.Access.Kube()
+	if err != nil {
+		return err
 	}
+
+	if !o.RequireReady {
+		o.Progress.say("skipped: all nodes Ready and CoreDNS (the CNI is none and no CNI manifest is given: nodes stay NotReady until you deploy one)")
+	}
+
+	checks := clusterChecks(kube, o.Nodes, o.RequireReady)
 
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()

@@ -150,7 +150,8 @@ func (o UpgradeOptions) legacyUpgrade(ctx context.Context, c *client.Client, kub
 
 	o.Progress.say("%s: installing %s and rebooting (MachineService.Upgrade)", o.Node.Name, o.Image)
 
-	_, err := c.UpgradeWithOptions(ctx, client.WithUpgradeImage(o.Image))
+	// Deprecated in machinery v1.13 in favour of LifecycleService, which older nodes do not serve.
+	_, err := c.UpgradeWithOptions(ctx, client.WithUpgradeImage(o.Image)) //nolint:staticcheck // the only API before v1.13
 
 	return err
 }
@@ -283,7 +284,13 @@ func (o UpgradeOptions) drain(ctx context.Context, kube kubernetes.Interface) er
 
 	o.Progress.say("%s: cordoning and draining (timeout %s)", o.Node.Name, o.DrainTimeout)
 
-	return Drain(ctx, kube, o.Node.Name, o.DrainTimeout, o.Progress)
+	err := Drain(ctx, kube, o.Node.Name, o.DrainTimeout, o.Progress)
+	if err != nil {
+		// The node was not rebooted: give it its workloads back rather than leave it cordoned.
+		err = errors.Join(err, o.uncordon(ctx, kube))
+	}
+
+	return err
 }
 
 func (o UpgradeOptions) uncordon(ctx context.Context, kube kubernetes.Interface) error {

@@ -1,0 +1,148 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
+)
+
+// editProgram replaces from with to in the project's Pulumi.yaml; from must be there.
+func editProgram(t testing.TB, e *env, from, to string) {
+	t.Helper()
+
+	program := filepath.Join(e.dir, "Pulumi.yaml")
+
+	text, err := os.ReadFile(program)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if !strings.Contains(string(text), from) {
+		t.Fatalf("the program has no %q:\n%s", from, text)
+	}
+
+	if err := os.WriteFile(program, []byte(strings.Replace(string(text), from, to, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHealthGateFailsAndRunsAgain: cp-3's etcd stops; the next change's health gate times out
+// naming the check and cp-3's address, nothing is deleted; once etcd runs again, the next up
+// runs the gate again and passes.
+func TestHealthGateFailsAndRunsAgain(t *testing.T) {
+	e := newEnv(t)
+	l, p := onLab(t, e, lab.Options{Subnet: 19}, func(l *lab.Lab) string { return haCluster(l, "gate", "v1.11.5") })
+
+	editProgram(t, e, "kubernetesVersion: v1.33.5", "kubernetesVersion: v1.33.5\n      health: {timeout: 15s}")
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	cp3 := labNodes(t, l)["cp-3"]
+	cp3.StopEtcd()
+
+	worker := "role: worker, ip: " + l.Address(21) + "}"
+	editProgram(t, e, worker, "role: worker, ip: "+l.Address(21)+", labels: {tier: gold}}")
+
+	out, err := p.Run(t.Context(), "up", "--yes", "--skip-preview")
+	if err == nil {
+		t.Fatalf("the up passed the health gate with cp-3's etcd stopped:\n%s", out)
+	}
+
+	for _, want := range []string{"the cluster is not healthy after 15s", "etcd", cp3.IP()} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the gate's error does not name %q:\n%s", want, out)
+		}
+	}
+
+	if n := len(l.PVE.VMs()); n != 5 {
+		t.Errorf("%d VMs after the failed gate, want all 5", n)
+	}
+
+	cp3.StartEtcd()
+
+	out = mustRun(t, p, "up", "--yes", "--skip-preview")
+	if !strings.Contains(out, "gate-health updated") || !strings.Contains(out, "the cluster is healthy (5 nodes") {
+		t.Errorf("the next up did not run the gate again:\n%s", out)
+	}
+
+	mustRun(t, p, "preview", "--expect-no-changes")
+}
+
+// TestUpgradeDrainTimesOut: a pod on worker-1 never finishes terminating; worker-1's upgrade
+// stops after upgrade.drainTimeout with an error naming the pod, worker-1 is not rebooted and
+// is schedulable again, and worker-2 is not touched.
+func TestUpgradeDrainTimesOut(t *testing.T) {
+	e := newEnv(t)
+	opts := lab.Options{Subnet: 20, Kube: func(k *talosemu.KubeOptions) {
+		k.HungPod = func(p *corev1.Pod) bool { return p.Name == "stuck" }
+	}}
+	l, p := onLab(t, e, opts, func(l *lab.Lab) string { return haCluster(l, "drain", "v1.11.5") })
+
+	editProgram(t, e, "kubernetesVersion: v1.33.5", "kubernetesVersion: v1.33.5\n      upgrade: {drainTimeout: 5s}")
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	kc := kubeClient(t, mustRun(t, p, "stack", "output", "kubeconfig", "--show-secrets"))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	if _, err := kc.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "stuck"},
+		Spec:       corev1.PodSpec{NodeName: "worker-1", Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	setTalosVersion(t, e, "v1.11.5", "v1.11.6")
+	start := time.Now()
+
+	out, err := p.Run(t.Context(), "up", "--yes", "--skip-preview")
+	if err == nil {
+		t.Fatalf("the up passed although a pod on worker-1 never terminates:\n%s", out)
+	}
+
+	if !strings.Contains(out, "draining node worker-1") || !strings.Contains(out, "default/stuck") {
+		t.Errorf("the error does not name the node and the pod:\n%s", out)
+	}
+
+	downs := eventsSince(l, t, start).downs()
+	if strings.Join(downs, ",") != "cp-1,cp-2,cp-3" {
+		t.Errorf("nodes that went down: %v, want the control planes only", downs)
+	}
+
+	node, err := kc.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if node.Spec.Unschedulable {
+		t.Error("worker-1 stays cordoned after its drain failed; it was not rebooted and should take pods again")
+	}
+}
+
+func kubeClient(t *testing.T, kubeconfig string) kubernetes.Interface {
+	t.Helper()
+
+	rc, err := clientcmd.RESTConfigFromKubeConfig([]byte(strings.TrimSpace(kubeconfig)))
+	if err != nil {
+		t.Fatalf("the kubeconfig output does not load: %v", err)
+	}
+
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return kc
+}

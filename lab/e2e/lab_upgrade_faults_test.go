@@ -1,0 +1,146 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
+)
+
+// TestUpgradeStopsAtANodeThatRollsBack: cp-2's new image does not boot (Talos falls back to the
+// old one). The up fails naming cp-2 and what it runs; cp-3 and the workers are not touched.
+// Once the fault is gone, the preview lists only the nodes still to do (cp-1 is finished) and
+// the next up finishes without rebooting cp-1 again.
+func TestUpgradeStopsAtANodeThatRollsBack(t *testing.T) {
+	e := newEnv(t)
+	l, p := onLab(t, e, lab.Options{Subnet: 17}, func(l *lab.Lab) string { return haCluster(l, "rollback", "v1.11.5") })
+
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	labNodes(t, l)["cp-2"].SetFaults(talosemu.Faults{RollbackUpgrade: true})
+	setTalosVersion(t, e, "v1.11.5", "v1.11.6")
+
+	start := time.Now()
+
+	out, err := p.Run(t.Context(), "up", "--yes", "--skip-preview")
+	if err == nil {
+		t.Fatalf("the up succeeded although cp-2 rolled back:\n%s", out)
+	}
+
+	for _, want := range []string{"node cp-2 rebooted but runs v1.11.5", "not v1.11.6"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the error does not say %q:\n%s", want, out)
+		}
+	}
+
+	if downs := eventsSince(l, t, start).downs(); !slices.Equal(downs, []string{"cp-1", "cp-2"}) {
+		t.Errorf("nodes that went down: %v, want cp-1 then cp-2 and nothing after the failure", downs)
+	}
+
+	running := map[string]string{}
+	for name, n := range labNodes(t, l) {
+		running[name] = n.Running().Version
+	}
+
+	want := map[string]string{"cp-1": "v1.11.6", "cp-2": "v1.11.5", "cp-3": "v1.11.5", "worker-1": "v1.11.5", "worker-2": "v1.11.5"}
+	for name, v := range want {
+		if running[name] != v {
+			t.Errorf("%s runs %s, want %s", name, running[name], v)
+		}
+	}
+
+	labNodes(t, l)["cp-2"].SetFaults(talosemu.Faults{})
+
+	got := previewUpdates(t, p, nodeUpgradeType)
+	if wantUpdates := []string{
+		"update rollback-cp-2-upgrade", "update rollback-cp-3-upgrade", "update rollback-worker-1-upgrade", "update rollback-worker-2-upgrade",
+	}; !slices.Equal(got, wantUpdates) {
+		t.Errorf("the preview after the failure shows %v, want %v (cp-1 is done)", got, wantUpdates)
+	}
+
+	start = time.Now()
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	if downs := eventsSince(l, t, start).downs(); !slices.Equal(downs, []string{"cp-2", "cp-3", "worker-1", "worker-2"}) {
+		t.Errorf("nodes that went down in the second up: %v, want the four that were left", downs)
+	}
+
+	for name, n := range labNodes(t, l) {
+		if v := n.Running().Version; v != "v1.11.6" {
+			t.Errorf("%s runs %s after the second up", name, v)
+		}
+	}
+
+	mustRun(t, p, "preview", "--expect-no-changes")
+}
+
+// TestInterruptedUpgradeResumes kills `pulumi up` (the CLI and its plugins) while the rollout is
+// under way; the next up finishes it and reboots no node a second time.
+func TestInterruptedUpgradeResumes(t *testing.T) {
+	e := newEnv(t)
+	l, p := onLab(t, e, lab.Options{Subnet: 18}, func(l *lab.Lab) string { return haCluster(l, "resume", "v1.11.5") })
+
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+	setTalosVersion(t, e, "v1.11.5", "v1.11.6")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan string, 1)
+	start := time.Now()
+
+	go func() {
+		out, _ := p.Run(ctx, "up", "--yes", "--skip-preview")
+		done <- out
+	}()
+
+	// Kill the up once cp-2 has come back on the new version.
+	deadline := time.Now().Add(2 * time.Minute)
+
+	for !slices.ContainsFunc(eventsSince(l, t, start).events, func(ev talosemu.Event) bool {
+		return ev.Kind == "boot" && ev.Node == "cp-2" && ev.Version == "v1.11.6"
+	}) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("cp-2 was not upgraded within 2 minutes:\n%s", <-done)
+		}
+
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	cancel()
+	out := <-done
+	killed := time.Now()
+
+	// The provider plugin may outlive the CLI a moment; let what it does settle.
+	time.Sleep(3 * time.Second)
+
+	first := eventsSince(l, t, start).downs()
+	t.Logf("killed after %v; nodes down by then: %v\n%s", killed.Sub(start).Round(time.Millisecond), first, out)
+
+	upgraded := map[string]bool{}
+	for name, n := range labNodes(t, l) {
+		upgraded[name] = n.Running().Version == "v1.11.6"
+	}
+
+	again := time.Now()
+	mustRun(t, p, "up", "--yes", "--skip-preview", "--refresh=false")
+
+	for _, name := range eventsSince(l, t, again).downs() {
+		if upgraded[name] {
+			t.Errorf("%s ran v1.11.6 before the second up and was rebooted again", name)
+		}
+	}
+
+	for name, n := range labNodes(t, l) {
+		if v := n.Running().Version; v != "v1.11.6" {
+			t.Errorf("%s runs %s after the second up", name, v)
+		}
+	}
+
+	mustRun(t, p, "preview", "--expect-no-changes")
+}

@@ -1,0 +1,56 @@
+package lifecycle
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi-go-provider/infer"
+)
+
+// Diff shows an update exactly when the node would reboot, and refuses at preview what Talos
+// refuses.
+func TestNodeUpgradeDiff(t *testing.T) {
+	t.Parallel()
+
+	ran := NodeUpgradeState{
+		NodeUpgradeArgs: NodeUpgradeArgs{Node: "cp-1", Talosconfig: "old", TalosVersion: "v1.11.5", SchematicId: "aaa", InstallerImage: "f/installer/aaa:v1.11.5"},
+		RunningVersion:  "v1.11.5", RunningSchematicId: "aaa",
+	}
+
+	for _, tc := range []struct {
+		name    string
+		change  func(*NodeUpgradeArgs)
+		update  bool
+		wantErr string
+	}{
+		{"nothing", func(*NodeUpgradeArgs) {}, false, ""},
+		{"credentials and policy only", func(a *NodeUpgradeArgs) { a.Talosconfig, a.Drain, a.Timeout = "new", true, "1m" }, false, ""},
+		{"patch version", func(a *NodeUpgradeArgs) { a.TalosVersion, a.InstallerImage = "v1.11.6", "f/installer/aaa:v1.11.6" }, true, ""},
+		{"schematic", func(a *NodeUpgradeArgs) { a.SchematicId, a.InstallerImage = "bbb", "f/installer/bbb:v1.11.5" }, true, ""},
+		{"downgrade", func(a *NodeUpgradeArgs) { a.TalosVersion = "v1.11.4" }, false, "allowDowngrade"},
+		{"allowed downgrade", func(a *NodeUpgradeArgs) { a.TalosVersion, a.AllowDowngrade = "v1.11.4", true }, true, ""},
+		{"two minors at once", func(a *NodeUpgradeArgs) { a.TalosVersion = "v1.14.1" }, false, "intermediate minor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			in := ran.NodeUpgradeArgs
+			tc.change(&in)
+
+			resp, err := (&NodeUpgrade{}).Diff(t.Context(), infer.DiffRequest[NodeUpgradeArgs, NodeUpgradeState]{ID: "cp-1", Inputs: in, State: ran})
+
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "node cp-1") {
+					t.Fatalf("err = %v, want one naming node cp-1 and %q", err, tc.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case resp.HasChanges != tc.update:
+				t.Fatalf("HasChanges = %v, want %v", resp.HasChanges, tc.update)
+			case tc.update && resp.DetailedDiff["installerImage"].Kind != "update":
+				t.Fatalf("detailed diff = %v, want an update of installerImage", resp.DetailedDiff)
+			}
+		})
+	}
+}
