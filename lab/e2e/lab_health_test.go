@@ -46,11 +46,12 @@ func TestHealthGateFailsAndRunsAgain(t *testing.T) {
 	e := newEnv(t)
 	l, p := onLab(t, e, lab.Options{Subnet: 19}, func(l *lab.Lab) string { return haCluster(l, "gate", "v1.11.5") })
 
-	editProgram(t, e, "kubernetesVersion: v1.33.5", "kubernetesVersion: v1.33.5\n      health: {timeout: 15s}")
 	mustRun(t, p, "up", "--yes", "--skip-preview")
 
 	cp3 := labNodes(t, l)["cp-3"]
 	cp3.StopEtcd()
+
+	editProgram(t, e, "kubernetesVersion: v1.33.5", "kubernetesVersion: v1.33.5\n      health: {timeout: 15s}")
 
 	worker := "role: worker, ip: " + l.Address(21) + "}"
 	editProgram(t, e, worker, "role: worker, ip: "+l.Address(21)+", labels: {tier: gold}}")

@@ -127,8 +127,11 @@ func TestInterruptedUpgradeResumes(t *testing.T) {
 		upgraded[name] = n.Running().Version == "v1.11.6"
 	}
 
+	// The documented recovery (docs/operations.md, "An interrupted up"): release the lock, up.
+	mustRun(t, p, "cancel", "--yes")
+
 	again := time.Now()
-	mustRun(t, p, "up", "--yes", "--skip-preview", "--refresh=false")
+	mustRun(t, p, "up", "--yes", "--skip-preview")
 
 	for _, name := range eventsSince(l, t, again).downs() {
 		if upgraded[name] {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/cluster"
@@ -104,12 +105,21 @@ func (i *clusterInfo) NodesByType(t machine.Type) []cluster.NodeInfo {
 type reporter struct {
 	progress Progress
 	start    time.Time
-	last     string
+	shown    string // the state last reported
+	last     string // the last state that says why a check fails (for the timeout's error)
 }
 
 func (r *reporter) Update(c conditions.Condition) {
-	if s := c.String(); s != r.last {
+	s := c.String()
+	if s == r.shown {
+		return
+	}
+
+	r.shown = s
+	r.progress.say("health (%s): %s", time.Since(r.start).Round(time.Second), s)
+
+	// The attempt the deadline cuts short says only that: keep what the check said before.
+	if !strings.Contains(s, "context deadline exceeded") && !strings.Contains(s, "context canceled") || r.last == "" {
 		r.last = s
-		r.progress.say("health (%s): %s", time.Since(r.start).Round(time.Second), s)
 	}
 }
