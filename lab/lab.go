@@ -153,6 +153,10 @@ func (l *Lab) Close() {
 // Hosts are the Proxmox host names the fake serves.
 func (l *Lab) Hosts() []string { return slices.Clone(l.opts.Hosts) }
 
+// APIToken is the Proxmox API token the lab's fake accepts (a test credential), as the
+// Authorization header value after "PVEAPIToken=".
+func (l *Lab) APIToken() string { return tokenID + "=" + tokenSecret }
+
 // Address is the address of the i-th cluster address (10 = VIP, 11… nodes).
 func (l *Lab) Address(i int) string { return fmt.Sprintf("127.0.%d.%d", l.opts.Subnet, i) }
 

@@ -55,6 +55,7 @@ func TestConstructHomelab(t *testing.T) {
 		"talos:cluster/kubeconfig:Kubeconfig":                 1,
 		"talos-proxmox:lifecycle:NodeUpgrade":                 5,
 		"talos-proxmox:lifecycle:ClusterHealth":               1,
+		"talos-proxmox:lifecycle:Membership":                  1,
 	}
 	for typ, n := range want {
 		if counts[typ] != n {

@@ -14,6 +14,7 @@ import (
 const (
 	nodeUpgradeToken   = Name + ":lifecycle:NodeUpgrade"
 	clusterHealthToken = Name + ":lifecycle:ClusterHealth"
+	membershipToken    = Name + ":lifecycle:Membership"
 )
 
 // running is what the Talos step hands to the day-2 step.
@@ -139,6 +140,24 @@ func (b *builder) operate(r running) error {
 			return hex.EncodeToString(h.Sum(nil))
 		}).(pulumi.StringOutput)
 
+	members := pulumi.Map{}
+	for _, n := range c.Nodes {
+		members[n.Name] = pulumi.Map{"address": b.nodeIPs[n.Name], "controlPlane": pulumi.Bool(n.Role == spec.RoleControlPlane)}
+	}
+
+	// Nodes that leave `nodes` are taken out of the cluster here, after the upgrades and before
+	// the gate; the engine deletes their VMs after that.
+	var membership pulumi.CustomResourceState
+	if err := b.ctx.RegisterResource(membershipToken, b.child("membership"), pulumi.Map{
+		"talosconfig":  r.talosconfig,
+		"kubeconfig":   r.kubeconfig,
+		"nodes":        members,
+		"drainTimeout": pulumi.String(c.Upgrade.DrainTimeout.String()),
+		"timeout":      pulumi.String(c.Upgrade.Timeout.String()),
+	}, &membership, b.parent(), version, pulumi.DependsOn(append(upgrades, r.ready...))); err != nil {
+		return errorf("registering the membership: %w", err)
+	}
+
 	var health clusterHealth
 	if err := b.ctx.RegisterResource(clusterHealthToken, b.child("health"), pulumi.Map{
 		"talosconfig":       r.talosconfig,
@@ -148,7 +167,8 @@ func (b *builder) operate(r running) error {
 		"requireNodesReady": pulumi.Bool(c.Health.RequireNodesReady),
 		"timeout":           pulumi.String(c.Health.Timeout.String()),
 		"revision":          revision,
-	}, &health, b.parent(), version, pulumi.DependsOn(append(upgrades, r.ready...))); err != nil {
+		"kubernetesVersion": pulumi.String(c.KubernetesVersion),
+	}, &health, b.parent(), version, pulumi.DependsOn(append(upgrades, &membership))); err != nil {
 		return errorf("registering the health gate: %w", err)
 	}
 

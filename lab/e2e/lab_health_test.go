@@ -39,6 +39,25 @@ func editProgram(t testing.TB, e *env, from, to string) {
 	}
 }
 
+func readProgram(t *testing.T, e *env) string {
+	t.Helper()
+
+	text, err := os.ReadFile(filepath.Join(e.dir, "Pulumi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return string(text)
+}
+
+func writeProgram(t *testing.T, e *env, text string) {
+	t.Helper()
+
+	if err := os.WriteFile(filepath.Join(e.dir, "Pulumi.yaml"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestHealthGateFailsAndRunsAgain: cp-3's etcd stops; the next change's health gate times out
 // naming the check and cp-3's address, nothing is deleted; once etcd runs again, the next up
 // runs the gate again and passes.
@@ -146,4 +165,21 @@ func kubeClient(t *testing.T, kubeconfig string) kubernetes.Interface {
 	}
 
 	return kc
+}
+
+// TestKubernetesSkipRefusedAtPreview: Kubernetes moves one minor at a time; a change that skips
+// one is refused at preview, naming the step to take.
+func TestKubernetesSkipRefusedAtPreview(t *testing.T) {
+	e := newEnv(t)
+	_, p := onSmallCluster(t, e, "kskip", lab.Options{Subnet: 21})
+
+	editProgram(t, e, "talosVersion: v1.11.5", "talosVersion: v1.11.5\n      kubernetesVersion: v1.32.3")
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	editProgram(t, e, "kubernetesVersion: v1.32.3", "kubernetesVersion: v1.34.1")
+
+	out, err := p.Run(t.Context(), "preview")
+	if err == nil || !strings.Contains(out, "kubernetesVersion: v1.32.3 → v1.34.1 skips v1.33") {
+		t.Fatalf("a two-minor Kubernetes jump previews without the error: %v\n%s", err, out)
+	}
 }

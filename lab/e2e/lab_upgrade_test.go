@@ -45,6 +45,7 @@ resources:
 outputs:
   endpoint: ${%[1]s.endpoint}
   kubeconfig: ${%[1]s.kubeconfig}
+  talosconfig: ${%[1]s.talosconfig}
 `, name, version, l.Address(10), l.Address(1), l.Address(11), l.Address(12), l.Address(13), l.Address(21), l.Address(22))
 }
 

@@ -2,6 +2,8 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"sort"
 	"time"
 
@@ -25,6 +27,7 @@ type ClusterHealthArgs struct {
 	RequireNodesReady bool              `pulumi:"requireNodesReady"`
 	Timeout           string            `pulumi:"timeout"`
 	Revision          string            `pulumi:"revision"`
+	KubernetesVersion string            `pulumi:"kubernetesVersion,optional"`
 }
 
 // ClusterHealthState is the gate's inputs once the cluster passed it.
@@ -47,6 +50,17 @@ func (a *ClusterHealthArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.RequireNodesReady, "Require every Kubernetes Node to be Ready.")
 	an.Describe(&a.Timeout, "How long to wait (a duration).")
 	an.Describe(&a.Revision, "Changes whenever the cluster does, so the gate runs again.")
+	an.Describe(&a.KubernetesVersion, "The cluster's Kubernetes version: a change may move one minor up at a time.")
+}
+
+// Diff runs the gate again whenever an input changes. A Kubernetes version change that skips a
+// minor or goes back one is refused here, so preview refuses it.
+func (r *ClusterHealth) Diff(_ context.Context, req infer.DiffRequest[ClusterHealthArgs, ClusterHealthState]) (infer.DiffResponse, error) {
+	if err := day2.CheckKubernetesStep(req.State.KubernetesVersion, req.Inputs.KubernetesVersion); err != nil {
+		return infer.DiffResponse{}, fmt.Errorf("kubernetesVersion: %w", err)
+	}
+
+	return infer.DiffResponse{HasChanges: !reflect.DeepEqual(req.Inputs, req.State.ClusterHealthArgs)}, nil
 }
 
 // Create runs the gate.

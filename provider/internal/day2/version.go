@@ -63,3 +63,31 @@ func upgradeableFrom(target *compatibility.TalosVersion, tv semver.Version, host
 
 	return nil
 }
+
+// CheckKubernetesStep says whether a cluster on Kubernetes from may move to to: Kubernetes
+// upgrades one minor at a time and does not go back. An empty from (unknown) allows anything.
+func CheckKubernetesStep(from, to string) error {
+	if from == "" || to == "" || from == to {
+		return nil
+	}
+
+	fv, err := semver.ParseTolerant(from)
+	if err != nil {
+		return nil //nolint:nilerr // an unreadable old value cannot constrain the new one
+	}
+
+	tv, err := semver.ParseTolerant(to)
+	if err != nil {
+		return fmt.Errorf("%q is not a Kubernetes version", to)
+	}
+
+	switch {
+	case tv.Major != fv.Major || tv.Minor < fv.Minor:
+		return fmt.Errorf("%s → %s goes back a minor: Kubernetes does not support downgrades; keep %s", from, to, from)
+	case tv.Minor > fv.Minor+1:
+		return fmt.Errorf("%s → %s skips v%d.%d: Kubernetes upgrades one minor at a time; set v%d.%d.x, run `pulumi up`, then %s",
+			from, to, fv.Major, fv.Minor+1, fv.Major, fv.Minor+1, to)
+	}
+
+	return nil
+}

@@ -47,3 +47,21 @@ func TestHasLifecycleAPI(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckKubernetesStep(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct{ from, to, wantErr string }{
+		{"", "v1.34.1", ""},
+		{"v1.33.5", "v1.33.6", ""},
+		{"v1.33.5", "v1.34.1", ""},
+		{"v1.33.5", "v1.33.1", ""},
+		{"v1.32.3", "v1.34.1", "skips v1.33"},
+		{"v1.34.1", "v1.33.5", "goes back a minor"},
+	} {
+		err := CheckKubernetesStep(tc.from, tc.to)
+		if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s → %s: %v, want %q", tc.from, tc.to, err, tc.wantErr)
+		}
+	}
+}

@@ -43,6 +43,10 @@ export class ClusterHealth extends pulumi.CustomResource {
      */
     declare public readonly kubeconfig: pulumi.Output<string>;
     /**
+     * The cluster's Kubernetes version: a change may move one minor up at a time.
+     */
+    declare public readonly kubernetesVersion: pulumi.Output<string | undefined>;
+    /**
      * Require every Kubernetes Node to be Ready.
      */
     declare public readonly requireNodesReady: pulumi.Output<boolean>;
@@ -97,6 +101,7 @@ export class ClusterHealth extends pulumi.CustomResource {
             }
             resourceInputs["controlPlanes"] = args?.controlPlanes;
             resourceInputs["kubeconfig"] = args?.kubeconfig ? pulumi.secret(args.kubeconfig) : undefined;
+            resourceInputs["kubernetesVersion"] = args?.kubernetesVersion;
             resourceInputs["requireNodesReady"] = args?.requireNodesReady;
             resourceInputs["revision"] = args?.revision;
             resourceInputs["talosconfig"] = args?.talosconfig ? pulumi.secret(args.talosconfig) : undefined;
@@ -105,6 +110,7 @@ export class ClusterHealth extends pulumi.CustomResource {
         } else {
             resourceInputs["controlPlanes"] = undefined /*out*/;
             resourceInputs["kubeconfig"] = undefined /*out*/;
+            resourceInputs["kubernetesVersion"] = undefined /*out*/;
             resourceInputs["requireNodesReady"] = undefined /*out*/;
             resourceInputs["revision"] = undefined /*out*/;
             resourceInputs["talosconfig"] = undefined /*out*/;
@@ -130,6 +136,10 @@ export interface ClusterHealthArgs {
      * Admin kubeconfig of the cluster; passed on once the cluster is healthy.
      */
     kubeconfig: pulumi.Input<string>;
+    /**
+     * The cluster's Kubernetes version: a change may move one minor up at a time.
+     */
+    kubernetesVersion?: pulumi.Input<string | undefined>;
     /**
      * Require every Kubernetes Node to be Ready.
      */

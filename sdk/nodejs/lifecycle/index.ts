@@ -10,6 +10,11 @@ export type ClusterHealth = import("./clusterHealth").ClusterHealth;
 export const ClusterHealth: typeof import("./clusterHealth").ClusterHealth = null as any;
 utilities.lazyLoad(exports, ["ClusterHealth"], () => require("./clusterHealth"));
 
+export { MembershipArgs } from "./membership";
+export type Membership = import("./membership").Membership;
+export const Membership: typeof import("./membership").Membership = null as any;
+utilities.lazyLoad(exports, ["Membership"], () => require("./membership"));
+
 export { NodeUpgradeArgs } from "./nodeUpgrade";
 export type NodeUpgrade = import("./nodeUpgrade").NodeUpgrade;
 export const NodeUpgrade: typeof import("./nodeUpgrade").NodeUpgrade = null as any;
@@ -22,6 +27,8 @@ const _module = {
         switch (type) {
             case "talos-proxmox:lifecycle:ClusterHealth":
                 return new ClusterHealth(name, <any>undefined, { urn })
+            case "talos-proxmox:lifecycle:Membership":
+                return new Membership(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:NodeUpgrade":
                 return new NodeUpgrade(name, <any>undefined, { urn })
             default:

@@ -374,3 +374,18 @@ export interface UpgradeArgs {
      */
     timeout?: pulumi.Input<string | undefined>;
 }
+export namespace lifecycle {
+    /**
+     * One node of the cluster's membership.
+     */
+    export interface MemberNodeArgs {
+        /**
+         * The node's IP address.
+         */
+        address: pulumi.Input<string>;
+        /**
+         * Whether the node is a control plane.
+         */
+        controlPlane: pulumi.Input<boolean>;
+    }
+}

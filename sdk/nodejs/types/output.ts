@@ -61,3 +61,19 @@ export interface NodeInfo {
     vmId: number;
 }
 
+export namespace lifecycle {
+    /**
+     * One node of the cluster's membership.
+     */
+    export interface MemberNode {
+        /**
+         * The node's IP address.
+         */
+        address: string;
+        /**
+         * Whether the node is a control plane.
+         */
+        controlPlane: boolean;
+    }
+
+}

@@ -20,6 +20,8 @@ type ClusterHealth struct {
 	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
 	// Admin kubeconfig of the cluster; passed on once the cluster is healthy.
 	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// The cluster's Kubernetes version: a change may move one minor up at a time.
+	KubernetesVersion pulumi.StringPtrOutput `pulumi:"kubernetesVersion"`
 	// Require every Kubernetes Node to be Ready.
 	RequireNodesReady pulumi.BoolOutput `pulumi:"requireNodesReady"`
 	// Changes whenever the cluster does, so the gate runs again.
@@ -108,6 +110,8 @@ type clusterHealthArgs struct {
 	ControlPlanes map[string]string `pulumi:"controlPlanes"`
 	// Admin kubeconfig of the cluster; passed on once the cluster is healthy.
 	Kubeconfig string `pulumi:"kubeconfig"`
+	// The cluster's Kubernetes version: a change may move one minor up at a time.
+	KubernetesVersion *string `pulumi:"kubernetesVersion"`
 	// Require every Kubernetes Node to be Ready.
 	RequireNodesReady bool `pulumi:"requireNodesReady"`
 	// Changes whenever the cluster does, so the gate runs again.
@@ -126,6 +130,8 @@ type ClusterHealthArgs struct {
 	ControlPlanes pulumi.StringMapInput
 	// Admin kubeconfig of the cluster; passed on once the cluster is healthy.
 	Kubeconfig pulumi.StringInput
+	// The cluster's Kubernetes version: a change may move one minor up at a time.
+	KubernetesVersion pulumi.StringPtrInput
 	// Require every Kubernetes Node to be Ready.
 	RequireNodesReady pulumi.BoolInput
 	// Changes whenever the cluster does, so the gate runs again.
@@ -233,6 +239,11 @@ func (o ClusterHealthOutput) ControlPlanes() pulumi.StringMapOutput {
 // Admin kubeconfig of the cluster; passed on once the cluster is healthy.
 func (o ClusterHealthOutput) Kubeconfig() pulumi.StringOutput {
 	return o.ApplyT(func(v *ClusterHealth) pulumi.StringOutput { return v.Kubeconfig }).(pulumi.StringOutput)
+}
+
+// The cluster's Kubernetes version: a change may move one minor up at a time.
+func (o ClusterHealthOutput) KubernetesVersion() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ClusterHealth) pulumi.StringPtrOutput { return v.KubernetesVersion }).(pulumi.StringPtrOutput)
 }
 
 // Require every Kubernetes Node to be Ready.

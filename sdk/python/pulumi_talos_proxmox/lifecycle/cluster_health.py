@@ -25,7 +25,8 @@ class ClusterHealthArgs:
                  revision: pulumi.Input[_builtins.str],
                  talosconfig: pulumi.Input[_builtins.str],
                  timeout: pulumi.Input[_builtins.str],
-                 workers: pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]]):
+                 workers: pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]],
+                 kubernetes_version: pulumi.Input[Optional[_builtins.str]] = None):
         """
         The set of arguments for constructing a ClusterHealth resource.
 
@@ -36,6 +37,7 @@ class ClusterHealthArgs:
         :param pulumi.Input[_builtins.str] talosconfig: Talos client configuration of the cluster.
         :param pulumi.Input[_builtins.str] timeout: How long to wait (a duration).
         :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] workers: Workers, hostname to IP.
+        :param pulumi.Input[_builtins.str] kubernetes_version: The cluster's Kubernetes version: a change may move one minor up at a time.
         """
         pulumi.set(__self__, "control_planes", control_planes)
         pulumi.set(__self__, "kubeconfig", kubeconfig)
@@ -44,6 +46,8 @@ class ClusterHealthArgs:
         pulumi.set(__self__, "talosconfig", talosconfig)
         pulumi.set(__self__, "timeout", timeout)
         pulumi.set(__self__, "workers", workers)
+        if kubernetes_version is not None:
+            pulumi.set(__self__, "kubernetes_version", kubernetes_version)
 
     @_builtins.property
     @pulumi.getter(name="controlPlanes")
@@ -129,6 +133,18 @@ class ClusterHealthArgs:
     def workers(self, value: pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]]):
         pulumi.set(self, "workers", value)
 
+    @_builtins.property
+    @pulumi.getter(name="kubernetesVersion")
+    def kubernetes_version(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The cluster's Kubernetes version: a change may move one minor up at a time.
+        """
+        return pulumi.get(self, "kubernetes_version")
+
+    @kubernetes_version.setter
+    def kubernetes_version(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "kubernetes_version", value)
+
 
 @pulumi.type_token("talos-proxmox:lifecycle:ClusterHealth")
 class ClusterHealth(pulumi.CustomResource):
@@ -138,6 +154,7 @@ class ClusterHealth(pulumi.CustomResource):
                  opts: Optional[pulumi.ResourceOptions] = None,
                  control_planes: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
+                 kubernetes_version: pulumi.Input[Optional[_builtins.str]] = None,
                  require_nodes_ready: pulumi.Input[Optional[_builtins.bool]] = None,
                  revision: pulumi.Input[Optional[_builtins.str]] = None,
                  talosconfig: pulumi.Input[Optional[_builtins.str]] = None,
@@ -151,6 +168,7 @@ class ClusterHealth(pulumi.CustomResource):
         :param pulumi.ResourceOptions opts: Options for the resource.
         :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] control_planes: Control planes, hostname to IP.
         :param pulumi.Input[_builtins.str] kubeconfig: Admin kubeconfig of the cluster; passed on once the cluster is healthy.
+        :param pulumi.Input[_builtins.str] kubernetes_version: The cluster's Kubernetes version: a change may move one minor up at a time.
         :param pulumi.Input[_builtins.bool] require_nodes_ready: Require every Kubernetes Node to be Ready.
         :param pulumi.Input[_builtins.str] revision: Changes whenever the cluster does, so the gate runs again.
         :param pulumi.Input[_builtins.str] talosconfig: Talos client configuration of the cluster.
@@ -183,6 +201,7 @@ class ClusterHealth(pulumi.CustomResource):
                  opts: Optional[pulumi.ResourceOptions] = None,
                  control_planes: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
+                 kubernetes_version: pulumi.Input[Optional[_builtins.str]] = None,
                  require_nodes_ready: pulumi.Input[Optional[_builtins.bool]] = None,
                  revision: pulumi.Input[Optional[_builtins.str]] = None,
                  talosconfig: pulumi.Input[Optional[_builtins.str]] = None,
@@ -203,6 +222,7 @@ class ClusterHealth(pulumi.CustomResource):
             if kubeconfig is None and not opts.urn:
                 raise TypeError("Missing required property 'kubeconfig'")
             __props__.__dict__["kubeconfig"] = None if kubeconfig is None else pulumi.Output.secret(kubeconfig)
+            __props__.__dict__["kubernetes_version"] = kubernetes_version
             if require_nodes_ready is None and not opts.urn:
                 raise TypeError("Missing required property 'require_nodes_ready'")
             __props__.__dict__["require_nodes_ready"] = require_nodes_ready
@@ -244,6 +264,7 @@ class ClusterHealth(pulumi.CustomResource):
 
         __props__.__dict__["control_planes"] = None
         __props__.__dict__["kubeconfig"] = None
+        __props__.__dict__["kubernetes_version"] = None
         __props__.__dict__["require_nodes_ready"] = None
         __props__.__dict__["revision"] = None
         __props__.__dict__["talosconfig"] = None
@@ -266,6 +287,14 @@ class ClusterHealth(pulumi.CustomResource):
         Admin kubeconfig of the cluster; passed on once the cluster is healthy.
         """
         return pulumi.get(self, "kubeconfig")
+
+    @_builtins.property
+    @pulumi.getter(name="kubernetesVersion")
+    def kubernetes_version(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        The cluster's Kubernetes version: a change may move one minor up at a time.
+        """
+        return pulumi.get(self, "kubernetes_version")
 
     @_builtins.property
     @pulumi.getter(name="requireNodesReady")

@@ -1,0 +1,209 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/infer"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
+)
+
+// Membership keeps the cluster's membership in step with its node list: when nodes leave the
+// list, its update takes them out of the cluster (drain, etcd, reset, Node) before the engine
+// deletes their VMs. Its delete does nothing, so `pulumi destroy` tears the cluster down at once.
+type Membership struct{}
+
+// MemberNode is one node of the membership.
+type MemberNode struct {
+	Address      string `pulumi:"address"`
+	ControlPlane bool   `pulumi:"controlPlane"`
+}
+
+// MembershipArgs are a Membership's inputs.
+type MembershipArgs struct {
+	Talosconfig  string                `pulumi:"talosconfig" provider:"secret"`
+	Kubeconfig   string                `pulumi:"kubeconfig" provider:"secret"`
+	Nodes        map[string]MemberNode `pulumi:"nodes"`
+	DrainTimeout string                `pulumi:"drainTimeout"`
+	Timeout      string                `pulumi:"timeout"`
+}
+
+// MembershipState is the node list the cluster was last brought to.
+type MembershipState struct {
+	MembershipArgs
+}
+
+// Annotate documents the resource.
+func (r *Membership) Annotate(an infer.Annotator) {
+	an.Describe(r, "Takes nodes removed from the cluster's node list out of the cluster safely (drain, etcd leave with "+
+		"quorum protection, reset, Node deletion) before their VMs are deleted. Registered by TalosProxmoxCluster.")
+}
+
+// Annotate documents the inputs.
+func (a *MembershipArgs) Annotate(an infer.Annotator) {
+	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
+	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
+	an.Describe(&a.Nodes, "The cluster's nodes by hostname.")
+	an.Describe(&a.DrainTimeout, "How long draining a leaving worker may take (a duration).")
+	an.Describe(&a.Timeout, "How long each wait may take (a duration).")
+}
+
+// Annotate documents a node.
+func (n *MemberNode) Annotate(an infer.Annotator) {
+	an.Describe(n, "One node of the cluster's membership.")
+	an.Describe(&n.Address, "The node's IP address.")
+	an.Describe(&n.ControlPlane, "Whether the node is a control plane.")
+}
+
+func (a MembershipArgs) split(names []string) (nodes []day2.Node) {
+	for _, name := range names {
+		n := a.Nodes[name]
+		nodes = append(nodes, day2.Node{Name: name, Address: n.Address, ControlPlane: n.ControlPlane})
+	}
+
+	return nodes
+}
+
+// leaving lists the nodes of old that new no longer has (or has at another address: a new machine).
+func leaving(old, new MembershipArgs) []string {
+	var out []string
+
+	for name, n := range old.Nodes {
+		if m, ok := new.Nodes[name]; !ok || m.Address != n.Address {
+			out = append(out, name)
+		}
+	}
+
+	sort.Strings(out)
+
+	return out
+}
+
+func (a MembershipArgs) names() []string {
+	out := make([]string, 0, len(a.Nodes))
+	for name := range a.Nodes {
+		out = append(out, name)
+	}
+
+	sort.Strings(out)
+
+	return out
+}
+
+// Create records the membership.
+func (r *Membership) Create(_ context.Context, req infer.CreateRequest[MembershipArgs]) (infer.CreateResponse[MembershipState], error) {
+	return infer.CreateResponse[MembershipState]{ID: "membership", Output: MembershipState{req.Inputs}}, nil
+}
+
+// Diff shows an update when nodes leave (or join: they are recorded). Removing control planes is
+// checked against what etcd reports (read-only), so preview refuses a removal that would lose
+// quorum; when etcd cannot be reached the check waits for the update.
+func (r *Membership) Diff(ctx context.Context, req infer.DiffRequest[MembershipArgs, MembershipState]) (infer.DiffResponse, error) {
+	gone := leaving(req.State.MembershipArgs, req.Inputs)
+	if len(gone) == 0 {
+		return infer.DiffResponse{HasChanges: !reflect.DeepEqual(req.State.Nodes, req.Inputs.Nodes)}, nil
+	}
+
+	old := req.State.MembershipArgs
+	if old.Talosconfig == "" {
+		old.Talosconfig = req.Inputs.Talosconfig
+	}
+
+	if err := checkQuorum(ctx, old, req.Inputs, gone); err != nil {
+		return infer.DiffResponse{}, err
+	}
+
+	return infer.DiffResponse{HasChanges: true, DetailedDiff: map[string]p.PropertyDiff{"nodes": {Kind: p.Update}}}, nil
+}
+
+// checkQuorum refuses a removal of control planes that etcd's health does not allow.
+func checkQuorum(ctx context.Context, old, new MembershipArgs, gone []string) error {
+	var cpsGone []string
+
+	for _, name := range gone {
+		if old.Nodes[name].ControlPlane {
+			cpsGone = append(cpsGone, name)
+		}
+	}
+
+	if len(cpsGone) == 0 {
+		return nil
+	}
+
+	var staying []day2.Node
+
+	for _, n := range new.split(new.names()) {
+		if n.ControlPlane && !slices.Contains(cpsGone, n.Name) {
+			staying = append(staying, n)
+		}
+	}
+
+	if len(staying) == 0 {
+		return fmt.Errorf("nodes: removing %v would remove every control plane; keep at least one", cpsGone)
+	}
+
+	access := day2.Access{Talosconfig: old.Talosconfig}
+
+	members, err := day2.EtcdMembers(ctx, access, staying, append(staying, old.split(cpsGone)...))
+	if err != nil {
+		p.GetLogger(ctx).Warningf("could not read etcd's members at preview (%v); the removal is checked again before anything is touched", err)
+
+		return nil
+	}
+
+	if _, _, err := day2.PlanRemoval(members, cpsGone); err != nil {
+		return fmt.Errorf("nodes: %w", err)
+	}
+
+	return nil
+}
+
+// Update takes the leaving nodes out of the cluster.
+func (r *Membership) Update(ctx context.Context, req infer.UpdateRequest[MembershipArgs, MembershipState]) (infer.UpdateResponse[MembershipState], error) {
+	gone := leaving(req.State.MembershipArgs, req.Inputs)
+	if req.DryRun || len(gone) == 0 {
+		return infer.UpdateResponse[MembershipState]{Output: MembershipState{req.Inputs}}, nil
+	}
+
+	timeout, err := parseDuration("timeout", req.Inputs.Timeout)
+	if err != nil {
+		return infer.UpdateResponse[MembershipState]{}, err
+	}
+
+	drainTimeout, err := parseDuration("drainTimeout", req.Inputs.DrainTimeout)
+	if err != nil {
+		return infer.UpdateResponse[MembershipState]{}, err
+	}
+
+	log := p.GetLogger(ctx)
+
+	var staying []day2.Node
+
+	for _, n := range req.Inputs.split(req.Inputs.names()) {
+		if !slices.Contains(gone, n.Name) {
+			staying = append(staying, n)
+		}
+	}
+
+	warnings, err := day2.Remove(ctx, day2.RemoveOptions{
+		Access:  day2.Access{Talosconfig: req.Inputs.Talosconfig, Kubeconfig: req.Inputs.Kubeconfig},
+		Staying: staying, Leaving: req.State.split(gone), DrainTimeout: drainTimeout, Timeout: timeout,
+		Progress: log.InfoStatus,
+	})
+	for _, w := range warnings {
+		log.Warning(w)
+	}
+
+	if err != nil {
+		return infer.UpdateResponse[MembershipState]{}, err
+	}
+
+	log.Infof("removed from the cluster: %v", gone)
+
+	return infer.UpdateResponse[MembershipState]{Output: MembershipState{req.Inputs}}, nil
+}
