@@ -55,9 +55,9 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 		"It only answers once the cluster is bootstrapped; the component always talks to node addresses.")
 	an.Describe(&a.Nodes, "The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox "+
 		"VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, "+
-		"even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: "+
-		"a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind "+
-		"(remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).")
+		"even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM "+
+		"is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum "+
+		"(checked at preview); then the node is reset and its Node deleted (see docs/operations.md).")
 	an.Describe(&a.NodeDefaults, "Values applied to every node that does not set its own.")
 	an.Describe(&a.Network, "How the nodes are addressed: static addresses through Proxmox cloud-init "+
 		"(default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.")

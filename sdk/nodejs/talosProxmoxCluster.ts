@@ -192,7 +192,7 @@ export interface TalosProxmoxClusterArgs {
      */
     nodeDefaults?: inputs.NodeDefaultsArgs;
     /**
-     * The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind (remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).
+     * The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum (checked at preview); then the node is reset and its Node deleted (see docs/operations.md).
      */
     nodes: {[key: string]: inputs.NodeArgs};
     /**

@@ -91,7 +91,7 @@ type talosProxmoxClusterArgs struct {
 	Network *Network `pulumi:"network"`
 	// Values applied to every node that does not set its own.
 	NodeDefaults *NodeDefaults `pulumi:"nodeDefaults"`
-	// The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind (remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).
+	// The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum (checked at preview); then the node is reset and its Node deleted (see docs/operations.md).
 	Nodes map[string]Node `pulumi:"nodes"`
 	// Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
 	ProxmoxClusterName *string `pulumi:"proxmoxClusterName"`
@@ -135,7 +135,7 @@ type TalosProxmoxClusterArgs struct {
 	Network *NetworkArgs
 	// Values applied to every node that does not set its own.
 	NodeDefaults *NodeDefaultsArgs
-	// The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node stops and deletes its VM and nothing more: a worker is not drained and its Node object stays, and a control plane leaves its etcd member behind (remove it with `talosctl etcd remove-member` before removing another; see docs/operations.md).
+	// The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum (checked at preview); then the node is reset and its Node deleted (see docs/operations.md).
 	Nodes map[string]NodeArgs
 	// Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
 	ProxmoxClusterName *string
