@@ -62,6 +62,8 @@ func writeProgram(t *testing.T, e *env, text string) {
 // naming the check and cp-3's address, nothing is deleted; once etcd runs again, the next up
 // runs the gate again and passes.
 func TestHealthGateFailsAndRunsAgain(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home and backend
+
 	e := newEnv(t)
 	l, p := onLab(t, e, lab.Options{Subnet: 19}, func(l *lab.Lab) string { return haCluster(l, "gate", "v1.11.5") })
 
@@ -104,6 +106,8 @@ func TestHealthGateFailsAndRunsAgain(t *testing.T) {
 // stops after upgrade.drainTimeout with an error naming the pod, worker-1 is not rebooted and
 // is schedulable again, and worker-2 is not touched.
 func TestUpgradeDrainTimesOut(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home and backend
+
 	e := newEnv(t)
 	opts := lab.Options{Subnet: 20, Kube: func(k *talosemu.KubeOptions) {
 		k.HungPod = func(p *corev1.Pod) bool { return p.Name == "stuck" }
@@ -170,6 +174,8 @@ func kubeClient(t *testing.T, kubeconfig string) kubernetes.Interface {
 // TestKubernetesSkipRefusedAtPreview: Kubernetes moves one minor at a time; a change that skips
 // one is refused at preview, naming the step to take.
 func TestKubernetesSkipRefusedAtPreview(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home and backend
+
 	e := newEnv(t)
 	_, p := onSmallCluster(t, e, "kskip", lab.Options{Subnet: 21})
 

@@ -99,6 +99,8 @@ func dropNode(t *testing.T, e *env, l *lab.Lab, name string, octet int) {
 // tolerant), the worker is drained (its pod evicted), both Nodes are deleted, the VMs are
 // deleted, and the health gate passes.
 func TestRemoveNodesSafely(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home and backend
+
 	e := newEnv(t)
 	l, p := onLab(t, e, lab.Options{Subnet: 22}, func(l *lab.Lab) string { return haCluster(l, "removal", "v1.11.5") })
 
@@ -156,6 +158,8 @@ func TestRemoveNodesSafely(t *testing.T) {
 // (2 members, 1 healthy), naming cp-2; removing cp-2 instead works: its member is removed by id
 // through the other control planes and its Node deleted.
 func TestRemovalKeepsQuorum(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home and backend
+
 	e := newEnv(t)
 	l, p := onLab(t, e, lab.Options{Subnet: 23}, func(l *lab.Lab) string { return haCluster(l, "quorum", "v1.11.5") })
 

@@ -18,6 +18,8 @@ import (
 // Once the fault is gone, the preview lists only the nodes still to do (cp-1 is finished) and
 // the next up finishes without rebooting cp-1 again.
 func TestUpgradeStopsAtANodeThatRollsBack(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home and backend
+
 	e := newEnv(t)
 	l, p := onLab(t, e, lab.Options{Subnet: 17}, func(l *lab.Lab) string { return haCluster(l, "rollback", "v1.11.5") })
 
@@ -83,6 +85,8 @@ func TestUpgradeStopsAtANodeThatRollsBack(t *testing.T) {
 // TestInterruptedUpgradeResumes kills `pulumi up` (the CLI and its plugins) while the rollout is
 // under way; the next up finishes it and reboots no node a second time.
 func TestInterruptedUpgradeResumes(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home and backend
+
 	e := newEnv(t)
 	l, p := onLab(t, e, lab.Options{Subnet: 18}, func(l *lab.Lab) string { return haCluster(l, "resume", "v1.11.5") })
 

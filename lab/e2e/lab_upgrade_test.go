@@ -189,6 +189,8 @@ func (r rollout) lostQuorum() (talosemu.Event, bool) {
 // nodes, the up reboots them once each, control planes one at a time and workers after them,
 // etcd keeps its quorum, no VM is replaced, and the preview after shows nothing.
 func TestRollingTalosUpgrade(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home and backend
+
 	e := newEnv(t)
 	l, p := onLab(t, e, lab.Options{Subnet: 16}, func(l *lab.Lab) string { return haCluster(l, "rolling", "v1.10.8") })
 
