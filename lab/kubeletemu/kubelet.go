@@ -131,6 +131,12 @@ func (k *Kubelet) run(ctx context.Context) {
 		k.watchPods(ctx)
 	}()
 
+	// A starting kubelet posts its status at once (a node back from a reboot reports its new boot
+	// id without waiting for the first heartbeat).
+	if err := k.heartbeat(ctx); err != nil && ctx.Err() == nil {
+		k.opts.Logf("kubeletemu %s: first status: %v", k.opts.NodeName, err)
+	}
+
 	for {
 		select {
 		case <-ctx.Done():

@@ -93,7 +93,7 @@ func poll(ctx context.Context, timeout time.Duration, what string, progress Prog
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: not reached after %s: %w", what, timeout, err)
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
