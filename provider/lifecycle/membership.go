@@ -69,12 +69,14 @@ func (a MembershipArgs) split(names []string) (nodes []day2.Node) {
 	return nodes
 }
 
-// leaving lists the nodes of old that new no longer has (or has at another address: a new machine).
+// leaving lists the nodes of old that new no longer has. A node kept under its name is not
+// leaving, even at a new address (a replaced VM, or one whose DHCP address is not known at
+// preview): its etcd member and Node now belong to the new machine and must not be removed.
 func leaving(old, new MembershipArgs) []string {
 	var out []string
 
-	for name, n := range old.Nodes {
-		if m, ok := new.Nodes[name]; !ok || m.Address != n.Address {
+	for name := range old.Nodes {
+		if _, ok := new.Nodes[name]; !ok {
 			out = append(out, name)
 		}
 	}

@@ -54,3 +54,20 @@ func TestNodeUpgradeDiff(t *testing.T) {
 		})
 	}
 }
+
+// A node kept under its name never leaves, whatever its address does (a replaced VM's member and
+// Node belong to the new machine); only names that disappear do.
+func TestMembershipLeaving(t *testing.T) {
+	t.Parallel()
+
+	old := MembershipArgs{Nodes: map[string]MemberNode{
+		"cp-1": {Address: "10.0.0.11", ControlPlane: true}, "cp-2": {Address: "10.0.0.12", ControlPlane: true}, "w-1": {Address: "10.0.0.21"},
+	}}
+	new := MembershipArgs{Nodes: map[string]MemberNode{
+		"cp-1": {Address: "10.0.0.11", ControlPlane: true}, "cp-2": {Address: "", ControlPlane: true},
+	}}
+
+	if got := leaving(old, new); len(got) != 1 || got[0] != "w-1" {
+		t.Fatalf("leaving = %v, want [w-1]", got)
+	}
+}
