@@ -113,7 +113,7 @@ fuzz: ## Fuzz input validation for FUZZTIME
 
 .PHONY: e2e
 e2e: toolchain kube provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab
-	$(GO) -C lab test -count=1 -timeout 40m -tags e2e ./e2e/...
+	$(GO) -C lab test -count=1 -timeout 40m -parallel 3 -tags e2e ./e2e/...
 
 .PHONY: test
 test: tools provider lab lint unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests

@@ -18,6 +18,8 @@ import (
 // up with a private kubeconfig, preview and refresh with no changes, add a worker, remove it,
 // destroy.
 func TestAutomationProgramOnTheLab(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home, backend and scratch copies
+
 	e := newEnv(t)
 
 	bin := filepath.Join(t.TempDir(), "automation")

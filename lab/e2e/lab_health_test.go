@@ -177,7 +177,7 @@ func TestKubernetesSkipRefusedAtPreview(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
 
 	e := newEnv(t)
-	_, p := onSmallCluster(t, e, "kskip", lab.Options{Subnet: 21})
+	_, p := onSmallCluster(t, e, "kskip", lab.Options{Subnet: 33})
 
 	editProgram(t, e, "talosVersion: v1.11.5", "talosVersion: v1.11.5\n      kubernetesVersion: v1.32.3")
 	mustRun(t, p, "up", "--yes", "--skip-preview")

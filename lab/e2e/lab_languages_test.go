@@ -145,6 +145,8 @@ func repoPath(t *testing.T, rel string) string {
 
 // TestGoExampleOnTheLab: examples/go through the Go language host and the generated Go SDK.
 func TestGoExampleOnTheLab(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home, backend and scratch copies
+
 	e := newEnv(t)
 	copyDir(t, repoPath(t, "examples/go"), e.dir)
 
@@ -165,6 +167,8 @@ func TestGoExampleOnTheLab(t *testing.T) {
 // TestTypeScriptExampleOnTheLab: examples/typescript through the Node.js language host and the
 // generated Node.js SDK, installed from a packed tarball as a user would get it.
 func TestTypeScriptExampleOnTheLab(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home, backend and scratch copies
+
 	e := newEnv(t)
 	scratch := t.TempDir()
 
@@ -204,6 +208,8 @@ func TestTypeScriptExampleOnTheLab(t *testing.T) {
 // TestPythonExampleOnTheLab: examples/python through the Python language host, in a virtualenv
 // with pulumi from PyPI and the generated SDK.
 func TestPythonExampleOnTheLab(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home, backend and scratch copies
+
 	e := newEnv(t)
 	copyDir(t, repoPath(t, "examples/python"), e.dir)
 

@@ -102,7 +102,7 @@ func TestRemoveNodesSafely(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
 
 	e := newEnv(t)
-	l, p := onLab(t, e, lab.Options{Subnet: 22}, func(l *lab.Lab) string { return haCluster(l, "removal", "v1.11.5") })
+	l, p := onLab(t, e, lab.Options{Subnet: 34}, func(l *lab.Lab) string { return haCluster(l, "removal", "v1.11.5") })
 
 	mustRun(t, p, "up", "--yes", "--skip-preview")
 
@@ -161,7 +161,7 @@ func TestRemovalKeepsQuorum(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
 
 	e := newEnv(t)
-	l, p := onLab(t, e, lab.Options{Subnet: 23}, func(l *lab.Lab) string { return haCluster(l, "quorum", "v1.11.5") })
+	l, p := onLab(t, e, lab.Options{Subnet: 35}, func(l *lab.Lab) string { return haCluster(l, "quorum", "v1.11.5") })
 
 	mustRun(t, p, "up", "--yes", "--skip-preview")
 	stopVM(t, l, "cp-2")
