@@ -3,7 +3,6 @@ package provider
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -173,10 +172,8 @@ func (b *builder) operate(r running) error {
 	}
 
 	if !c.Health.RequireNodesReady {
-		_ = b.ctx.Log.Info(strings.Join([]string{
-			"health: the CNI is none and no CNI manifest is given, so the gate does not wait for Nodes to be Ready",
-			"(set health.requireNodesReady once you deploy a CNI)",
-		}, " "), &pulumi.LogArgs{Resource: b.comp})
+		_ = b.ctx.Log.Info("health: the CNI is none and no CNI manifest is given, so the gate does not wait for Nodes "+
+			"to be Ready (set health.requireNodesReady once you deploy a CNI)", &pulumi.LogArgs{Resource: b.comp})
 	}
 
 	b.comp.Kubeconfig = pulumi.ToSecret(health.Kubeconfig).(pulumi.StringOutput)

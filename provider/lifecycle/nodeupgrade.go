@@ -182,7 +182,14 @@ func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day
 	node := day2.Node{Name: in.Node, Address: in.Address, ControlPlane: in.ControlPlane}
 
 	if was == nil {
-		obs, err := observe(ctx, access, node, timeout, log.InfoStatus)
+		c, err := access.Talos(ctx, node.Address)
+		if err != nil {
+			return day2.Observed{}, err
+		}
+
+		obs, err := day2.WaitObserve(ctx, c, node.Name, timeout, log.InfoStatus)
+		c.Close() //nolint:errcheck
+
 		if err != nil || obs.Installed == in.target() {
 			return obs, err
 		}
@@ -197,33 +204,6 @@ func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day
 		Drain: in.Drain, DrainTimeout: drainTimeout, CheckReady: in.CheckReady, Timeout: timeout,
 		Progress: log.InfoStatus,
 	})
-}
-
-func observe(ctx context.Context, access day2.Access, node day2.Node, timeout time.Duration, progress day2.Progress) (day2.Observed, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-
-	for {
-		c, err := access.Talos(ctx, node.Address)
-		if err != nil {
-			return day2.Observed{}, err
-		}
-
-		obs, err := day2.Observe(ctx, c)
-		c.Close() //nolint:errcheck
-
-		if err == nil {
-			return obs, nil
-		}
-
-		progress(fmt.Sprintf("waiting for %s's Talos API: %v", node.Name, err))
-
-		select {
-		case <-ctx.Done():
-			return day2.Observed{}, fmt.Errorf("node %s: its Talos API did not answer within %s: %w", node.Name, timeout, err)
-		case <-time.After(time.Second):
-		}
-	}
 }
 
 func parseDuration(name, v string) (time.Duration, error) {

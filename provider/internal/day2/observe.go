@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -67,6 +68,19 @@ func Observe(ctx context.Context, c *client.Client) (Observed, error) {
 	}
 
 	return o, nil
+}
+
+// WaitObserve waits (at most timeout) until the node's Talos API answers and reads what it runs.
+func WaitObserve(ctx context.Context, c *client.Client, name string, timeout time.Duration, progress Progress) (Observed, error) {
+	var o Observed
+
+	err := poll(ctx, timeout, name+"'s Talos API", progress, func(ctx context.Context) (err error) {
+		o, err = Observe(ctx, c)
+
+		return err
+	})
+
+	return o, err
 }
 
 // BootID reads the id of the node's current boot; it changes at every boot.

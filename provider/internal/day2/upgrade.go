@@ -63,13 +63,8 @@ func Upgrade(ctx context.Context, o UpgradeOptions) (Observed, error) {
 		return Observed{}, err
 	}
 
-	var before Observed
-
-	if err := poll(ctx, o.Timeout, o.Node.Name+"'s Talos API", o.Progress, func(ctx context.Context) (err error) {
-		before, err = Observe(ctx, c)
-
-		return err
-	}); err != nil {
+	before, err := WaitObserve(ctx, c, o.Node.Name, o.Timeout, o.Progress)
+	if err != nil {
 		return Observed{}, err
 	}
 
