@@ -48,7 +48,13 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: toolchain lint-tools kube ## Build the pinned Pulumi CLI, language hosts, golangci-lint and the lab's Kubernetes (cached by version)
+tools: ## Build the pinned Pulumi CLI, language hosts, golangci-lint and the lab's Kubernetes (cached by version)
+	@# The three builds run side by side: cold, much of each is module download and linking, which
+	@# leave a core idle. Each one's own messages go to stderr; a failure fails the target.
+	@tools/toolchain/build.sh >/dev/null & t=$$!; \
+	 tools/lint/build.sh >/dev/null & l=$$!; \
+	 tools/kube/build.sh >/dev/null & k=$$!; \
+	 rc=0; wait $$t || rc=1; wait $$l || rc=1; wait $$k || rc=1; exit $$rc
 
 .PHONY: toolchain
 toolchain: ## Build the pinned Pulumi CLI and language hosts (cached by version)

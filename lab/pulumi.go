@@ -8,7 +8,6 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
-	"slices"
 )
 
 // Pulumi runs the Pulumi CLI in a project directory, as the demo and the lab's end-to-end
@@ -72,42 +71,36 @@ func (p *Pulumi) InstallPlugins(ctx context.Context, plugins []Plugin) error {
 	return nil
 }
 
-// SetConfig sets stack configuration; JSON lists become YAML lists (so typed `array` config
-// reads them), secrets are encrypted.
+// SetConfig sets stack configuration in one `pulumi config set-all` (one CLI start instead of one
+// per value); JSON lists become YAML lists (so typed `array` config reads them), secrets are
+// encrypted.
 func (p *Pulumi) SetConfig(ctx context.Context, config map[string]ConfigValue) error {
-	keys := make([]string, 0, len(config))
-	for k := range config {
-		keys = append(keys, k)
+	type entry struct {
+		Value       *string `json:"value"`
+		ObjectValue any     `json:"objectValue,omitempty"`
+		Secret      bool    `json:"secret"`
 	}
 
-	slices.Sort(keys)
+	all := make(map[string]entry, len(config))
 
-	for _, k := range keys {
-		v := config[k]
+	for k, v := range config {
+		e := entry{Value: &v.Value, Secret: v.Secret}
 
 		var list []string
 		if json.Unmarshal([]byte(v.Value), &list) == nil {
-			for i, e := range list {
-				if out, err := p.Run(ctx, "config", "set", "--path", fmt.Sprintf("%s[%d]", k, i), e); err != nil {
-					return fmt.Errorf("%w\n%s", err, out)
-				}
-			}
-
-			continue
+			e.ObjectValue = list
 		}
 
-		args := []string{"config", "set", k, v.Value}
-		if v.Secret {
-			args = append(args, "--secret")
-		}
+		all[k] = e
+	}
 
-		if k == "prefixLength" {
-			args = append(args, "--type", "int")
-		}
+	doc, err := json.Marshal(all)
+	if err != nil {
+		return err
+	}
 
-		if out, err := p.Run(ctx, args...); err != nil {
-			return fmt.Errorf("%w\n%s", err, out)
-		}
+	if out, err := p.Run(ctx, "config", "set-all", "--json", string(doc)); err != nil {
+		return fmt.Errorf("%w\n%s", err, out)
 	}
 
 	return nil

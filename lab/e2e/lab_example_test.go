@@ -17,6 +17,8 @@ import (
 // bridged bpg provider, the Proxmox VE fake and emulated Talos nodes: up; preview and refresh
 // show no changes; destroy leaves the fake with no VM and no downloaded file.
 func TestYAMLExampleOnTheLab(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 
 	program, err := os.ReadFile("../../examples/yaml/Pulumi.yaml")
@@ -145,6 +147,8 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 // TestBadInputOnTheLab: an invalid program fails at preview naming the property, and the
 // Proxmox fake stays empty.
 func TestBadInputOnTheLab(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 
 	program, err := os.ReadFile("../../examples/yaml/Pulumi.yaml")

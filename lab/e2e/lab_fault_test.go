@@ -69,8 +69,12 @@ func injectedTotal(l *lab.Lab) int {
 // leaves a VM's disk at the imported image's 1 GiB (its resize was refused), and the next
 // preview wants 20.
 func TestUpConvergesAfterFaults(t *testing.T) {
+	t.Parallel()
+
 	for i, seed := range afterFaultSeeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel() // the failures depend on the seed and each route's call count, not on timing
+
 			l, p := faultyLab(t, "faults", 21+i)
 			l.PVE.SetFailureRate(faultRate, seed)
 
@@ -114,8 +118,12 @@ func TestUpConvergesAfterFaults(t *testing.T) {
 // with Proxmox, the ups converge within maxFaultyRuns, preview then shows no changes, and
 // repeated destroys, still under faults, leave Proxmox empty.
 func TestUpConvergesUnderFaults(t *testing.T) {
+	t.Parallel()
+
 	for i, seed := range underFaultSeeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+
 			l, p := faultyLab(t, "faults", 24+i)
 			l.PVE.SetFailureRate(faultRate, seed)
 
@@ -167,6 +175,8 @@ func runUntilSuccess(t *testing.T, l *lab.Lab, p *lab.Pulumi, args ...string) {
 // creates a second VM of the same name. Should bpg retry these reads one day, this test fails:
 // then drop the exemption of task status reads above.
 func TestTaskStatusFailureOrphansVM(t *testing.T) {
+	t.Parallel()
+
 	l, p := onSmallCluster(t, newEnv(t), "orphan", lab.Options{Subnet: 27})
 	l.PVE.FailNextTaskStatus("qmcreate", 1)
 

@@ -19,6 +19,8 @@ import (
 // Talos configuration again), and change one node's patch (only that node is re-configured).
 // The bootstrap is never repeated: the emulated control plane refuses a second one.
 func TestYAMLLifecycleOnTheLab(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 
 	program, err := os.ReadFile("../../examples/yaml/Pulumi.yaml")

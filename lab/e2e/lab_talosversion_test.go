@@ -16,6 +16,8 @@ import (
 // configuration is re-applied with the new installer image, each VM's description is updated in
 // place, and no VM is re-created (the nodes are upgraded in place: lab_upgrade_test.go).
 func TestTalosVersionChangeKeepsVMs(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 	l, p := onSmallCluster(t, e, "upgrade", lab.Options{Subnet: 15})
 	ctx := t.Context()

@@ -11,6 +11,7 @@ package hostemu
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -116,25 +117,30 @@ func (c *Controller) Nodes() map[int]*talosemu.Node {
 	return out
 }
 
-// Close halts every node, stops the clusters' Kubernetes and etcd members and removes the disks.
+// Close stops the clusters' Kubernetes and etcd members, halts every node and removes the disks.
 func (c *Controller) Close() {
 	c.mu.Lock()
 	ids := make([]int, 0, len(c.nodes))
 	for id := range c.nodes {
 		ids = append(ids, id)
 	}
+
+	clusters := slices.Collect(maps.Values(c.clusters))
 	c.mu.Unlock()
 
-	for _, id := range ids {
-		c.halt(id)
-	}
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	for _, cl := range c.clusters {
+	// Kubernetes goes first: its watches on etcd would hold each member's graceful gRPC stop for
+	// seconds.
+	for _, cl := range clusters {
 		cl.Close() //nolint:errcheck // removes a temporary directory
 	}
+
+	// The whole lab powers off at once.
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() { c.halt(id) })
+	}
+
+	wg.Wait()
 
 	if c.dir != "" {
 		os.RemoveAll(c.dir) //nolint:errcheck // temporary

@@ -99,6 +99,10 @@ func (cp *ControlPlane) controllerManagerArgs() []string {
 		"--node-monitor-grace-period=" + grace.String(),
 		"--node-monitor-period=" + period.String(),
 		"--node-startup-grace-period=" + (2 * grace).String(),
+		// Starting ~40 controllers makes hundreds of discovery and list calls; at the default
+		// client budget (20/s) that alone takes seconds before the first DaemonSet pod exists.
+		"--kube-api-qps=200",
+		"--kube-api-burst=400",
 		"--profiling=false",
 	}
 }

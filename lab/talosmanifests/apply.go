@@ -67,6 +67,11 @@ type clients struct {
 }
 
 func newClients(cfg *rest.Config) (*clients, error) {
+	// Talos applies from the node, not through a rate-limited client: client-go's default budget
+	// (5 requests/s) would spread a CNI's manifests over seconds.
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 200, 400
+
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err

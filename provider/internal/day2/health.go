@@ -72,6 +72,23 @@ func Health(ctx context.Context, o HealthOptions) error {
 
 	r := &reporter{progress: o.Progress, start: time.Now()}
 
+	// Talos' etcd checks poll every 5 s; a cluster that is still forming (members joining) would
+	// wait up to that long after it is ready. Wait for etcd first at a finer step, for at most half
+	// the time; what fails is then reported by Talos' own checks.
+	var cps []Node
+
+	for _, n := range o.Nodes {
+		if n.ControlPlane {
+			cps = append(cps, n)
+		}
+	}
+
+	_ = poll(ctx, o.Timeout/2, "etcd on every control plane", o.Progress, func(ctx context.Context) error {
+		_, err := EtcdHealthy(ctx, o.Access, cps)
+
+		return err
+	})
+
 	if err := check.Wait(ctx, info, checks, r); err != nil {
 		return fmt.Errorf("the cluster is not healthy after %s: %s (the gate runs again at the next `pulumi up`; "+
 			"raise health.timeout if the cluster is only slow)", o.Timeout, r.last)
