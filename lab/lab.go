@@ -44,7 +44,8 @@ type Options struct {
 
 // Lab is a running lab.
 type Lab struct {
-	// Charts is a Helm chart repository serving the Cilium chart (from its Go module).
+	// Charts is a Helm chart repository serving the Cilium chart (from its Go module) and the
+	// small test chart "hello" in two versions (chartrepo.HelloArchives).
 	Charts     *chartrepo.Server
 	Factory    *factoryfake.Server
 	PVE        *pvefake.Server
@@ -82,7 +83,14 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 		opts.KubeBin = bin
 	}
 
-	kube := &talosemu.KubeOptions{Bin: opts.KubeBin}
+	crds, err := chartrepo.CiliumCRDDir()
+	if err != nil {
+		return nil, fmt.Errorf("the Cilium operator's CRDs: %w", err)
+	}
+
+	// Cilium's operator registers the cilium.io CRDs when it starts: the lab does too, so custom
+	// resources in inline manifests (CiliumLoadBalancerIPPool) behave as on a real cluster.
+	kube := &talosemu.KubeOptions{Bin: opts.KubeBin, OperatorCRDs: map[string]string{"io.cilium/app=operator": crds}}
 	if opts.Kube != nil {
 		opts.Kube(kube)
 	}
@@ -123,7 +131,7 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	return &Lab{Charts: chartRepo, Factory: factory, PVE: pve, Controller: ctrl, opts: opts}, nil
 }
 
-// ciliumRepository serves the Cilium chart, packaged from its Go module, as a classic Helm
+// ciliumRepository serves the Cilium chart, packaged from its Go module, and the hello chart as a classic Helm
 // repository: the lab's stand-in for https://helm.cilium.io.
 func ciliumRepository(ctx context.Context) (*chartrepo.Server, error) {
 	dir, err := os.MkdirTemp("", "lab-charts-")
@@ -137,7 +145,12 @@ func ciliumRepository(ctx context.Context) (*chartrepo.Server, error) {
 		return nil, err
 	}
 
-	return chartrepo.Repository(ctx, archive)
+	hello, err := chartrepo.HelloArchives(dir)
+	if err != nil {
+		return nil, err
+	}
+
+	return chartrepo.Repository(ctx, append(hello, archive)...)
 }
 
 // Close stops the nodes, the fake, the factory and the chart repository. Later calls do nothing.

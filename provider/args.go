@@ -30,6 +30,7 @@ type TalosProxmoxClusterArgs struct {
 	HelmCharts                     []HelmChart             `pulumi:"helmCharts,optional"`
 	Health                         *Health                 `pulumi:"health,optional"`
 	Upgrade                        *Upgrade                `pulumi:"upgrade,optional"`
+	ManifestSync                   *ManifestSync           `pulumi:"manifestSync,optional"`
 }
 
 // Annotate documents the inputs.
@@ -72,20 +73,23 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.ControlPlaneConfigPatches, "Patches applied to control plane nodes, after `configPatches`.")
 	an.Describe(&a.WorkerConfigPatches, "Patches applied to worker nodes, after `configPatches`.")
 	an.Describe(&a.InlineManifests, "Kubernetes manifests embedded in the control plane configuration and "+
-		"applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates "+
-		"missing objects but never updates or deletes them afterwards.")
+		"applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Later changes reach the "+
+		"cluster through the manifest sync (see `manifestSync`).")
 	an.Describe(&a.ExtraManifests, "URLs of Kubernetes manifests Talos downloads and applies at bootstrap. "+
-		"An unreachable URL makes the bootstrap fail.")
+		"An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), "+
+		"so they must also be reachable from where Pulumi runs.")
 	an.Describe(&a.Cilium, "Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is "+
 		"rendered by the component (no helm binary) with the Talos values and embedded in the control planes' "+
 		"configuration, so the cluster boots with its network ready. Set `{}` for the defaults.")
 	an.Describe(&a.HelmCharts, "Helm charts rendered by the component (like `helm template`, at preview) and "+
 		"embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and "+
-		"before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates "+
-		"missing objects but never updates or deletes them: a chart or values change after bootstrap updates the "+
-		"control planes' configuration, not the cluster's objects.")
+		"before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after "+
+		"bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through "+
+		"the manifest sync (see `manifestSync`).")
 	an.Describe(&a.Health, "The health gate after bootstrap and every change: its timeout and checks.")
 	an.Describe(&a.Upgrade, "How running nodes are upgraded when `talosVersion` or the schematic changes.")
+	an.Describe(&a.ManifestSync, "How changes to Cilium, `helmCharts`, `inlineManifests` and `extraManifests` reach "+
+		"the running cluster (Talos itself applies them only at bootstrap).")
 }
 
 // Cilium installs Cilium from its Helm chart with the values Talos documents.

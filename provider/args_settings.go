@@ -137,3 +137,31 @@ func (u *Upgrade) Annotate(an infer.Annotator) {
 	an.Describe(&u.MaxParallel, "How many workers reboot at once. Control planes always go one at a time. Default: 1.")
 	an.Describe(&u.AllowDowngrade, "Allow `talosVersion` to go back to an older release. Default: false.")
 }
+
+// ManifestSync configures the sync of the cluster's manifests after bootstrap.
+type ManifestSync struct {
+	Enabled                *bool  `pulumi:"enabled,optional"`
+	PruneCrdsAndNamespaces *bool  `pulumi:"pruneCrdsAndNamespaces,optional"`
+	Force                  *bool  `pulumi:"force,optional"`
+	Timeout                string `pulumi:"timeout,optional"`
+}
+
+// Annotate documents the manifest sync.
+func (m *ManifestSync) Annotate(an infer.Annotator) {
+	an.Describe(m, "Manifest sync: after the health gate, every `pulumi up` whose Cilium, Helm charts, inline or "+
+		"extra manifests changed applies them to the cluster with server-side apply (field manager `talos` and "+
+		"inventory `kube-system/talos-bootstrap-manifests-inventory`, the ones `talosctl upgrade-k8s` uses), after a "+
+		"server-side dry run of every object, and deletes the objects it applied before that the configuration no "+
+		"longer has. The preview lists the objects added, changed and pruned per manifest.")
+	an.Describe(&m.Enabled, "Sync manifests after bootstrap. Default: true. When false, changes only reach the "+
+		"control planes' configuration (Talos' own behaviour).")
+	an.Describe(&m.PruneCrdsAndNamespaces, "Also delete CustomResourceDefinitions and Namespaces that left the "+
+		"configuration (deleting one deletes every object of that type or in it). Default: false: they are left "+
+		"in place with a warning and no longer tracked.")
+	an.Describe(&m.Force, "Delete and recreate objects whose immutable fields changed (a Service's type, a "+
+		"Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails "+
+		"the sync at its dry run, before anything changed. Jobs are always recreated when their pod template "+
+		"changes (charts change it with their values). Default: false.")
+	an.Describe(&m.Timeout, "How long the sync may take, including the wait for changed objects to become ready, "+
+		"as a duration. Default: `5m`.")
+}

@@ -56,6 +56,7 @@ func TestConstructHomelab(t *testing.T) {
 		"talos-proxmox:lifecycle:NodeUpgrade":                 5,
 		"talos-proxmox:lifecycle:ClusterHealth":               1,
 		"talos-proxmox:lifecycle:Membership":                  1,
+		"talos-proxmox:lifecycle:ManifestSync":                1,
 	}
 	for typ, n := range want {
 		if counts[typ] != n {

@@ -151,6 +151,10 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *passThrou
 		}
 	}
 
+	if m := a.ManifestSync; m != nil {
+		in.ManifestSync = spec.ManifestSyncInput{Enabled: m.Enabled, PruneCrdsAndNamespaces: m.PruneCrdsAndNamespaces, Force: m.Force, Timeout: m.Timeout}
+	}
+
 	for _, h := range a.HelmCharts {
 		in.HelmCharts = append(in.HelmCharts, spec.HelmChartInput{
 			Name: h.Name, Chart: h.Chart, Repository: h.Repository, Version: h.Version, Namespace: h.Namespace,

@@ -14,6 +14,7 @@ const (
 	nodeUpgradeToken   = Name + ":lifecycle:NodeUpgrade"
 	clusterHealthToken = Name + ":lifecycle:ClusterHealth"
 	membershipToken    = Name + ":lifecycle:Membership"
+	manifestSyncToken  = Name + ":lifecycle:ManifestSync"
 )
 
 // running is what the Talos step hands to the day-2 step.
@@ -176,8 +177,48 @@ func (b *builder) operate(r running) error {
 			"to be Ready (set health.requireNodesReady once you deploy a CNI)", &pulumi.LogArgs{Resource: b.comp})
 	}
 
+	if c.ManifestSync.Enabled {
+		if err := b.syncManifests(&health, version); err != nil {
+			return err
+		}
+	}
+
 	b.comp.Kubeconfig = pulumi.ToSecret(health.Kubeconfig).(pulumi.StringOutput)
 	b.comp.Talosconfig = pulumi.ToSecret(health.Talosconfig).(pulumi.StringOutput)
+
+	return nil
+}
+
+// syncManifests registers the manifest sync after the health gate: the same manifests as the
+// control planes' inlineManifests (Helm releases, then the inline manifests) and extraManifests.
+func (b *builder) syncManifests(health *clusterHealth, provider pulumi.ResourceOption) error {
+	c := b.cluster
+
+	manifests := pulumi.StringMap{}
+	for _, m := range b.helm {
+		manifests[m.Name] = pulumi.String(m.Contents)
+	}
+
+	for i, m := range c.InlineManifests {
+		manifests[m.Name] = b.pass.ManifestContents[i]
+	}
+
+	extra := pulumi.StringArray{}
+	for _, u := range c.ExtraManifests {
+		extra = append(extra, pulumi.String(u))
+	}
+
+	var sync pulumi.CustomResourceState
+	if err := b.ctx.RegisterResource(manifestSyncToken, b.child("manifests"), pulumi.Map{
+		"kubeconfig":             health.Kubeconfig,
+		"manifests":              manifests,
+		"extraManifests":         extra,
+		"pruneCrdsAndNamespaces": pulumi.Bool(c.ManifestSync.PruneCrdsAndNamespaces),
+		"force":                  pulumi.Bool(c.ManifestSync.Force),
+		"timeout":                pulumi.String(c.ManifestSync.Timeout.String()),
+	}, &sync, b.parent(), provider, pulumi.DependsOn([]pulumi.Resource{health})); err != nil {
+		return errorf("registering the manifest sync: %w", err)
+	}
 
 	return nil
 }

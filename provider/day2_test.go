@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender/helmtest"
 )
 
 // The upgrades are chained so the engine runs control planes one at a time, then workers
@@ -82,5 +84,52 @@ func TestConstructRollingUpgradeOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The manifest sync runs after the health gate with the same manifests as the control planes'
+// inlineManifests (the Helm releases, then the inline manifests), and it is not registered when
+// manifestSync.enabled is false.
+func TestConstructManifestSync(t *testing.T) {
+	t.Parallel()
+
+	repo := helmtest.Repository(t, helmtest.CiliumArchive(t))
+	in := strings.Replace(homelabJSON, "{", `{"cilium": {"version": "`+helmtest.CiliumVersion+`", "repository": "`+repo.URL+`"},
+		"manifestSync": {"pruneCrdsAndNamespaces": true, "timeout": "2m"},`, 1)
+
+	r := &recorder{}
+	if _, err := construct(t, r, "homelab", inputsFromJSON(t, in)); err != nil {
+		t.Fatal(err)
+	}
+
+	s := r.named("homelab-manifests")
+	if !slices.ContainsFunc(s.Dependencies, func(d string) bool { return strings.HasSuffix(d, "::homelab-health") }) {
+		t.Errorf("the sync does not wait for the health gate: %v", s.Dependencies)
+	}
+
+	var names []string
+	for k := range s.Inputs.Get("manifests").AsMap().AsMap() {
+		names = append(names, k)
+	}
+
+	slices.Sort(names)
+
+	if !slices.Equal(names, []string{"helm-cilium", "l2-policy"}) {
+		t.Errorf("the sync's manifests are %v, want the Cilium release and the inline manifest", names)
+	}
+
+	if !s.Inputs.Get("pruneCrdsAndNamespaces").AsBool() || s.Inputs.Get("timeout").AsString() != "2m0s" {
+		t.Errorf("the sync's settings are not passed on: %v", s.Inputs)
+	}
+
+	off := &recorder{}
+	if _, err := construct(t, off, "homelab", inputsFromJSON(t, strings.Replace(homelabJSON, "{", `{"manifestSync": {"enabled": false},`, 1))); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, reg := range off.custom() {
+		if reg.Type == manifestSyncToken {
+			t.Error("the sync is registered with manifestSync.enabled false")
+		}
 	}
 }

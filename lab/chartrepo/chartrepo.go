@@ -53,6 +53,101 @@ var CiliumChartDir = sync.OnceValues(func() (string, error) {
 	return filepath.Join(mod.Dir, "install", "kubernetes", "cilium"), nil
 })
 
+// CiliumCRDDir is the directory of the CRDs Cilium's operator registers when it starts
+// (<version>/<name>.yaml), in the Cilium module.
+func CiliumCRDDir() (string, error) {
+	dir, err := CiliumChartDir()
+	if err != nil {
+		return "", err
+	}
+
+	return filepath.Join(dir, "..", "..", "..", "pkg", "k8s", "apis", "cilium.io", "client", "crds"), nil
+}
+
+// HelloVersions are the versions of the lab's small test chart "hello" (HelloArchives).
+var HelloVersions = []string{"1.0.0", "1.1.0"}
+
+// HelloArchives packages the small chart "hello" in each of HelloVersions into dest. Every
+// version has a ConfigMap <release>-config (data.greeting from values.greeting, data.version) and
+// a Deployment <release>; 1.0.0 also has a Service <release>-legacy, which 1.1.0 drops for a
+// ConfigMap <release>-extra: a version change that changes, adds and prunes objects.
+func HelloArchives(dest string) ([]string, error) {
+	var out []string
+
+	for _, v := range HelloVersions {
+		dir := filepath.Join(dest, "hello-"+v, "hello")
+		if err := os.MkdirAll(filepath.Join(dir, "templates"), 0o755); err != nil {
+			return nil, err
+		}
+
+		files := map[string]string{
+			"Chart.yaml":  "apiVersion: v2\nname: hello\nversion: " + v + "\nappVersion: \"" + v + "\"\n",
+			"values.yaml": "greeting: hello\nimage: registry.k8s.io/pause:3.10\n",
+			"templates/config.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-config
+  namespace: {{ .Release.Namespace }}
+data:
+  greeting: {{ .Values.greeting | quote }}
+  version: {{ .Chart.Version | quote }}
+`,
+			"templates/deployment.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+  namespace: {{ .Release.Namespace }}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: {{ .Release.Name }}}
+  template:
+    metadata:
+      labels: {app: {{ .Release.Name }}}
+    spec:
+      containers:
+        - name: hello
+          image: {{ .Values.image }}
+`,
+		}
+
+		if v == "1.0.0" {
+			files["templates/legacy.yaml"] = `apiVersion: v1
+kind: Service
+metadata:
+  name: {{ .Release.Name }}-legacy
+  namespace: {{ .Release.Namespace }}
+spec:
+  selector: {app: {{ .Release.Name }}}
+  ports: [{port: 80}]
+`
+		} else {
+			files["templates/extra.yaml"] = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-extra
+  namespace: {{ .Release.Namespace }}
+data: {added: {{ .Chart.Version | quote }}}
+`
+		}
+
+		for name, text := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+				return nil, err
+			}
+		}
+
+		archive, err := Package(dir, dest)
+		if err != nil {
+			return nil, err
+		}
+
+		out = append(out, archive)
+	}
+
+	return out, nil
+}
+
 // Package packages a chart directory into dest as <name>-<version>.tgz, as `helm package` does,
 // and returns the archive's path.
 func Package(chartDir, dest string) (string, error) {

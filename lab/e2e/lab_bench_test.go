@@ -130,3 +130,43 @@ func BenchmarkRollingUpgrade(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDestroy measures `pulumi destroy` of a 3-control-plane, 2-worker cluster after its
+// `up`. The lifecycle resources' deletes do nothing (no drain, no etcd leave), so the destroy
+// costs what deleting the VMs costs. To compare with the component before the day-2 resources,
+// build that commit's plugin and point TALOS_PROXMOX_PLUGIN at it (docs/performance.md).
+func BenchmarkDestroy(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+
+		e := newEnv(b)
+		l, p := onLab(b, e, lab.Options{Subnet: 70}, func(l *lab.Lab) string { return haCluster(l, "destroy", "v1.11.5") })
+
+		if out, err := p.Run(b.Context(), "up", "--yes", "--skip-preview"); err != nil {
+			b.Fatalf("up: %v\n%s", err, out)
+		}
+
+		b.StartTimer()
+		start := time.Now()
+
+		out, err := p.Run(b.Context(), "destroy", "--yes", "--skip-preview")
+		if err != nil {
+			b.Fatalf("destroy: %v\n%s", err, out)
+		}
+
+		elapsed := time.Since(start)
+		b.StopTimer()
+
+		if strings.Contains(out, "removed from the cluster") || strings.Contains(out, "drain") {
+			b.Errorf("the destroy drained or removed nodes one by one:\n%s", out)
+		}
+
+		if vms := l.PVE.VMs(); len(vms) != 0 {
+			b.Errorf("%d VMs left after the destroy", len(vms))
+		}
+
+		b.ReportMetric(elapsed.Seconds(), "s/destroy")
+		l.Close()
+		b.StartTimer()
+	}
+}

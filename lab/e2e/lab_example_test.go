@@ -228,9 +228,9 @@ func helmPreview(t *testing.T, p *lab.Pulumi, file, program string) {
 
 	slices.Sort(changed)
 
-	// The control planes' configurations change and the health gate runs again; no node reboots
-	// (no NodeUpgrade changes).
-	want := "update homelab-cp-1-config,update homelab-cp-2-config,update homelab-cp-3-config,update homelab-health"
+	// The control planes' configurations change, the health gate runs again and the manifests
+	// are synced; no node reboots (no NodeUpgrade changes).
+	want := "update homelab-cp-1-config,update homelab-cp-2-config,update homelab-cp-3-config,update homelab-health,update homelab-manifests"
 	if strings.Join(changed, ",") != want {
 		t.Errorf("a changed Cilium value previews as %v, want %s", changed, want)
 	}

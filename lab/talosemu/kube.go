@@ -30,6 +30,10 @@ type KubeOptions struct {
 	// HungPod, when it returns true for a pod being deleted, keeps that pod terminating forever
 	// (a hung drain).
 	HungPod HungPodFunc
+	// OperatorCRDs maps a pod label selector to a directory of CRD manifests: once a pod it
+	// selects runs, the CRDs are created, as an operator registers its own CRDs when it starts
+	// (Cilium's operator: cilium.io CRDs that inline manifests' custom resources need).
+	OperatorCRDs map[string]string
 }
 
 // kube is the cluster's Kubernetes side.
@@ -40,6 +44,8 @@ type kube struct {
 	endpoint string
 	kubelets map[*Node]*runningKubelet
 	applied  string // the manifests (as configured) last applied without error
+	// operators are the OperatorCRDs selectors whose CRDs exist.
+	operators map[string]bool
 }
 
 // Kubernetes is the admin kubeconfig of the cluster's API server, nil until it runs.
@@ -130,6 +136,7 @@ func (c *Cluster) reconcileKube(ctx context.Context) {
 
 	c.reconcileKubelets(ctx, v)
 	c.applyManifests(ctx, v)
+	c.runOperators(ctx)
 }
 
 // applyManifests creates what the control plane's manifests hold and does not exist yet, as

@@ -97,6 +97,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["image"] = args?.image;
             resourceInputs["inlineManifests"] = args?.inlineManifests;
             resourceInputs["kubernetesVersion"] = args?.kubernetesVersion;
+            resourceInputs["manifestSync"] = args?.manifestSync;
             resourceInputs["network"] = args?.network;
             resourceInputs["nodeDefaults"] = args?.nodeDefaults;
             resourceInputs["nodes"] = args?.nodes;
@@ -160,7 +161,7 @@ export interface TalosProxmoxClusterArgs {
      */
     endpoint?: string;
     /**
-     * URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
+     * URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
      */
     extraManifests?: string[];
     /**
@@ -168,7 +169,7 @@ export interface TalosProxmoxClusterArgs {
      */
     health?: inputs.HealthArgs;
     /**
-     * Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
+     * Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through the manifest sync (see `manifestSync`).
      */
     helmCharts?: inputs.HelmChartArgs[];
     /**
@@ -176,13 +177,17 @@ export interface TalosProxmoxClusterArgs {
      */
     image?: inputs.ImageArgs;
     /**
-     * Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
+     * Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Later changes reach the cluster through the manifest sync (see `manifestSync`).
      */
     inlineManifests?: inputs.InlineManifestArgs[];
     /**
      * Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
      */
     kubernetesVersion?: string;
+    /**
+     * How changes to Cilium, `helmCharts`, `inlineManifests` and `extraManifests` reach the running cluster (Talos itself applies them only at bootstrap).
+     */
+    manifestSync?: inputs.ManifestSyncArgs;
     /**
      * How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
      */

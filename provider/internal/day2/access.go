@@ -13,6 +13,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -47,6 +48,18 @@ func (a Access) Talos(ctx context.Context, address string) (*client.Client, erro
 
 // Kube returns a Kubernetes client from the admin kubeconfig; each request gives up after 15 s.
 func (a Access) Kube() (kubernetes.Interface, error) {
+	rc, err := a.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+
+	rc.Timeout = 15 * time.Second
+
+	return kubernetes.NewForConfig(rc)
+}
+
+// RESTConfig is the admin kubeconfig's client configuration.
+func (a Access) RESTConfig() (*rest.Config, error) {
 	if a.Kubeconfig == "" {
 		return nil, errors.New("no kubeconfig: the cluster's Kubernetes access is not known yet")
 	}
@@ -56,9 +69,7 @@ func (a Access) Kube() (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
 	}
 
-	rc.Timeout = 15 * time.Second
-
-	return kubernetes.NewForConfig(rc)
+	return rc, nil
 }
 
 // Progress receives what an operation waits for, for Pulumi's log.

@@ -47,8 +47,9 @@ type Cluster struct {
 	// HelmReleases are the charts rendered into inline manifests, Cilium first.
 	HelmReleases []helmrender.Release
 	// Health and Upgrade are the day-2 policies.
-	Health  Health
-	Upgrade Upgrade
+	Health       Health
+	Upgrade      Upgrade
+	ManifestSync ManifestSync
 	// Warnings are problems that do not stop the deployment.
 	Warnings []string
 }

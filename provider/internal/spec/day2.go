@@ -20,6 +20,22 @@ type UpgradeInput struct {
 	AllowDowngrade *bool
 }
 
+// ManifestSyncInput configures the sync of the cluster's manifests after bootstrap.
+type ManifestSyncInput struct {
+	Enabled                *bool
+	PruneCrdsAndNamespaces *bool
+	Force                  *bool
+	Timeout                string
+}
+
+// ManifestSync is the validated manifest sync policy.
+type ManifestSync struct {
+	Enabled                bool
+	PruneCrdsAndNamespaces bool
+	Force                  bool
+	Timeout                time.Duration
+}
+
 // Health is the validated health gate.
 type Health struct {
 	Timeout time.Duration
@@ -42,6 +58,7 @@ const (
 	DefaultHealthTimeout       = 10 * time.Minute
 	DefaultUpgradeTimeout      = 10 * time.Minute
 	DefaultUpgradeDrainTimeout = 5 * time.Minute
+	DefaultManifestSyncTimeout = 5 * time.Minute
 )
 
 // cniNone finds `cni: {name: none}` in a patch (YAML or JSON).
@@ -57,6 +74,14 @@ func buildDay2(p *problems, in Input, c *Cluster) {
 
 	if in.Health.RequireNodesReady != nil {
 		c.Health.RequireNodesReady = *in.Health.RequireNodesReady
+	}
+
+	m := in.ManifestSync
+	c.ManifestSync = ManifestSync{
+		Enabled:                m.Enabled == nil || *m.Enabled,
+		PruneCrdsAndNamespaces: m.PruneCrdsAndNamespaces != nil && *m.PruneCrdsAndNamespaces,
+		Force:                  m.Force != nil && *m.Force,
+		Timeout:                duration(p, "manifestSync.timeout", m.Timeout, DefaultManifestSyncTimeout),
 	}
 
 	u := in.Upgrade

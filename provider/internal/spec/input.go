@@ -26,6 +26,7 @@ type Input struct {
 	HelmCharts                     []HelmChartInput
 	Health                         HealthInput
 	Upgrade                        UpgradeInput
+	ManifestSync                   ManifestSyncInput
 }
 
 // Patch is a Talos machine configuration patch (YAML or JSON). A patch that is not known yet

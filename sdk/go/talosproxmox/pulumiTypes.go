@@ -1148,6 +1148,203 @@ func (o InlineManifestArrayOutput) Index(i pulumi.IntInput) InlineManifestOutput
 	}).(InlineManifestOutput)
 }
 
+// Manifest sync: after the health gate, every `pulumi up` whose Cilium, Helm charts, inline or extra manifests changed applies them to the cluster with server-side apply (field manager `talos` and inventory `kube-system/talos-bootstrap-manifests-inventory`, the ones `talosctl upgrade-k8s` uses), after a server-side dry run of every object, and deletes the objects it applied before that the configuration no longer has. The preview lists the objects added, changed and pruned per manifest.
+type ManifestSync struct {
+	// Sync manifests after bootstrap. Default: true. When false, changes only reach the control planes' configuration (Talos' own behaviour).
+	Enabled *bool `pulumi:"enabled"`
+	// Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). Default: false.
+	Force *bool `pulumi:"force"`
+	// Also delete CustomResourceDefinitions and Namespaces that left the configuration (deleting one deletes every object of that type or in it). Default: false: they are left in place with a warning and no longer tracked.
+	PruneCrdsAndNamespaces *bool `pulumi:"pruneCrdsAndNamespaces"`
+	// How long the sync may take, including the wait for changed objects to become ready, as a duration. Default: `5m`.
+	Timeout *string `pulumi:"timeout"`
+}
+
+// ManifestSyncInput is an input type that accepts ManifestSyncArgs and ManifestSyncOutput values.
+// You can construct a concrete instance of `ManifestSyncInput` via:
+//
+//	ManifestSyncArgs{...}
+type ManifestSyncInput interface {
+	pulumi.Input
+
+	ToManifestSyncOutput() ManifestSyncOutput
+	ToManifestSyncOutputWithContext(context.Context) ManifestSyncOutput
+}
+
+// Manifest sync: after the health gate, every `pulumi up` whose Cilium, Helm charts, inline or extra manifests changed applies them to the cluster with server-side apply (field manager `talos` and inventory `kube-system/talos-bootstrap-manifests-inventory`, the ones `talosctl upgrade-k8s` uses), after a server-side dry run of every object, and deletes the objects it applied before that the configuration no longer has. The preview lists the objects added, changed and pruned per manifest.
+type ManifestSyncArgs struct {
+	// Sync manifests after bootstrap. Default: true. When false, changes only reach the control planes' configuration (Talos' own behaviour).
+	Enabled pulumi.BoolPtrInput `pulumi:"enabled"`
+	// Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). Default: false.
+	Force pulumi.BoolPtrInput `pulumi:"force"`
+	// Also delete CustomResourceDefinitions and Namespaces that left the configuration (deleting one deletes every object of that type or in it). Default: false: they are left in place with a warning and no longer tracked.
+	PruneCrdsAndNamespaces pulumi.BoolPtrInput `pulumi:"pruneCrdsAndNamespaces"`
+	// How long the sync may take, including the wait for changed objects to become ready, as a duration. Default: `5m`.
+	Timeout pulumi.StringPtrInput `pulumi:"timeout"`
+}
+
+func (ManifestSyncArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*ManifestSync)(nil)).Elem()
+}
+
+func (i ManifestSyncArgs) ToManifestSyncOutput() ManifestSyncOutput {
+	return i.ToManifestSyncOutputWithContext(context.Background())
+}
+
+func (i ManifestSyncArgs) ToManifestSyncOutputWithContext(ctx context.Context) ManifestSyncOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ManifestSyncOutput)
+}
+
+func (i ManifestSyncArgs) ToManifestSyncPtrOutput() ManifestSyncPtrOutput {
+	return i.ToManifestSyncPtrOutputWithContext(context.Background())
+}
+
+func (i ManifestSyncArgs) ToManifestSyncPtrOutputWithContext(ctx context.Context) ManifestSyncPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ManifestSyncOutput).ToManifestSyncPtrOutputWithContext(ctx)
+}
+
+// ManifestSyncPtrInput is an input type that accepts ManifestSyncArgs, ManifestSyncPtr and ManifestSyncPtrOutput values.
+// You can construct a concrete instance of `ManifestSyncPtrInput` via:
+//
+//	        ManifestSyncArgs{...}
+//
+//	or:
+//
+//	        nil
+type ManifestSyncPtrInput interface {
+	pulumi.Input
+
+	ToManifestSyncPtrOutput() ManifestSyncPtrOutput
+	ToManifestSyncPtrOutputWithContext(context.Context) ManifestSyncPtrOutput
+}
+
+type manifestSyncPtrType ManifestSyncArgs
+
+func ManifestSyncPtr(v *ManifestSyncArgs) ManifestSyncPtrInput {
+	return (*manifestSyncPtrType)(v)
+}
+
+func (*manifestSyncPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**ManifestSync)(nil)).Elem()
+}
+
+func (i *manifestSyncPtrType) ToManifestSyncPtrOutput() ManifestSyncPtrOutput {
+	return i.ToManifestSyncPtrOutputWithContext(context.Background())
+}
+
+func (i *manifestSyncPtrType) ToManifestSyncPtrOutputWithContext(ctx context.Context) ManifestSyncPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ManifestSyncPtrOutput)
+}
+
+// Manifest sync: after the health gate, every `pulumi up` whose Cilium, Helm charts, inline or extra manifests changed applies them to the cluster with server-side apply (field manager `talos` and inventory `kube-system/talos-bootstrap-manifests-inventory`, the ones `talosctl upgrade-k8s` uses), after a server-side dry run of every object, and deletes the objects it applied before that the configuration no longer has. The preview lists the objects added, changed and pruned per manifest.
+type ManifestSyncOutput struct{ *pulumi.OutputState }
+
+func (ManifestSyncOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*ManifestSync)(nil)).Elem()
+}
+
+func (o ManifestSyncOutput) ToManifestSyncOutput() ManifestSyncOutput {
+	return o
+}
+
+func (o ManifestSyncOutput) ToManifestSyncOutputWithContext(ctx context.Context) ManifestSyncOutput {
+	return o
+}
+
+func (o ManifestSyncOutput) ToManifestSyncPtrOutput() ManifestSyncPtrOutput {
+	return o.ToManifestSyncPtrOutputWithContext(context.Background())
+}
+
+func (o ManifestSyncOutput) ToManifestSyncPtrOutputWithContext(ctx context.Context) ManifestSyncPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v ManifestSync) *ManifestSync {
+		return &v
+	}).(ManifestSyncPtrOutput)
+}
+
+// Sync manifests after bootstrap. Default: true. When false, changes only reach the control planes' configuration (Talos' own behaviour).
+func (o ManifestSyncOutput) Enabled() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v ManifestSync) *bool { return v.Enabled }).(pulumi.BoolPtrOutput)
+}
+
+// Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). Default: false.
+func (o ManifestSyncOutput) Force() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v ManifestSync) *bool { return v.Force }).(pulumi.BoolPtrOutput)
+}
+
+// Also delete CustomResourceDefinitions and Namespaces that left the configuration (deleting one deletes every object of that type or in it). Default: false: they are left in place with a warning and no longer tracked.
+func (o ManifestSyncOutput) PruneCrdsAndNamespaces() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v ManifestSync) *bool { return v.PruneCrdsAndNamespaces }).(pulumi.BoolPtrOutput)
+}
+
+// How long the sync may take, including the wait for changed objects to become ready, as a duration. Default: `5m`.
+func (o ManifestSyncOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ManifestSync) *string { return v.Timeout }).(pulumi.StringPtrOutput)
+}
+
+type ManifestSyncPtrOutput struct{ *pulumi.OutputState }
+
+func (ManifestSyncPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**ManifestSync)(nil)).Elem()
+}
+
+func (o ManifestSyncPtrOutput) ToManifestSyncPtrOutput() ManifestSyncPtrOutput {
+	return o
+}
+
+func (o ManifestSyncPtrOutput) ToManifestSyncPtrOutputWithContext(ctx context.Context) ManifestSyncPtrOutput {
+	return o
+}
+
+func (o ManifestSyncPtrOutput) Elem() ManifestSyncOutput {
+	return o.ApplyT(func(v *ManifestSync) ManifestSync {
+		if v != nil {
+			return *v
+		}
+		var ret ManifestSync
+		return ret
+	}).(ManifestSyncOutput)
+}
+
+// Sync manifests after bootstrap. Default: true. When false, changes only reach the control planes' configuration (Talos' own behaviour).
+func (o ManifestSyncPtrOutput) Enabled() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *ManifestSync) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.Enabled
+	}).(pulumi.BoolPtrOutput)
+}
+
+// Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). Default: false.
+func (o ManifestSyncPtrOutput) Force() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *ManifestSync) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.Force
+	}).(pulumi.BoolPtrOutput)
+}
+
+// Also delete CustomResourceDefinitions and Namespaces that left the configuration (deleting one deletes every object of that type or in it). Default: false: they are left in place with a warning and no longer tracked.
+func (o ManifestSyncPtrOutput) PruneCrdsAndNamespaces() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *ManifestSync) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.PruneCrdsAndNamespaces
+	}).(pulumi.BoolPtrOutput)
+}
+
+// How long the sync may take, including the wait for changed objects to become ready, as a duration. Default: `5m`.
+func (o ManifestSyncPtrOutput) Timeout() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ManifestSync) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Timeout
+	}).(pulumi.StringPtrOutput)
+}
+
 // How nodes are addressed and which networks Kubernetes uses.
 type Network struct {
 	// Proxmox bridge for the NICs. Default: `vmbr0`.
@@ -2446,6 +2643,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*ImagePtrInput)(nil)).Elem(), ImageArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*InlineManifestInput)(nil)).Elem(), InlineManifestArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*InlineManifestArrayInput)(nil)).Elem(), InlineManifestArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ManifestSyncInput)(nil)).Elem(), ManifestSyncArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ManifestSyncPtrInput)(nil)).Elem(), ManifestSyncArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NetworkInput)(nil)).Elem(), NetworkArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NetworkPtrInput)(nil)).Elem(), NetworkArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeInput)(nil)).Elem(), NodeArgs{})
@@ -2470,6 +2669,8 @@ func init() {
 	pulumi.RegisterOutputType(ImagePtrOutput{})
 	pulumi.RegisterOutputType(InlineManifestOutput{})
 	pulumi.RegisterOutputType(InlineManifestArrayOutput{})
+	pulumi.RegisterOutputType(ManifestSyncOutput{})
+	pulumi.RegisterOutputType(ManifestSyncPtrOutput{})
 	pulumi.RegisterOutputType(NetworkOutput{})
 	pulumi.RegisterOutputType(NetworkPtrOutput{})
 	pulumi.RegisterOutputType(NodeOutput{})

@@ -75,18 +75,20 @@ type talosProxmoxClusterArgs struct {
 	ControlPlaneConfigPatches []string `pulumi:"controlPlaneConfigPatches"`
 	// Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
 	Endpoint *string `pulumi:"endpoint"`
-	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
+	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
 	ExtraManifests []string `pulumi:"extraManifests"`
 	// The health gate after bootstrap and every change: its timeout and checks.
 	Health *Health `pulumi:"health"`
-	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
+	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through the manifest sync (see `manifestSync`).
 	HelmCharts []HelmChart `pulumi:"helmCharts"`
 	// Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
 	Image *Image `pulumi:"image"`
-	// Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
+	// Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Later changes reach the cluster through the manifest sync (see `manifestSync`).
 	InlineManifests []InlineManifest `pulumi:"inlineManifests"`
 	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
 	KubernetesVersion *string `pulumi:"kubernetesVersion"`
+	// How changes to Cilium, `helmCharts`, `inlineManifests` and `extraManifests` reach the running cluster (Talos itself applies them only at bootstrap).
+	ManifestSync *ManifestSync `pulumi:"manifestSync"`
 	// How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
 	Network *Network `pulumi:"network"`
 	// Values applied to every node that does not set its own.
@@ -119,18 +121,20 @@ type TalosProxmoxClusterArgs struct {
 	ControlPlaneConfigPatches pulumi.StringArrayInput
 	// Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
 	Endpoint *string
-	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
+	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
 	ExtraManifests []string
 	// The health gate after bootstrap and every change: its timeout and checks.
 	Health *HealthArgs
-	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
+	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through the manifest sync (see `manifestSync`).
 	HelmCharts []HelmChartArgs
 	// Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
 	Image *ImageArgs
-	// Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
+	// Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Later changes reach the cluster through the manifest sync (see `manifestSync`).
 	InlineManifests []InlineManifestArgs
 	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
 	KubernetesVersion *string
+	// How changes to Cilium, `helmCharts`, `inlineManifests` and `extraManifests` reach the running cluster (Talos itself applies them only at bootstrap).
+	ManifestSync *ManifestSyncArgs
 	// How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
 	Network *NetworkArgs
 	// Values applied to every node that does not set its own.

@@ -10,6 +10,11 @@ export type ClusterHealth = import("./clusterHealth").ClusterHealth;
 export const ClusterHealth: typeof import("./clusterHealth").ClusterHealth = null as any;
 utilities.lazyLoad(exports, ["ClusterHealth"], () => require("./clusterHealth"));
 
+export { ManifestSyncArgs } from "./manifestSync";
+export type ManifestSync = import("./manifestSync").ManifestSync;
+export const ManifestSync: typeof import("./manifestSync").ManifestSync = null as any;
+utilities.lazyLoad(exports, ["ManifestSync"], () => require("./manifestSync"));
+
 export { MembershipArgs } from "./membership";
 export type Membership = import("./membership").Membership;
 export const Membership: typeof import("./membership").Membership = null as any;
@@ -27,6 +32,8 @@ const _module = {
         switch (type) {
             case "talos-proxmox:lifecycle:ClusterHealth":
                 return new ClusterHealth(name, <any>undefined, { urn })
+            case "talos-proxmox:lifecycle:ManifestSync":
+                return new ManifestSync(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:Membership":
                 return new Membership(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:NodeUpgrade":

@@ -158,6 +158,28 @@ export interface InlineManifestArgs {
 }
 
 /**
+ * Manifest sync: after the health gate, every `pulumi up` whose Cilium, Helm charts, inline or extra manifests changed applies them to the cluster with server-side apply (field manager `talos` and inventory `kube-system/talos-bootstrap-manifests-inventory`, the ones `talosctl upgrade-k8s` uses), after a server-side dry run of every object, and deletes the objects it applied before that the configuration no longer has. The preview lists the objects added, changed and pruned per manifest.
+ */
+export interface ManifestSyncArgs {
+    /**
+     * Sync manifests after bootstrap. Default: true. When false, changes only reach the control planes' configuration (Talos' own behaviour).
+     */
+    enabled?: pulumi.Input<boolean | undefined>;
+    /**
+     * Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). Default: false.
+     */
+    force?: pulumi.Input<boolean | undefined>;
+    /**
+     * Also delete CustomResourceDefinitions and Namespaces that left the configuration (deleting one deletes every object of that type or in it). Default: false: they are left in place with a warning and no longer tracked.
+     */
+    pruneCrdsAndNamespaces?: pulumi.Input<boolean | undefined>;
+    /**
+     * How long the sync may take, including the wait for changed objects to become ready, as a duration. Default: `5m`.
+     */
+    timeout?: pulumi.Input<string | undefined>;
+}
+
+/**
  * How nodes are addressed and which networks Kubernetes uses.
  */
 export interface NetworkArgs {

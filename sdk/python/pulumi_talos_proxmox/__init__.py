@@ -35,6 +35,7 @@ _utilities.register(
   "fqn": "pulumi_talos_proxmox.lifecycle",
   "classes": {
    "talos-proxmox:lifecycle:ClusterHealth": "ClusterHealth",
+   "talos-proxmox:lifecycle:ManifestSync": "ManifestSync",
    "talos-proxmox:lifecycle:Membership": "Membership",
    "talos-proxmox:lifecycle:NodeUpgrade": "NodeUpgrade"
   }

@@ -27,6 +27,8 @@ __all__ = [
     'ImageArgsDict',
     'InlineManifestArgs',
     'InlineManifestArgsDict',
+    'ManifestSyncArgs',
+    'ManifestSyncArgsDict',
     'NetworkArgs',
     'NetworkArgsDict',
     'NodeArgs',
@@ -696,6 +698,100 @@ class InlineManifestArgs:
     @name.setter
     def name(self, value: _builtins.str):
         pulumi.set(self, "name", value)
+
+
+class ManifestSyncArgsDict(TypedDict):
+    """
+    Manifest sync: after the health gate, every `pulumi up` whose Cilium, Helm charts, inline or extra manifests changed applies them to the cluster with server-side apply (field manager `talos` and inventory `kube-system/talos-bootstrap-manifests-inventory`, the ones `talosctl upgrade-k8s` uses), after a server-side dry run of every object, and deletes the objects it applied before that the configuration no longer has. The preview lists the objects added, changed and pruned per manifest.
+    """
+    enabled: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Sync manifests after bootstrap. Default: true. When false, changes only reach the control planes' configuration (Talos' own behaviour).
+    """
+    force: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). Default: false.
+    """
+    prune_crds_and_namespaces: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Also delete CustomResourceDefinitions and Namespaces that left the configuration (deleting one deletes every object of that type or in it). Default: false: they are left in place with a warning and no longer tracked.
+    """
+    timeout: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    How long the sync may take, including the wait for changed objects to become ready, as a duration. Default: `5m`.
+    """
+
+@pulumi.input_type
+class ManifestSyncArgs:
+    def __init__(__self__, *,
+                 enabled: pulumi.Input[Optional[_builtins.bool]] = None,
+                 force: pulumi.Input[Optional[_builtins.bool]] = None,
+                 prune_crds_and_namespaces: pulumi.Input[Optional[_builtins.bool]] = None,
+                 timeout: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        Manifest sync: after the health gate, every `pulumi up` whose Cilium, Helm charts, inline or extra manifests changed applies them to the cluster with server-side apply (field manager `talos` and inventory `kube-system/talos-bootstrap-manifests-inventory`, the ones `talosctl upgrade-k8s` uses), after a server-side dry run of every object, and deletes the objects it applied before that the configuration no longer has. The preview lists the objects added, changed and pruned per manifest.
+
+        :param pulumi.Input[_builtins.bool] enabled: Sync manifests after bootstrap. Default: true. When false, changes only reach the control planes' configuration (Talos' own behaviour).
+        :param pulumi.Input[_builtins.bool] force: Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). Default: false.
+        :param pulumi.Input[_builtins.bool] prune_crds_and_namespaces: Also delete CustomResourceDefinitions and Namespaces that left the configuration (deleting one deletes every object of that type or in it). Default: false: they are left in place with a warning and no longer tracked.
+        :param pulumi.Input[_builtins.str] timeout: How long the sync may take, including the wait for changed objects to become ready, as a duration. Default: `5m`.
+        """
+        if enabled is not None:
+            pulumi.set(__self__, "enabled", enabled)
+        if force is not None:
+            pulumi.set(__self__, "force", force)
+        if prune_crds_and_namespaces is not None:
+            pulumi.set(__self__, "prune_crds_and_namespaces", prune_crds_and_namespaces)
+        if timeout is not None:
+            pulumi.set(__self__, "timeout", timeout)
+
+    @_builtins.property
+    @pulumi.getter
+    def enabled(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Sync manifests after bootstrap. Default: true. When false, changes only reach the control planes' configuration (Talos' own behaviour).
+        """
+        return pulumi.get(self, "enabled")
+
+    @enabled.setter
+    def enabled(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "enabled", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def force(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). Default: false.
+        """
+        return pulumi.get(self, "force")
+
+    @force.setter
+    def force(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "force", value)
+
+    @_builtins.property
+    @pulumi.getter(name="pruneCrdsAndNamespaces")
+    def prune_crds_and_namespaces(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Also delete CustomResourceDefinitions and Namespaces that left the configuration (deleting one deletes every object of that type or in it). Default: false: they are left in place with a warning and no longer tracked.
+        """
+        return pulumi.get(self, "prune_crds_and_namespaces")
+
+    @prune_crds_and_namespaces.setter
+    def prune_crds_and_namespaces(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "prune_crds_and_namespaces", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def timeout(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        How long the sync may take, including the wait for changed objects to become ready, as a duration. Default: `5m`.
+        """
+        return pulumi.get(self, "timeout")
+
+    @timeout.setter
+    def timeout(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "timeout", value)
 
 
 class NetworkArgsDict(TypedDict):

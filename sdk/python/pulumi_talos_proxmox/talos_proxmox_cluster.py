@@ -35,6 +35,7 @@ class TalosProxmoxClusterArgs:
                  image: Optional['ImageArgs'] = None,
                  inline_manifests: Optional[Sequence['InlineManifestArgs']] = None,
                  kubernetes_version: Optional[_builtins.str] = None,
+                 manifest_sync: Optional['ManifestSyncArgs'] = None,
                  network: Optional['NetworkArgs'] = None,
                  node_defaults: Optional['NodeDefaultsArgs'] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
@@ -52,12 +53,13 @@ class TalosProxmoxClusterArgs:
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
-        :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
+        :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
         :param 'HealthArgs' health: The health gate after bootstrap and every change: its timeout and checks.
-        :param Sequence['HelmChartArgs'] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
+        :param Sequence['HelmChartArgs'] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through the manifest sync (see `manifestSync`).
         :param 'ImageArgs' image: Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
-        :param Sequence['InlineManifestArgs'] inline_manifests: Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
+        :param Sequence['InlineManifestArgs'] inline_manifests: Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Later changes reach the cluster through the manifest sync (see `manifestSync`).
         :param _builtins.str kubernetes_version: Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
+        :param 'ManifestSyncArgs' manifest_sync: How changes to Cilium, `helmCharts`, `inlineManifests` and `extraManifests` reach the running cluster (Talos itself applies them only at bootstrap).
         :param 'NetworkArgs' network: How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
         :param 'NodeDefaultsArgs' node_defaults: Values applied to every node that does not set its own.
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
@@ -90,6 +92,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "inline_manifests", inline_manifests)
         if kubernetes_version is not None:
             pulumi.set(__self__, "kubernetes_version", kubernetes_version)
+        if manifest_sync is not None:
+            pulumi.set(__self__, "manifest_sync", manifest_sync)
         if network is not None:
             pulumi.set(__self__, "network", network)
         if node_defaults is not None:
@@ -203,7 +207,7 @@ class TalosProxmoxClusterArgs:
     @pulumi.getter(name="extraManifests")
     def extra_manifests(self) -> Optional[Sequence[_builtins.str]]:
         """
-        URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
+        URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
         """
         return pulumi.get(self, "extra_manifests")
 
@@ -227,7 +231,7 @@ class TalosProxmoxClusterArgs:
     @pulumi.getter(name="helmCharts")
     def helm_charts(self) -> Optional[Sequence['HelmChartArgs']]:
         """
-        Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
+        Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through the manifest sync (see `manifestSync`).
         """
         return pulumi.get(self, "helm_charts")
 
@@ -251,7 +255,7 @@ class TalosProxmoxClusterArgs:
     @pulumi.getter(name="inlineManifests")
     def inline_manifests(self) -> Optional[Sequence['InlineManifestArgs']]:
         """
-        Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
+        Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Later changes reach the cluster through the manifest sync (see `manifestSync`).
         """
         return pulumi.get(self, "inline_manifests")
 
@@ -270,6 +274,18 @@ class TalosProxmoxClusterArgs:
     @kubernetes_version.setter
     def kubernetes_version(self, value: Optional[_builtins.str]):
         pulumi.set(self, "kubernetes_version", value)
+
+    @_builtins.property
+    @pulumi.getter(name="manifestSync")
+    def manifest_sync(self) -> Optional['ManifestSyncArgs']:
+        """
+        How changes to Cilium, `helmCharts`, `inlineManifests` and `extraManifests` reach the running cluster (Talos itself applies them only at bootstrap).
+        """
+        return pulumi.get(self, "manifest_sync")
+
+    @manifest_sync.setter
+    def manifest_sync(self, value: Optional['ManifestSyncArgs']):
+        pulumi.set(self, "manifest_sync", value)
 
     @_builtins.property
     @pulumi.getter
@@ -362,6 +378,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  image: Optional[Union['ImageArgs', 'ImageArgsDict']] = None,
                  inline_manifests: Optional[Sequence[Union['InlineManifestArgs', 'InlineManifestArgsDict']]] = None,
                  kubernetes_version: Optional[_builtins.str] = None,
+                 manifest_sync: Optional[Union['ManifestSyncArgs', 'ManifestSyncArgsDict']] = None,
                  network: Optional[Union['NetworkArgs', 'NetworkArgsDict']] = None,
                  node_defaults: Optional[Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict']] = None,
                  nodes: Optional[Mapping[str, Union['NodeArgs', 'NodeArgsDict']]] = None,
@@ -382,12 +399,13 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
-        :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail.
+        :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
         :param Union['HealthArgs', 'HealthArgsDict'] health: The health gate after bootstrap and every change: its timeout and checks.
-        :param Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; like every inline manifest, it creates missing objects but never updates or deletes them: a chart or values change after bootstrap updates the control planes' configuration, not the cluster's objects.
+        :param Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through the manifest sync (see `manifestSync`).
         :param Union['ImageArgs', 'ImageArgsDict'] image: Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
-        :param Sequence[Union['InlineManifestArgs', 'InlineManifestArgsDict']] inline_manifests: Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Talos creates missing objects but never updates or deletes them afterwards.
+        :param Sequence[Union['InlineManifestArgs', 'InlineManifestArgsDict']] inline_manifests: Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Later changes reach the cluster through the manifest sync (see `manifestSync`).
         :param _builtins.str kubernetes_version: Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
+        :param Union['ManifestSyncArgs', 'ManifestSyncArgsDict'] manifest_sync: How changes to Cilium, `helmCharts`, `inlineManifests` and `extraManifests` reach the running cluster (Talos itself applies them only at bootstrap).
         :param Union['NetworkArgs', 'NetworkArgsDict'] network: How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
         :param Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict'] node_defaults: Values applied to every node that does not set its own.
         :param Mapping[str, Union['NodeArgs', 'NodeArgsDict']] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum (checked at preview); then the node is reset and its Node deleted (see docs/operations.md).
@@ -433,6 +451,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  image: Optional[Union['ImageArgs', 'ImageArgsDict']] = None,
                  inline_manifests: Optional[Sequence[Union['InlineManifestArgs', 'InlineManifestArgsDict']]] = None,
                  kubernetes_version: Optional[_builtins.str] = None,
+                 manifest_sync: Optional[Union['ManifestSyncArgs', 'ManifestSyncArgsDict']] = None,
                  network: Optional[Union['NetworkArgs', 'NetworkArgsDict']] = None,
                  node_defaults: Optional[Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict']] = None,
                  nodes: Optional[Mapping[str, Union['NodeArgs', 'NodeArgsDict']]] = None,
@@ -466,6 +485,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["image"] = image
             __props__.__dict__["inline_manifests"] = inline_manifests
             __props__.__dict__["kubernetes_version"] = kubernetes_version
+            __props__.__dict__["manifest_sync"] = manifest_sync
             __props__.__dict__["network"] = network
             __props__.__dict__["node_defaults"] = node_defaults
             if nodes is None and not opts.urn:

@@ -7,6 +7,7 @@ from .. import _utilities
 import typing
 # Export this package's modules as members:
 from .cluster_health import *
+from .manifest_sync import *
 from .membership import *
 from .node_upgrade import *
 from ._inputs import *
