@@ -5,7 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +20,7 @@ import (
 
 // syncCluster: 1 control plane and 1 worker with Cilium from the lab's repository, the lab's
 // hello chart twice (releases hello and extra, version 1.0.0) and an inline manifest.
-func syncCluster(l *lab.Lab) string {
+func syncCluster(l *lab.Lab, extraURL string) string {
 	return fmt.Sprintf(`name: sync
 runtime: yaml
 config:
@@ -50,6 +53,8 @@ resources:
           chart: hello
           version: 1.0.0
           repository: %[1]s
+      extraManifests:
+        - %[6]s
       inlineManifests:
         - name: settings
           contents: |
@@ -70,12 +75,13 @@ resources:
         worker-1: {hostNode: pve2, role: worker, ip: %[5]s}
 outputs:
   kubeconfig: ${sync.kubeconfig}
-`, l.Charts.URL, l.Address(10), l.Address(1), l.Address(11), l.Address(21))
+`, l.Charts.URL, l.Address(10), l.Address(1), l.Address(11), l.Address(21), extraURL)
 }
 
-// TestManifestSync: Talos applied the manifests at bootstrap and the sync adopts them without a
+// TestManifestSync: Talos applied the manifests at bootstrap (an extra manifest URL too) and the sync adopts them without a
 // change. Then a Cilium value changes, the hello chart moves to 1.1.0 (a ConfigMap changes, one
-// is added, a Service dropped) and the extra release is removed: the preview lists exactly that
+// is added, a Service dropped), the extra release is removed and the extra manifest's contents
+// change behind its URL: the preview lists exactly that
 // per manifest, the up applies it, prunes what was dropped and leaves the rest untouched (same
 // resourceVersion), a dropped Namespace is left in place (no opt-in), and the preview after shows
 // no changes. An invalid object fails the next up
@@ -83,8 +89,19 @@ outputs:
 func TestManifestSync(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
 
+	// An extra manifest served on loopback; its contents change behind the same URL.
+	var extra atomic.Value
+	extra.Store("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-url, namespace: default}\ndata: {rev: \"1\"}\n")
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(extra.Load().(string)))
+	}))
+	defer srv.Close()
+
+	extraURL := srv.URL + "/extra.yaml"
+
 	e := newEnv(t)
-	l, p := onLab(t, e, lab.Options{Subnet: 36}, syncCluster)
+	l, p := onLab(t, e, lab.Options{Subnet: 36}, func(l *lab.Lab) string { return syncCluster(l, extraURL) })
 
 	out := mustRun(t, p, "up", "--yes", "--skip-preview")
 	if !strings.Contains(out, "manifests in sync") || !strings.Contains(out, "0 created, 0 changed, 0 pruned") {
@@ -100,11 +117,28 @@ func TestManifestSync(t *testing.T) {
 		}
 	}
 
+	cm := func(ns, name string) map[string]string {
+		t.Helper()
+
+		c, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("ConfigMap %s/%s: %v", ns, name, err)
+		}
+
+		return c.Data
+	}
+
 	untouched := map[string]string{
 		"Deployment default/hello":                   resourceVersion(t, kc, "Deployment", "default", "hello"),
 		"ServiceAccount kube-system/cilium-operator": resourceVersion(t, kc, "ServiceAccount", "kube-system", "cilium-operator"),
 		"ConfigMap default/settings":                 resourceVersion(t, kc, "ConfigMap", "default", "settings"),
 	}
+
+	if got := cm("default", "from-url")["rev"]; got != "1" {
+		t.Errorf("Talos did not apply the extra manifest at bootstrap: rev %q", got)
+	}
+
+	extra.Store(strings.Replace(extra.Load().(string), `rev: "1"`, `rev: "2"`, 1))
 
 	editProgram(t, e, "debug:\n            enabled: false", "debug:\n            enabled: true")
 	editProgram(t, e, "chart: hello\n          version: 1.0.0", "chart: hello\n          version: 1.1.0")
@@ -117,6 +151,7 @@ func TestManifestSync(t *testing.T) {
 		"manifest sync planned: helm-cilium: ", "ConfigMap kube-system/cilium-config",
 		"manifest sync planned: helm-hello: 1 added (ConfigMap default/hello-extra); 1 changed (ConfigMap default/hello-config); 1 pruned (Service default/hello-legacy)",
 		"manifest sync planned: settings: 1 pruned (Namespace team-a)",
+		"manifest sync planned: " + extraURL + ": 1 changed (ConfigMap default/from-url)",
 		"manifest sync planned: helm-extra: 3 pruned (ConfigMap default/extra-config, Service default/extra-legacy, Deployment.apps default/extra)",
 	} {
 		if !strings.Contains(out, want) {
@@ -134,19 +169,12 @@ func TestManifestSync(t *testing.T) {
 		t.Errorf("the dropped Namespace was deleted without the opt-in: %v", err)
 	}
 
-	cm := func(ns, name string) map[string]string {
-		t.Helper()
-
-		c, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("ConfigMap %s/%s: %v", ns, name, err)
-		}
-
-		return c.Data
-	}
-
 	if got := cm("kube-system", "cilium-config")["debug"]; got != "true" {
 		t.Errorf("cilium-config debug = %q, want the new value true", got)
+	}
+
+	if got := cm("default", "from-url")["rev"]; got != "2" {
+		t.Errorf("the extra manifest's new contents were not applied: rev %q", got)
 	}
 
 	if got := cm("default", "hello-config")["version"]; got != "1.1.0" {

@@ -97,7 +97,8 @@ func dropNode(t *testing.T, e *env, l *lab.Lab, name string, octet int) {
 // TestRemoveNodesSafely removes a control plane and a worker with a pod in one up: the control
 // plane leaves etcd (2 members left, a warning that the control plane is no longer fault
 // tolerant), the worker is drained (its pod evicted), both Nodes are deleted, the VMs are
-// deleted, and the health gate passes.
+// deleted, and the health gate passes. Then the bootstrap node is removed the same way, and the
+// cluster is not bootstrapped again.
 func TestRemoveNodesSafely(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
 
@@ -149,6 +150,25 @@ func TestRemoveNodesSafely(t *testing.T) {
 
 	if n := len(l.PVE.VMs()); n != 3 {
 		t.Errorf("%d VMs after the removal, want 3", n)
+	}
+
+	mustRun(t, p, "preview", "--expect-no-changes")
+
+	// The bootstrap node goes too: cp-1 leaves etcd like any control plane, the cluster is never
+	// bootstrapped again (its Bootstrap resource stays), and the kubeconfig now comes from cp-2.
+	dropNode(t, e, l, "cp-1", 11)
+
+	out = mustRun(t, p, "up", "--yes", "--skip-preview")
+	if !strings.Contains(out, "removed from the cluster: [cp-1]") || !strings.Contains(out, "the cluster is healthy (2 nodes") {
+		t.Errorf("the bootstrap node's removal:\n%s", out)
+	}
+
+	if strings.Contains(out, "removal-bootstrap") {
+		t.Errorf("the up touched the Bootstrap resource (bootstrap must never run again):\n%s", out)
+	}
+
+	if got := etcdMemberNames(t, p, l.Address(12)); !slices.Equal(got, []string{"cp-2"}) {
+		t.Errorf("etcd members after removing the bootstrap node: %v, want cp-2", got)
 	}
 
 	mustRun(t, p, "preview", "--expect-no-changes")

@@ -35,10 +35,10 @@ type ManifestSyncArgs struct {
 type ManifestSyncState struct {
 	ManifestSyncArgs
 	// Applied is manifest name → object (group/Kind/namespace/name) → sha256 of the object.
-	Applied map[string]map[string]string `pulumi:"applied" provider:"secret"`
+	Applied map[string]map[string]string `pulumi:"applied,optional" provider:"secret"`
 	// Changes says per manifest what the last sync (at preview: the planned one) added, changed
 	// and pruned.
-	Changes []string `pulumi:"changes"`
+	Changes []string `pulumi:"changes,optional"`
 }
 
 // Annotate documents the resource.
@@ -123,7 +123,7 @@ func (r *ManifestSync) Diff(ctx context.Context, req infer.DiffRequest[ManifestS
 	}
 
 	plan := day2.PlanSync(req.State.Applied, objs)
-	if plan.Empty() && req.State.Applied != nil {
+	if plan.Empty() {
 		return infer.DiffResponse{}, nil
 	}
 

@@ -37,11 +37,11 @@ export class ManifestSync extends pulumi.CustomResource {
     /**
      * What the last sync applied: manifest → object → sha256.
      */
-    declare public /*out*/ readonly applied: pulumi.Output<{[key: string]: {[key: string]: string}}>;
+    declare public /*out*/ readonly applied: pulumi.Output<{[key: string]: {[key: string]: string}} | undefined>;
     /**
      * Per manifest, the objects the last sync added, changed and pruned.
      */
-    declare public /*out*/ readonly changes: pulumi.Output<string[]>;
+    declare public /*out*/ readonly changes: pulumi.Output<string[] | undefined>;
     /**
      * URLs of extra manifests, fetched by the sync as Talos fetches them.
      */

@@ -232,7 +232,7 @@ class ManifestSync(pulumi.CustomResource):
 
     @_builtins.property
     @pulumi.getter
-    def applied(self) -> pulumi.Output[Mapping[str, Mapping[str, _builtins.str]]]:
+    def applied(self) -> pulumi.Output[Optional[Mapping[str, Mapping[str, _builtins.str]]]]:
         """
         What the last sync applied: manifest → object → sha256.
         """
@@ -240,7 +240,7 @@ class ManifestSync(pulumi.CustomResource):
 
     @_builtins.property
     @pulumi.getter
-    def changes(self) -> pulumi.Output[Sequence[_builtins.str]]:
+    def changes(self) -> pulumi.Output[Optional[Sequence[_builtins.str]]]:
         """
         Per manifest, the objects the last sync added, changed and pruned.
         """
