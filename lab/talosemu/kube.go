@@ -80,6 +80,7 @@ func (c *Cluster) kubeLoop(ctx context.Context) {
 // controlPlaneView is what reconcileKube needs to know, read under the lock.
 type controlPlaneView struct {
 	cfg      config.Config // an up control plane's configuration
+	version  string        // the Talos version that control plane runs
 	running  []string      // running etcd members' client URLs
 	all      []string      // every control plane's etcd client URL
 	upNodes  map[*Node]nodeRecord
@@ -98,7 +99,7 @@ func (c *Cluster) viewLocked() controlPlaneView {
 		v.upNodes[n] = rec
 
 		if e := c.etcd[n]; v.cfg == nil && rec.controlPlane && e != nil && e.member != nil {
-			v.cfg = rec.cfg
+			v.cfg, v.version = rec.cfg, rec.version
 		}
 	}
 
@@ -160,7 +161,7 @@ func (c *Cluster) applyManifests(ctx context.Context, v controlPlaneView) {
 	if err == nil {
 		var created []string
 
-		created, err = talosmanifests.Apply(ctx, k.cp.RESTConfig(), sources)
+		created, err = talosmanifests.Apply(ctx, k.cp.RESTConfig(), sources, hasManifestInventory(v.version))
 		for _, name := range created {
 			c.opts.Logf("talosemu: created %s", name)
 		}

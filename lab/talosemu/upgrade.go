@@ -79,6 +79,17 @@ func (n *Node) hasLifecycleAPI() bool {
 	return err == nil && v.GTE(lifecycleAPI)
 }
 
+// manifestInventory is the first version that applies bootstrap manifests with an inventory
+// (go-kubernetes' ssa; Talos v1.13.0).
+var manifestInventory = semver.MustParse("1.13.0-alpha.0")
+
+// hasManifestInventory reports whether Talos version applies bootstrap manifests with an inventory.
+func hasManifestInventory(version string) bool {
+	v, err := semver.ParseTolerant(version)
+
+	return err == nil && v.GTE(manifestInventory)
+}
+
 // unknownService is grpc-go's answer for a service the server does not register.
 func unknownService(name string) error {
 	return status.Errorf(codes.Unimplemented, "unknown service %s", name)

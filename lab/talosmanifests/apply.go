@@ -29,7 +29,11 @@ const InventoryAnnotation = "config.k8s.io/owning-inventory"
 // talos-bootstrap-manifests-inventory), never updating an existing one. Objects that cannot be
 // created yet (e.g. a custom resource whose CRD is not established) or are invalid are reported
 // in the error while the others are created; the caller retries, as Talos' controller does.
-func Apply(ctx context.Context, cfg *rest.Config, sources []Source) (created []string, err error) {
+//
+// With inventory false it behaves as Talos before v1.13 (internal/app/machined/pkg/controllers/
+// k8s/manifest_apply.go of v1.11): a plain create with field manager "talos", no inventory
+// annotation and no inventory ConfigMap.
+func Apply(ctx context.Context, cfg *rest.Config, sources []Source, inventory bool) (created []string, err error) {
 	clients, err := newClients(cfg)
 	if err != nil {
 		return nil, err
@@ -43,7 +47,7 @@ func Apply(ctx context.Context, cfg *rest.Config, sources []Source) (created []s
 	var errs []error
 
 	for _, obj := range ordered(sources) {
-		name, made, err := clients.create(ctx, obj, inv)
+		name, made, err := clients.create(ctx, obj, inv, inventory)
 
 		switch {
 		case err != nil:
@@ -51,6 +55,10 @@ func Apply(ctx context.Context, cfg *rest.Config, sources []Source) (created []s
 		case made:
 			created = append(created, name)
 		}
+	}
+
+	if !inventory {
+		return created, errors.Join(errs...)
 	}
 
 	if err := clients.writeInventory(ctx, inv); err != nil {
@@ -115,7 +123,7 @@ func ordered(sources []Source) []*unstructured.Unstructured {
 }
 
 // create creates obj unless the inventory holds it or it exists.
-func (c *clients) create(ctx context.Context, obj *unstructured.Unstructured, inv map[string]string) (string, bool, error) {
+func (c *clients) create(ctx context.Context, obj *unstructured.Unstructured, inv map[string]string, inventory bool) (string, bool, error) {
 	obj = obj.DeepCopy()
 	gvk := obj.GroupVersionKind()
 	name := fmt.Sprintf("%s/%s", strings.ToLower(gvk.Kind), obj.GetName())
@@ -152,6 +160,14 @@ func (c *clients) create(ctx context.Context, obj *unstructured.Unstructured, in
 		return name, false, nil
 	} else if !apierrors.IsNotFound(err) {
 		return name, false, fmt.Errorf("error checking resource existence: %w", err)
+	}
+
+	if !inventory {
+		if _, err := dr.Create(ctx, obj, metav1.CreateOptions{FieldManager: constants.KubernetesFieldManagerName}); err != nil {
+			return name, false, fmt.Errorf("error creating %s: %w", name, err)
+		}
+
+		return name, true, nil
 	}
 
 	ann := obj.GetAnnotations()
