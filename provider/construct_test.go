@@ -57,6 +57,7 @@ func TestConstructHomelab(t *testing.T) {
 		"talos-proxmox:lifecycle:ClusterHealth":               1,
 		"talos-proxmox:lifecycle:Membership":                  1,
 		"talos-proxmox:lifecycle:ManifestSync":                1,
+		"talos-proxmox:lifecycle:NodeRetire":                  5,
 	}
 	for typ, n := range want {
 		if counts[typ] != n {

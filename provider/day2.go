@@ -3,6 +3,7 @@ package provider
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -14,6 +15,7 @@ const (
 	nodeUpgradeToken   = Name + ":lifecycle:NodeUpgrade"
 	clusterHealthToken = Name + ":lifecycle:ClusterHealth"
 	membershipToken    = Name + ":lifecycle:Membership"
+	nodeRetireToken    = Name + ":lifecycle:NodeRetire"
 	manifestSyncToken  = Name + ":lifecycle:ManifestSync"
 )
 
@@ -145,6 +147,11 @@ func (b *builder) operate(r running) error {
 		members[n.Name] = pulumi.Map{"address": b.nodeIPs[n.Name], "controlPlane": pulumi.Bool(n.Role == spec.RoleControlPlane)}
 	}
 
+	retires, err := b.retires(r, version)
+	if err != nil {
+		return err
+	}
+
 	// Nodes that leave `nodes` are taken out of the cluster here, after the upgrades and before
 	// the gate; the engine deletes their VMs after that.
 	var membership pulumi.CustomResourceState
@@ -154,7 +161,7 @@ func (b *builder) operate(r running) error {
 		"nodes":        members,
 		"drainTimeout": pulumi.String(c.Upgrade.DrainTimeout.String()),
 		"timeout":      pulumi.String(c.Upgrade.Timeout.String()),
-	}, &membership, b.parent(), version, pulumi.DependsOn(append(upgrades, r.ready...))); err != nil {
+	}, &membership, b.parent(), version, pulumi.DependsOn(slices.Concat(upgrades, r.ready, retires))); err != nil {
 		return errorf("registering the membership: %w", err)
 	}
 
@@ -221,4 +228,33 @@ func (b *builder) syncManifests(health *clusterHealth, provider pulumi.ResourceO
 	}
 
 	return nil
+}
+
+// retires registers one NodeRetire per node: replaced with the node's VM and deleted before it,
+// so a node kept under its name on a new VM leaves the cluster first. The membership depends on
+// them, so on a teardown its delete (which marks the teardown) comes first and theirs do nothing.
+func (b *builder) retires(r running, provider pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	c := b.cluster
+	out := make([]pulumi.Resource, 0, len(c.Nodes))
+
+	for _, n := range c.Nodes {
+		var res pulumi.CustomResourceState
+		if err := b.ctx.RegisterResource(nodeRetireToken, b.child(n.Name+"-retire"), pulumi.Map{
+			"talosconfig":  r.talosconfig,
+			"kubeconfig":   r.kubeconfig,
+			"node":         pulumi.String(n.Name),
+			"address":      b.nodeIPs[n.Name],
+			"controlPlane": pulumi.Bool(n.Role == spec.RoleControlPlane),
+			"drainTimeout": pulumi.String(c.Upgrade.DrainTimeout.String()),
+			"timeout":      pulumi.String(c.Upgrade.Timeout.String()),
+		}, &res, b.parent(), provider, pulumi.DependsOn(append([]pulumi.Resource{r.applies[n.Name]}, r.ready...)),
+			pulumi.ReplaceWith([]pulumi.Resource{b.vms[n.Name]}),
+		); err != nil {
+			return nil, errorf("registering the retirement of node %s: %w", n.Name, err)
+		}
+
+		out = append(out, &res)
+	}
+
+	return out, nil
 }

@@ -97,6 +97,17 @@ func (a MembershipArgs) names() []string {
 	return out
 }
 
+// Delete runs only when the whole cluster goes (`pulumi destroy`, or the component removed from
+// the program): it leaves the teardown marker, so the nodes' retirements do nothing, and drains
+// nothing itself.
+func (r *Membership) Delete(ctx context.Context, req infer.DeleteRequest[MembershipState]) (infer.DeleteResponse, error) {
+	if err := day2.MarkTeardown(ctx, day2.Access{Kubeconfig: req.State.Kubeconfig}); err != nil {
+		p.GetLogger(ctx).Debugf("teardown marker not written (%v): the nodes' retirements find the cluster gone", err)
+	}
+
+	return infer.DeleteResponse{}, nil
+}
+
 // Create records the membership.
 func (r *Membership) Create(_ context.Context, req infer.CreateRequest[MembershipArgs]) (infer.CreateResponse[MembershipState], error) {
 	return infer.CreateResponse[MembershipState]{ID: "membership", Output: MembershipState{req.Inputs}}, nil

@@ -20,6 +20,11 @@ export type Membership = import("./membership").Membership;
 export const Membership: typeof import("./membership").Membership = null as any;
 utilities.lazyLoad(exports, ["Membership"], () => require("./membership"));
 
+export { NodeRetireArgs } from "./nodeRetire";
+export type NodeRetire = import("./nodeRetire").NodeRetire;
+export const NodeRetire: typeof import("./nodeRetire").NodeRetire = null as any;
+utilities.lazyLoad(exports, ["NodeRetire"], () => require("./nodeRetire"));
+
 export { NodeUpgradeArgs } from "./nodeUpgrade";
 export type NodeUpgrade = import("./nodeUpgrade").NodeUpgrade;
 export const NodeUpgrade: typeof import("./nodeUpgrade").NodeUpgrade = null as any;
@@ -36,6 +41,8 @@ const _module = {
                 return new ManifestSync(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:Membership":
                 return new Membership(name, <any>undefined, { urn })
+            case "talos-proxmox:lifecycle:NodeRetire":
+                return new NodeRetire(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:NodeUpgrade":
                 return new NodeUpgrade(name, <any>undefined, { urn })
             default:

@@ -37,6 +37,7 @@ _utilities.register(
    "talos-proxmox:lifecycle:ClusterHealth": "ClusterHealth",
    "talos-proxmox:lifecycle:ManifestSync": "ManifestSync",
    "talos-proxmox:lifecycle:Membership": "Membership",
+   "talos-proxmox:lifecycle:NodeRetire": "NodeRetire",
    "talos-proxmox:lifecycle:NodeUpgrade": "NodeUpgrade"
   }
  }

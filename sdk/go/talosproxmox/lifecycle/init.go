@@ -27,6 +27,8 @@ func (m *module) Construct(ctx *pulumi.Context, name, typ, urn string) (r pulumi
 		r = &ManifestSync{}
 	case "talos-proxmox:lifecycle:Membership":
 		r = &Membership{}
+	case "talos-proxmox:lifecycle:NodeRetire":
+		r = &NodeRetire{}
 	case "talos-proxmox:lifecycle:NodeUpgrade":
 		r = &NodeUpgrade{}
 	default:

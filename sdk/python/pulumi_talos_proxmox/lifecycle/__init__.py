@@ -9,6 +9,7 @@ import typing
 from .cluster_health import *
 from .manifest_sync import *
 from .membership import *
+from .node_retire import *
 from .node_upgrade import *
 from ._inputs import *
 from . import outputs

@@ -1,0 +1,96 @@
+package lifecycle
+
+import (
+	"context"
+	"reflect"
+
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/infer"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
+)
+
+// NodeRetire stands for one node's VM instance in the cluster. It is replaced with its VM, and
+// the engine deletes it before that VM: its delete takes the previous instance out of the cluster
+// (drain, etcd leave, reset, Node deletion) before the new one joins. When the whole cluster goes
+// (the membership's delete leaves a teardown marker first) its delete does nothing.
+type NodeRetire struct{}
+
+// NodeRetireArgs are a NodeRetire's inputs.
+type NodeRetireArgs struct {
+	Talosconfig  string `pulumi:"talosconfig" provider:"secret"`
+	Kubeconfig   string `pulumi:"kubeconfig" provider:"secret"`
+	Node         string `pulumi:"node"`
+	Address      string `pulumi:"address"`
+	ControlPlane bool   `pulumi:"controlPlane"`
+	DrainTimeout string `pulumi:"drainTimeout"`
+	Timeout      string `pulumi:"timeout"`
+}
+
+// NodeRetireState is the node as it was recorded.
+type NodeRetireState struct {
+	NodeRetireArgs
+}
+
+// Annotate documents the resource.
+func (r *NodeRetire) Annotate(an infer.Annotator) {
+	an.Describe(r, "One node's VM instance: replaced with its VM, and deleted before it, so a node kept under its "+
+		"name on a new VM leaves the cluster safely first. Registered by TalosProxmoxCluster.")
+}
+
+// Annotate documents the inputs.
+func (a *NodeRetireArgs) Annotate(an infer.Annotator) {
+	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
+	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
+	an.Describe(&a.Node, "The node's hostname.")
+	an.Describe(&a.Address, "The node's IP address.")
+	an.Describe(&a.ControlPlane, "Whether the node is a control plane.")
+	an.Describe(&a.DrainTimeout, "How long draining the node may take (a duration).")
+	an.Describe(&a.Timeout, "How long each wait may take (a duration).")
+}
+
+// Create records the node.
+func (r *NodeRetire) Create(_ context.Context, req infer.CreateRequest[NodeRetireArgs]) (infer.CreateResponse[NodeRetireState], error) {
+	return infer.CreateResponse[NodeRetireState]{ID: req.Inputs.Node, Output: NodeRetireState{req.Inputs}}, nil
+}
+
+// Diff records changes without touching the node: only a new VM (replaceWith) retires it.
+func (r *NodeRetire) Diff(_ context.Context, req infer.DiffRequest[NodeRetireArgs, NodeRetireState]) (infer.DiffResponse, error) {
+	return infer.DiffResponse{HasChanges: !reflect.DeepEqual(req.Inputs, req.State.NodeRetireArgs)}, nil
+}
+
+// Update records the node.
+func (r *NodeRetire) Update(_ context.Context, req infer.UpdateRequest[NodeRetireArgs, NodeRetireState]) (infer.UpdateResponse[NodeRetireState], error) {
+	return infer.UpdateResponse[NodeRetireState]{Output: NodeRetireState{req.Inputs}}, nil
+}
+
+// Delete takes the node's instance out of the cluster, unless the cluster is being torn down or
+// the node already left it (a node removed from the list: the membership did it). The other
+// control planes are found through Kubernetes (their Nodes), so the record does not change with
+// the node list.
+func (r *NodeRetire) Delete(ctx context.Context, req infer.DeleteRequest[NodeRetireState]) (infer.DeleteResponse, error) {
+	in := req.State.NodeRetireArgs
+	log := p.GetLogger(ctx)
+
+	timeout, err := parseDuration("timeout", in.Timeout)
+	if err != nil {
+		return infer.DeleteResponse{}, err
+	}
+
+	drainTimeout, err := parseDuration("drainTimeout", in.DrainTimeout)
+	if err != nil {
+		return infer.DeleteResponse{}, err
+	}
+
+	did, err := day2.Retire(ctx, day2.RemoveOptions{
+		Access:  day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig},
+		Leaving: []day2.Node{{Name: in.Node, Address: in.Address, ControlPlane: in.ControlPlane}}, DrainTimeout: drainTimeout, Timeout: timeout, Progress: log.InfoStatus,
+	})
+	if err != nil {
+		return infer.DeleteResponse{}, err
+	}
+
+	log.Infof("%s: %s", in.Node, did)
+
+	return infer.DeleteResponse{}, nil
+}
