@@ -58,6 +58,8 @@ func TestConstructHomelab(t *testing.T) {
 		"talos-proxmox:lifecycle:Membership":                  1,
 		"talos-proxmox:lifecycle:ManifestSync":                1,
 		"talos-proxmox:lifecycle:NodeRetire":                  5,
+		"talos-proxmox:lifecycle:KubernetesUpgrade":           1,
+		"talos-proxmox:lifecycle:NodeConfig":                  5,
 	}
 	for typ, n := range want {
 		if counts[typ] != n {

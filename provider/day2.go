@@ -17,12 +17,15 @@ const (
 	membershipToken    = Name + ":lifecycle:Membership"
 	nodeRetireToken    = Name + ":lifecycle:NodeRetire"
 	manifestSyncToken  = Name + ":lifecycle:ManifestSync"
+	kubernetesToken    = Name + ":lifecycle:KubernetesUpgrade"
+	nodeConfigToken    = Name + ":lifecycle:NodeConfig"
 )
 
 // running is what the Talos step hands to the day-2 step.
 type running struct {
 	applies     map[string]pulumi.Resource
 	configs     pulumi.StringArray
+	configOf    map[string]pulumi.StringOutput
 	ready       []pulumi.Resource // bootstrap and kubeconfig
 	kubeconfig  pulumi.StringOutput
 	talosconfig pulumi.StringOutput
@@ -129,6 +132,11 @@ func (b *builder) operate(r running) error {
 		}
 	}
 
+	configured, err := b.reconfigure(r, version, workers, cps, upgrades)
+	if err != nil {
+		return err
+	}
+
 	revision := pulumi.All(r.configs.ToStringArrayOutput(), pulumi.String(c.Image.InstallerImage), pulumi.String(c.KubernetesVersion)).ApplyT(
 		func(v []any) string {
 			h := sha256.New()
@@ -161,7 +169,7 @@ func (b *builder) operate(r running) error {
 		"nodes":        members,
 		"drainTimeout": pulumi.String(c.Upgrade.DrainTimeout.String()),
 		"timeout":      pulumi.String(c.Upgrade.Timeout.String()),
-	}, &membership, b.parent(), version, pulumi.DependsOn(slices.Concat(upgrades, r.ready, retires))); err != nil {
+	}, &membership, b.parent(), version, pulumi.DependsOn(slices.Concat(upgrades, r.ready, retires, configured))); err != nil {
 		return errorf("registering the membership: %w", err)
 	}
 
@@ -254,6 +262,80 @@ func (b *builder) retires(r running, provider pulumi.ResourceOption) ([]pulumi.R
 		}
 
 		out = append(out, &res)
+	}
+
+	return out, nil
+}
+
+// reconfigure registers, after the OS upgrades, the Kubernetes upgrade and then one NodeConfig
+// per node, chained like the upgrades (control planes one at a time, workers upgrade.maxParallel
+// at a time): a kubernetesVersion change moves component by component as upgrade-k8s does, and
+// any other configuration change reaches one node at a time. It returns the NodeConfigs.
+func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers, cps pulumi.StringMap, upgrades []pulumi.Resource) ([]pulumi.Resource, error) {
+	c := b.cluster
+
+	var k8s pulumi.CustomResourceState
+	if err := b.ctx.RegisterResource(kubernetesToken, b.child("kubernetes"), pulumi.Map{
+		"talosconfig":       r.talosconfig,
+		"kubeconfig":        r.kubeconfig,
+		"controlPlanes":     cps,
+		"workers":           workers,
+		"kubernetesVersion": pulumi.String(c.KubernetesVersion),
+		"timeout":           pulumi.String(c.Upgrade.Timeout.String()),
+	}, &k8s, b.parent(), provider, pulumi.DependsOn(append(slices.Clone(upgrades), r.ready...))); err != nil {
+		return nil, errorf("registering the Kubernetes upgrade: %w", err)
+	}
+
+	out := make([]pulumi.Resource, 0, len(c.Nodes))
+	lanes := make([]pulumi.Resource, c.Upgrade.MaxParallel)
+
+	var lastCP pulumi.Resource
+
+	worker := 0
+
+	for _, role := range []spec.Role{spec.RoleControlPlane, spec.RoleWorker} {
+		for _, n := range c.Nodes {
+			if n.Role != role {
+				continue
+			}
+
+			deps := []pulumi.Resource{&k8s, r.applies[n.Name]}
+
+			lane := &lastCP
+			if role == spec.RoleWorker {
+				lane = &lanes[worker%len(lanes)]
+				worker++
+
+				if lastCP != nil {
+					deps = append(deps, lastCP)
+				}
+			}
+
+			if *lane != nil {
+				deps = append(deps, *lane)
+			}
+
+			var res pulumi.CustomResourceState
+			if err := b.ctx.RegisterResource(nodeConfigToken, b.child(n.Name+"-node-config"), pulumi.Map{
+				"talosconfig":   r.talosconfig,
+				"kubeconfig":    r.kubeconfig,
+				"node":          pulumi.String(n.Name),
+				"address":       b.nodeIPs[n.Name],
+				"controlPlane":  pulumi.Bool(n.Role == spec.RoleControlPlane),
+				"controlPlanes": cps,
+				"configuration": pulumi.ToSecret(r.configOf[n.Name]),
+				"checkReady":    pulumi.Bool(c.Health.RequireNodesReady),
+				"timeout":       pulumi.String(c.Upgrade.Timeout.String()),
+			}, &res, b.parent(), provider, pulumi.DependsOn(deps),
+				// A new VM is configured by its ConfigurationApply: the record starts again.
+				pulumi.ReplaceWith([]pulumi.Resource{b.vms[n.Name]}),
+			); err != nil {
+				return nil, errorf("registering the configuration of running node %s: %w", n.Name, err)
+			}
+
+			*lane = &res
+			out = append(out, &res)
+		}
 	}
 
 	return out, nil

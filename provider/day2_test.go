@@ -83,7 +83,68 @@ func TestConstructRollingUpgradeOrder(t *testing.T) {
 					t.Errorf("the health gate does not wait for %s's upgrade", node)
 				}
 			}
+
+			checkReconfigureOrder(t, r, tc.want)
 		})
+	}
+}
+
+// After the upgrades: the Kubernetes upgrade, then the running nodes' configurations in the
+// upgrades' order; the Talos provider's apply configures a new node only.
+func checkReconfigureOrder(t *testing.T, r *recorder, want map[string][]string) {
+	t.Helper()
+
+	has := func(deps []string, name string) bool {
+		return slices.ContainsFunc(deps, func(d string) bool { return strings.HasSuffix(d, "::"+name) })
+	}
+
+	k := r.named("homelab-kubernetes")
+	if k.Type != kubernetesToken {
+		t.Fatalf("homelab-kubernetes is a %s", k.Type)
+	}
+
+	if v := k.Inputs.Get("kubernetesVersion").AsString(); !strings.HasPrefix(v, "v1.") {
+		t.Errorf("the Kubernetes upgrade is for version %q", v)
+	}
+
+	m := r.named("homelab-membership")
+
+	for node, wantDeps := range want {
+		if !has(k.Dependencies, "homelab-"+node+"-upgrade") {
+			t.Errorf("the Kubernetes upgrade does not wait for %s's OS upgrade", node)
+		}
+
+		c := r.named("homelab-" + node + "-node-config")
+
+		var got []string
+
+		for _, d := range c.Dependencies {
+			if name, ok := strings.CutSuffix(d[strings.LastIndex(d, "::")+2:], "-node-config"); ok {
+				got = append(got, strings.TrimPrefix(name, "homelab-"))
+			}
+		}
+
+		slices.Sort(got)
+
+		if !slices.Equal(got, wantDeps) {
+			t.Errorf("%s's configuration waits for those of %v, want %v", node, got, wantDeps)
+		}
+
+		if !has(c.Dependencies, "homelab-kubernetes") || !has(c.Dependencies, "homelab-"+node+"-config") {
+			t.Errorf("%s's configuration does not wait for the Kubernetes upgrade and its first apply: %v", node, c.Dependencies)
+		}
+
+		if !c.Inputs.Get("configuration").Secret() {
+			t.Errorf("%s's running configuration is not secret", node)
+		}
+
+		if !has(m.Dependencies, "homelab-"+node+"-node-config") {
+			t.Errorf("the membership does not wait for %s's configuration", node)
+		}
+
+		if apply := r.named("homelab-" + node + "-config"); !slices.Contains(apply.IgnoreChanges, "machineConfigurationInput") {
+			t.Errorf("%s's ConfigurationApply re-applies changed configurations itself (ignoreChanges %v)", node, apply.IgnoreChanges)
+		}
 	}
 }
 

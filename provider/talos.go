@@ -34,6 +34,7 @@ func (b *builder) talos() error {
 
 	applies := map[string]pulumi.Resource{}
 	configs := pulumi.StringArray{}
+	configOf := map[string]pulumi.StringOutput{}
 
 	for _, n := range c.Nodes {
 		cfg := b.machineConfiguration(n, secrets, endpointURL, manifests)
@@ -50,6 +51,9 @@ func (b *builder) talos() error {
 			// upstream resource never notices a new VM by itself.
 			pulumi.ReplaceWith([]pulumi.Resource{b.vms[n.Name]}),
 			pulumi.AdditionalSecretOutputs([]string{"machineConfiguration", "machineConfigurationInput", "clientConfiguration"}),
+			// It configures the new node only: later changes reach the running node through its
+			// NodeConfig, one node at a time after the upgrades (day2.go), never all at once.
+			pulumi.IgnoreChanges([]string{"machineConfigurationInput"}),
 		)
 		if err != nil {
 			return errorf("registering the configuration of node %s: %w", n.Name, err)
@@ -57,6 +61,7 @@ func (b *builder) talos() error {
 
 		applies[n.Name] = apply
 		configs = append(configs, cfg)
+		configOf[n.Name] = cfg
 
 		if n.Role == spec.RoleControlPlane {
 			cpApplies = append(cpApplies, apply)
@@ -120,7 +125,7 @@ func (b *builder) talos() error {
 	b.comp.ClusterName = pulumi.String(c.Name).ToStringOutput()
 
 	return b.operate(running{
-		applies: applies, configs: configs, ready: []pulumi.Resource{bootstrap, kubeconfig},
+		applies: applies, configs: configs, configOf: configOf, ready: []pulumi.Resource{bootstrap, kubeconfig},
 		kubeconfig:  pulumi.ToSecret(kubeconfig.KubeconfigRaw).(pulumi.StringOutput),
 		talosconfig: pulumi.ToSecret(talosconfig.TalosConfig()).(pulumi.StringOutput),
 	})

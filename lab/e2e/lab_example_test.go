@@ -230,7 +230,7 @@ func helmPreview(t *testing.T, p *lab.Pulumi, file, program string) {
 
 	// The control planes' configurations change, the health gate runs again and the manifests
 	// are synced; no node reboots (no NodeUpgrade changes).
-	want := "update homelab-cp-1-config,update homelab-cp-2-config,update homelab-cp-3-config,update homelab-health,update homelab-manifests"
+	want := "update homelab-cp-1-node-config,update homelab-cp-2-node-config,update homelab-cp-3-node-config,update homelab-health,update homelab-manifests"
 	if strings.Join(changed, ",") != want {
 		t.Errorf("a changed Cilium value previews as %v, want %s", changed, want)
 	}

@@ -103,9 +103,14 @@ func TestYAMLLifecycleOnTheLab(t *testing.T) {
 	write(patched)
 	out = up("patch gpu-1")
 
+	// The running node takes it through its NodeConfig (the ConfigurationApply configured the new VM).
 	updated := regexp.MustCompile(`(homelab-[a-z0-9-]+-config) updated`).FindAllStringSubmatch(out, -1)
-	if len(updated) != 1 || updated[0][1] != "homelab-gpu-1-config" {
-		t.Errorf("changing gpu-1's patch updated %v, want only homelab-gpu-1-config:\n%s", updated, out)
+	if len(updated) != 1 || updated[0][1] != "homelab-gpu-1-node-config" {
+		t.Errorf("changing gpu-1's patch updated %v, want only homelab-gpu-1-node-config:\n%s", updated, out)
+	}
+
+	if !strings.Contains(out, "gpu-1: configuration applied live, without a reboot") {
+		t.Errorf("the up does not say how gpu-1's configuration was applied:\n%s", out)
 	}
 
 	if out, err := p.Run(t.Context(), "preview", "--expect-no-changes"); err != nil {

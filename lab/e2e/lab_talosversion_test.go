@@ -41,7 +41,7 @@ func TestTalosVersionChangeKeepsVMs(t *testing.T) {
 
 	preview := mustRun(t, p, "preview", "--diff")
 	for _, want := range []string{
-		"proxmoxve:Download/file:File: (replace)", "talos:machine/configurationApply:ConfigurationApply: (update)",
+		"proxmoxve:Download/file:File: (replace)", "talos-proxmox:lifecycle:NodeConfig: (update)",
 		"proxmoxve:VM/virtualMachine:VirtualMachine: (update)", "(Talos v1.11.5, ",
 		"talos-proxmox:lifecycle:NodeUpgrade: (update)",
 	} {

@@ -13,12 +13,13 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/extensions"
 	"github.com/siderolabs/talos/pkg/machinery/resources/block"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 )
 
 // The node's resources, served over Talos' COSI State API (what `talosctl get` reads) with the
-// machinery's own resource types: MachineStatus, the EPHEMERAL VolumeStatus, Nodename, the
+// machinery's own resource types: MachineStatus, the active MachineConfig, the EPHEMERAL VolumeStatus, Nodename, the
 // schematic's ExtensionStatus,
 // BootstrapManifestsConfig and, on control planes whose kubelet runs, one StaticPodStatus per
 // control-plane static pod. No Diagnostic is ever raised. These are what Talos' health checks
@@ -62,6 +63,7 @@ func (n *Node) publishLocked() {
 	put(st, ms)
 
 	if n.active == nil {
+		remove(st, config.NewMachineConfig(nil).Metadata())
 		remove(st, k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID).Metadata())
 		remove(st, k8s.NewBootstrapManifestsConfig().Metadata())
 		remove(st, block.NewVolumeStatus(block.NamespaceName, constants.EphemeralPartitionLabel).Metadata())
@@ -80,6 +82,9 @@ func (n *Node) publishLocked() {
 	} else {
 		remove(st, ext.Metadata())
 	}
+
+	// The running configuration (`talosctl get machineconfig`), which Talos' upgrade-k8s patches.
+	put(st, config.NewMachineConfig(n.active.cfg))
 
 	nn := k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID)
 	nn.TypedSpec().Nodename = n.hostnameLocked()

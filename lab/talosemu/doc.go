@@ -68,7 +68,7 @@
 //     the running CA is kept in machine.acceptedCAs) or another machine.type: Talos would accept the
 //     first and lock every current client out, which here always means regenerated secrets.
 //   - No role-based authorization beyond "client certificate signed by the OS CA"; no events,
-//     logs or dmesg; Read serves the boot id only; the COSI State API holds MachineStatus,
+//     logs or dmesg; Read serves the boot id only; the COSI State API holds MachineStatus, MachineConfig,
 //     VolumeStatus EPHEMERAL, Nodename, BootstrapManifestsConfig and StaticPodStatus only; Reset's
 //     Reboot flag changes nothing (the node always comes back).
 //   - Upgrades (upgrade.go) change the version (and schematic) the node reports after its reboot;

@@ -93,16 +93,7 @@ func gate(ctx context.Context, in ClusterHealthArgs) error {
 		return err
 	}
 
-	var nodes []day2.Node
-
-	for name, ip := range in.ControlPlanes {
-		nodes = append(nodes, day2.Node{Name: name, Address: ip, ControlPlane: true})
-	}
-
-	for name, ip := range in.Workers {
-		nodes = append(nodes, day2.Node{Name: name, Address: ip})
-	}
-
+	nodes := append(nodesOf(in.ControlPlanes, true), nodesOf(in.Workers, false)...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 
 	log := p.GetLogger(ctx)

@@ -6,7 +6,6 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	p "github.com/pulumi/pulumi-go-provider"
@@ -172,12 +171,7 @@ func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day
 		return day2.Observed{}, err
 	}
 
-	cps := make([]day2.Node, 0, len(in.ControlPlanes))
-	for name, ip := range in.ControlPlanes {
-		cps = append(cps, day2.Node{Name: name, Address: ip, ControlPlane: true})
-	}
-
-	sort.Slice(cps, func(i, j int) bool { return cps[i].Name < cps[j].Name })
+	cps := nodesOf(in.ControlPlanes, true)
 
 	node := day2.Node{Name: in.Node, Address: in.Address, ControlPlane: in.ControlPlane}
 

@@ -10,6 +10,11 @@ export type ClusterHealth = import("./clusterHealth").ClusterHealth;
 export const ClusterHealth: typeof import("./clusterHealth").ClusterHealth = null as any;
 utilities.lazyLoad(exports, ["ClusterHealth"], () => require("./clusterHealth"));
 
+export { KubernetesUpgradeArgs } from "./kubernetesUpgrade";
+export type KubernetesUpgrade = import("./kubernetesUpgrade").KubernetesUpgrade;
+export const KubernetesUpgrade: typeof import("./kubernetesUpgrade").KubernetesUpgrade = null as any;
+utilities.lazyLoad(exports, ["KubernetesUpgrade"], () => require("./kubernetesUpgrade"));
+
 export { ManifestSyncArgs } from "./manifestSync";
 export type ManifestSync = import("./manifestSync").ManifestSync;
 export const ManifestSync: typeof import("./manifestSync").ManifestSync = null as any;
@@ -19,6 +24,11 @@ export { MembershipArgs } from "./membership";
 export type Membership = import("./membership").Membership;
 export const Membership: typeof import("./membership").Membership = null as any;
 utilities.lazyLoad(exports, ["Membership"], () => require("./membership"));
+
+export { NodeConfigArgs } from "./nodeConfig";
+export type NodeConfig = import("./nodeConfig").NodeConfig;
+export const NodeConfig: typeof import("./nodeConfig").NodeConfig = null as any;
+utilities.lazyLoad(exports, ["NodeConfig"], () => require("./nodeConfig"));
 
 export { NodeRetireArgs } from "./nodeRetire";
 export type NodeRetire = import("./nodeRetire").NodeRetire;
@@ -37,10 +47,14 @@ const _module = {
         switch (type) {
             case "talos-proxmox:lifecycle:ClusterHealth":
                 return new ClusterHealth(name, <any>undefined, { urn })
+            case "talos-proxmox:lifecycle:KubernetesUpgrade":
+                return new KubernetesUpgrade(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:ManifestSync":
                 return new ManifestSync(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:Membership":
                 return new Membership(name, <any>undefined, { urn })
+            case "talos-proxmox:lifecycle:NodeConfig":
+                return new NodeConfig(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:NodeRetire":
                 return new NodeRetire(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:NodeUpgrade":

@@ -35,8 +35,10 @@ _utilities.register(
   "fqn": "pulumi_talos_proxmox.lifecycle",
   "classes": {
    "talos-proxmox:lifecycle:ClusterHealth": "ClusterHealth",
+   "talos-proxmox:lifecycle:KubernetesUpgrade": "KubernetesUpgrade",
    "talos-proxmox:lifecycle:ManifestSync": "ManifestSync",
    "talos-proxmox:lifecycle:Membership": "Membership",
+   "talos-proxmox:lifecycle:NodeConfig": "NodeConfig",
    "talos-proxmox:lifecycle:NodeRetire": "NodeRetire",
    "talos-proxmox:lifecycle:NodeUpgrade": "NodeUpgrade"
   }

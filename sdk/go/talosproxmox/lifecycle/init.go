@@ -23,10 +23,14 @@ func (m *module) Construct(ctx *pulumi.Context, name, typ, urn string) (r pulumi
 	switch typ {
 	case "talos-proxmox:lifecycle:ClusterHealth":
 		r = &ClusterHealth{}
+	case "talos-proxmox:lifecycle:KubernetesUpgrade":
+		r = &KubernetesUpgrade{}
 	case "talos-proxmox:lifecycle:ManifestSync":
 		r = &ManifestSync{}
 	case "talos-proxmox:lifecycle:Membership":
 		r = &Membership{}
+	case "talos-proxmox:lifecycle:NodeConfig":
+		r = &NodeConfig{}
 	case "talos-proxmox:lifecycle:NodeRetire":
 		r = &NodeRetire{}
 	case "talos-proxmox:lifecycle:NodeUpgrade":

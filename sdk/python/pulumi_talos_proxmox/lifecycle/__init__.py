@@ -7,8 +7,10 @@ from .. import _utilities
 import typing
 # Export this package's modules as members:
 from .cluster_health import *
+from .kubernetes_upgrade import *
 from .manifest_sync import *
 from .membership import *
+from .node_config import *
 from .node_retire import *
 from .node_upgrade import *
 from ._inputs import *

@@ -1,0 +1,112 @@
+package day2
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+)
+
+// ConfigOptions describe a new machine configuration for one running node.
+type ConfigOptions struct {
+	Access Access
+	Node   Node
+	// ControlPlanes are all control planes, for the etcd gate after a reboot.
+	ControlPlanes []Node
+	Config        string
+	// CheckReady requires the Node to be Ready after a reboot (false without a CNI).
+	CheckReady bool
+	Timeout    time.Duration
+	Progress   Progress
+}
+
+// ConfigPlan is what Talos says applying a configuration would do (a dry run).
+type ConfigPlan struct {
+	// Reboot is true when Talos applies it only with a reboot.
+	Reboot bool
+	// Unchanged is true when the node already runs it.
+	Unchanged bool
+	// Details is Talos' summary (mode and diff).
+	Details string
+}
+
+// PlanConfig asks the node, without changing anything, how it would apply o.Config (AUTO mode).
+func PlanConfig(ctx context.Context, o ConfigOptions) (ConfigPlan, error) {
+	c, err := o.Access.Talos(ctx, o.Node.Address)
+	if err != nil {
+		return ConfigPlan{}, err
+	}
+	defer c.Close() //nolint:errcheck
+
+	resp, err := c.ApplyConfiguration(ctx, &machineapi.ApplyConfigurationRequest{
+		Data: []byte(o.Config), Mode: machineapi.ApplyConfigurationRequest_AUTO, DryRun: true,
+	})
+	if err != nil {
+		return ConfigPlan{}, fmt.Errorf("node %s refuses the new configuration: %w", o.Node.Name, err)
+	}
+
+	return planOf(resp), nil
+}
+
+func planOf(resp *machineapi.ApplyConfigurationResponse) ConfigPlan {
+	var plan ConfigPlan
+
+	for _, m := range resp.GetMessages() {
+		plan.Reboot = plan.Reboot || m.GetMode() == machineapi.ApplyConfigurationRequest_REBOOT
+		plan.Details = strings.TrimSpace(plan.Details + "\n" + m.GetModeDetails())
+	}
+
+	plan.Unchanged = strings.Contains(plan.Details, "No changes")
+
+	return plan
+}
+
+// ApplyConfig applies o.Config to the running node in AUTO mode: Talos applies what it can live
+// and reboots for the rest. After a reboot it waits for the new boot, etcd with every member (on
+// a control plane) and the Node Ready. It says whether the node rebooted.
+func ApplyConfig(ctx context.Context, o ConfigOptions) (bool, error) {
+	c, err := o.Access.Talos(ctx, o.Node.Address)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close() //nolint:errcheck
+
+	before, err := WaitObserve(ctx, c, o.Node.Name, o.Timeout, o.Progress)
+	if err != nil {
+		return false, err
+	}
+
+	resp, err := c.ApplyConfiguration(ctx, &machineapi.ApplyConfigurationRequest{
+		Data: []byte(o.Config), Mode: machineapi.ApplyConfigurationRequest_AUTO,
+	})
+	if err != nil {
+		return false, fmt.Errorf("applying the configuration of node %s: %w", o.Node.Name, err)
+	}
+
+	if !planOf(resp).Reboot {
+		return false, nil
+	}
+
+	o.Progress.say("%s: the new configuration needs a reboot", o.Node.Name)
+
+	return true, o.afterReboot(ctx, c, before)
+}
+
+func (o ConfigOptions) afterReboot(ctx context.Context, c *client.Client, before Observed) error {
+	u := UpgradeOptions{Access: o.Access, Node: o.Node, ControlPlanes: o.ControlPlanes, CheckReady: o.CheckReady, Timeout: o.Timeout, Progress: o.Progress}
+
+	after, err := u.waitReboot(ctx, c, before.BootID)
+	if err != nil {
+		return err
+	}
+
+	kube, err := o.Access.Kube()
+	if err != nil {
+		return err
+	}
+
+	return u.postGate(ctx, kube, after)
+}

@@ -1,0 +1,136 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/infer"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
+)
+
+// KubernetesUpgrade moves a running cluster to a new Kubernetes version the way Talos'
+// upgrade-k8s does, component by component and node by node, after the OS upgrades of the same
+// `up`. Its create only records the version: a new cluster is created on it.
+type KubernetesUpgrade struct{}
+
+// KubernetesUpgradeArgs are a KubernetesUpgrade's inputs.
+type KubernetesUpgradeArgs struct {
+	Talosconfig       string            `pulumi:"talosconfig" provider:"secret"`
+	Kubeconfig        string            `pulumi:"kubeconfig" provider:"secret"`
+	ControlPlanes     map[string]string `pulumi:"controlPlanes"`
+	Workers           map[string]string `pulumi:"workers"`
+	KubernetesVersion string            `pulumi:"kubernetesVersion"`
+	Timeout           string            `pulumi:"timeout"`
+}
+
+// KubernetesUpgradeState is the version the cluster runs.
+type KubernetesUpgradeState struct {
+	KubernetesUpgradeArgs
+}
+
+// Annotate documents the resource.
+func (r *KubernetesUpgrade) Annotate(an infer.Annotator) {
+	an.Describe(r, "Upgrades the cluster's Kubernetes when kubernetesVersion changes: kube-apiserver, "+
+		"kube-controller-manager and kube-scheduler on each control plane in turn, kube-proxy, then each kubelet, "+
+		"as `talosctl upgrade-k8s` does. Registered by TalosProxmoxCluster.")
+}
+
+// Annotate documents the inputs.
+func (a *KubernetesUpgradeArgs) Annotate(an infer.Annotator) {
+	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
+	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
+	an.Describe(&a.ControlPlanes, "Control planes, hostname to IP.")
+	an.Describe(&a.Workers, "Workers, hostname to IP.")
+	an.Describe(&a.KubernetesVersion, "The Kubernetes version the cluster runs: a change moves one minor up at a time.")
+	an.Describe(&a.Timeout, "How long each component on each node may take (a duration).")
+}
+
+// Create records the version: the nodes were configured with it.
+func (r *KubernetesUpgrade) Create(_ context.Context, req infer.CreateRequest[KubernetesUpgradeArgs]) (infer.CreateResponse[KubernetesUpgradeState], error) {
+	return infer.CreateResponse[KubernetesUpgradeState]{ID: "kubernetes", Output: KubernetesUpgradeState{req.Inputs}}, nil
+}
+
+// Diff shows an update only when the version changes (other inputs change nothing on the
+// nodes); a step Kubernetes does not support fails here, so at preview.
+func (r *KubernetesUpgrade) Diff(_ context.Context, req infer.DiffRequest[KubernetesUpgradeArgs, KubernetesUpgradeState]) (infer.DiffResponse, error) {
+	from, to := req.State.KubernetesVersion, req.Inputs.KubernetesVersion
+	if from == to {
+		return infer.DiffResponse{}, nil
+	}
+
+	if err := day2.CheckKubernetesStep(from, to); err != nil {
+		return infer.DiffResponse{}, fmt.Errorf("kubernetesVersion: %w", err)
+	}
+
+	return infer.DiffResponse{
+		HasChanges:   true,
+		DetailedDiff: map[string]p.PropertyDiff{"kubernetesVersion": {Kind: p.Update}},
+	}, nil
+}
+
+// Update runs the upgrade. A component that already runs the version (an interrupted run got
+// there) is left alone.
+func (r *KubernetesUpgrade) Update(ctx context.Context, req infer.UpdateRequest[KubernetesUpgradeArgs, KubernetesUpgradeState]) (infer.UpdateResponse[KubernetesUpgradeState], error) {
+	in := req.Inputs
+	state := KubernetesUpgradeState{in}
+
+	if req.DryRun || in.KubernetesVersion == req.State.KubernetesVersion {
+		return infer.UpdateResponse[KubernetesUpgradeState]{Output: state}, nil
+	}
+
+	if err := day2.CheckKubernetesStep(req.State.KubernetesVersion, in.KubernetesVersion); err != nil {
+		return infer.UpdateResponse[KubernetesUpgradeState]{}, fmt.Errorf("kubernetesVersion: %w", err)
+	}
+
+	timeout, err := parseDuration("timeout", in.Timeout)
+	if err != nil {
+		return infer.UpdateResponse[KubernetesUpgradeState]{}, err
+	}
+
+	log := p.GetLogger(ctx)
+	start := time.Now()
+
+	log.Infof("upgrading Kubernetes %s → %s", req.State.KubernetesVersion, in.KubernetesVersion)
+
+	res, err := day2.UpgradeKubernetes(ctx, day2.KubernetesUpgradeOptions{
+		Access:        day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig},
+		ControlPlanes: nodesOf(in.ControlPlanes, true),
+		Workers:       nodesOf(in.Workers, false),
+		To:            in.KubernetesVersion,
+		Timeout:       timeout,
+		Progress:      log.InfoStatus,
+	})
+	if err != nil {
+		return infer.UpdateResponse[KubernetesUpgradeState]{}, fmt.Errorf("upgrading Kubernetes to %s (done so far: %s; "+
+			"run `pulumi up` again to go on): %w", in.KubernetesVersion, orNothing(res.Updated), err)
+	}
+
+	log.Infof("Kubernetes %s on every node in %s: %s", in.KubernetesVersion, time.Since(start).Round(time.Second), orNothing(res.Updated))
+
+	return infer.UpdateResponse[KubernetesUpgradeState]{Output: state}, nil
+}
+
+// nodesOf lists nodes sorted by name.
+func nodesOf(m map[string]string, cp bool) []day2.Node {
+	nodes := make([]day2.Node, 0, len(m))
+	for name, addr := range m {
+		nodes = append(nodes, day2.Node{Name: name, Address: addr, ControlPlane: cp})
+	}
+
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+
+	return nodes
+}
+
+func orNothing(s []string) string {
+	if len(s) == 0 {
+		return "nothing"
+	}
+
+	return strings.Join(s, ", ")
+}
