@@ -161,6 +161,10 @@ func TestKubernetesUpgrade(t *testing.T) {
 		t.Errorf("components moved to %s in the order\n  %v\nwant\n  %v", to, got, want)
 	}
 
+	if !strings.Contains(out, "checking for removed Kubernetes API resource versions") {
+		t.Errorf("the up did not run upgrade-k8s' pre-checks:\n%s", out)
+	}
+
 	if !strings.Contains(out, "Kubernetes "+to+" on every node") {
 		t.Errorf("the up does not report the upgrade:\n%s", out)
 	}

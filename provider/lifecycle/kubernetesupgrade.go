@@ -101,6 +101,7 @@ func (r *KubernetesUpgrade) Update(ctx context.Context, req infer.UpdateRequest[
 		Access:        day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig},
 		ControlPlanes: nodesOf(in.ControlPlanes, true),
 		Workers:       nodesOf(in.Workers, false),
+		From:          req.State.KubernetesVersion,
 		To:            in.KubernetesVersion,
 		Timeout:       timeout,
 		Progress:      log.InfoStatus,

@@ -33,8 +33,9 @@ type KubernetesUpgradeOptions struct {
 	Access        Access
 	ControlPlanes []Node
 	Workers       []Node
-	// To is the Kubernetes version every component ends on ("v1.35.0" or "1.35.0").
-	To string
+	// From is the version the cluster runs, To the one every component ends on ("v1.35.0" or
+	// "1.35.0").
+	From, To string
 	// Timeout bounds each wait (one component on one node).
 	Timeout  time.Duration
 	Progress Progress
@@ -107,6 +108,10 @@ func UpgradeKubernetes(ctx context.Context, o KubernetesUpgradeOptions) (Kuberne
 
 	kube, err := o.Access.Kube()
 	if err != nil {
+		return res, err
+	}
+
+	if err := o.preChecks(ctx); err != nil {
 		return res, err
 	}
 
