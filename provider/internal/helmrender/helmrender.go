@@ -15,6 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -111,6 +114,8 @@ type Renderer struct {
 	// KubeVersion is the cluster's Kubernetes version (e.g. v1.34.1). Required: Helm's library
 	// default (v1.20) is older than most charts accept.
 	KubeVersion string
+
+	passes, hits atomic.Int64
 }
 
 func (r *Renderer) client() *http.Client {
@@ -121,47 +126,97 @@ func (r *Renderer) client() *http.Client {
 	return &http.Client{Timeout: 2 * time.Minute}
 }
 
-// Render fetches a release's chart and renders it twice, refusing output that differs between
-// the two passes.
+// Render fetches a release's chart and renders it, or takes the render from the cache when
+// everything that can change it is unchanged (see renderKey). A render is done twice, both passes
+// at once, and output that differs between the two is refused (the determinism gate); only a
+// render that passed the gate is cached.
 func (r *Renderer) Render(ctx context.Context, rel Release) (*Manifest, error) {
 	a, err := r.Fetch(ctx, rel.Source)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", rel.Path, err)
 	}
 
+	key, cacheable := "", false
+	if r.Cache != nil {
+		key, cacheable = renderKey(a, rel, r.KubeVersion)
+	}
+
+	if cacheable {
+		if m, ok := r.Cache.loadRender(key); ok {
+			r.hits.Add(1)
+
+			return m, nil
+		}
+	}
+
+	var (
+		second *Manifest
+		err2   error
+		wg     sync.WaitGroup
+	)
+
+	wg.Go(func() { second, err2 = RenderArchive(ctx, a, rel, r.KubeVersion) })
+
 	first, err := RenderArchive(ctx, a, rel, r.KubeVersion)
+
+	wg.Wait()
+	r.passes.Add(2)
+
 	if err != nil {
 		return nil, err
 	}
 
-	second, err := RenderArchive(ctx, a, rel, r.KubeVersion)
-	if err != nil {
-		return nil, err
+	if err2 != nil {
+		return nil, err2
 	}
 
 	if err := sameRender(rel, first, second); err != nil {
 		return nil, err
 	}
 
+	if cacheable {
+		_ = r.Cache.storeRender(key, first) // a cache that cannot be written only costs the next render
+	}
+
 	return first, nil
 }
 
-// RenderAll renders every release, in order. It does not stop at a failed release: the error
-// joins one error per failed release (each naming its property path), and the manifests of the
-// releases that rendered are returned either way, in order.
+// Passes is how many render passes this renderer ran (two per render: the gate); Hits how many
+// renders came from the cache.
+func (r *Renderer) Passes() int64 { return r.passes.Load() }
+
+// Hits is how many renders came from the cache.
+func (r *Renderer) Hits() int64 { return r.hits.Load() }
+
+// RenderAll renders every release, several at once (at most GOMAXPROCS), returning them in order.
+// It does not stop at a failed release: the error joins one error per failed release (each naming
+// its property path), and the manifests of the releases that rendered are returned either way, in
+// order.
 func (r *Renderer) RenderAll(ctx context.Context, rels []Release) ([]*Manifest, error) {
+	ms := make([]*Manifest, len(rels))
+	errs := make([]error, len(rels))
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+
+	var wg sync.WaitGroup
+
+	for i, rel := range rels {
+		slots <- struct{}{}
+
+		wg.Go(func() {
+			defer func() { <-slots }()
+
+			ms[i], errs[i] = r.Render(ctx, rel)
+		})
+	}
+
+	wg.Wait()
+
 	out := make([]*Manifest, 0, len(rels))
 
-	var errs []error
-
-	for _, rel := range rels {
-		m, err := r.Render(ctx, rel)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	for _, m := range ms {
+		if m != nil {
+			out = append(out, m)
 		}
-
-		out = append(out, m)
 	}
 
 	return out, errors.Join(errs...)
