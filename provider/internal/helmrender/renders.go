@@ -34,8 +34,9 @@ var helmVersion = sync.OnceValue(func() string {
 	return "unknown"
 })
 
-// renderKey identifies a render by everything that can change its output: the chart archive's
-// digest, the values (canonical JSON: sorted keys), the release name and namespace, whether CRDs
+// renderKey identifies a render by everything that can change its output or whether it is
+// accepted: the chart archive's digest, the chart and version asked for (RenderArchive checks the
+// archive holds them), the values (canonical JSON: sorted keys), the release name and namespace, whether CRDs
 // are included, the Kubernetes version, the Helm library version and the normalisation format.
 // An unpacked local chart directory has no digest and is never cached.
 func renderKey(a *Archive, rel Release, kubeVersion string) (string, bool) {
@@ -50,7 +51,7 @@ func renderKey(a *Archive, rel Release, kubeVersion string) (string, bool) {
 
 	h := sha256.New()
 	for _, part := range []string{
-		renderFormat, helmVersion(), a.Digest, rel.Name, rel.Namespace, kubeVersion,
+		renderFormat, helmVersion(), a.Digest, rel.Source.Chart, rel.Source.Version, rel.Name, rel.Namespace, kubeVersion,
 		map[bool]string{true: "crds", false: "no-crds"}[rel.IncludeCRDs], string(values),
 	} {
 		h.Write([]byte(part))
