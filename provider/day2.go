@@ -72,64 +72,36 @@ func (b *builder) operate(r running) error {
 	}
 
 	version := pulumi.Provider(&self)
-	upgrades := make([]pulumi.Resource, 0, len(c.Nodes))
+	upgrades, err := b.rollout(func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
+		deps := slices.Concat([]pulumi.Resource{r.applies[n.Name]}, r.ready, after)
 
-	var lastCP pulumi.Resource
-
-	lanes := make([]pulumi.Resource, c.Upgrade.MaxParallel)
-	worker := 0
-
-	for _, role := range []spec.Role{spec.RoleControlPlane, spec.RoleWorker} {
-		for _, n := range c.Nodes {
-			if n.Role != role {
-				continue
-			}
-
-			deps := append([]pulumi.Resource{r.applies[n.Name]}, r.ready...)
-
-			var lane *pulumi.Resource
-
-			if role == spec.RoleControlPlane {
-				lane = &lastCP
-			} else {
-				lane = &lanes[worker%len(lanes)]
-				worker++
-
-				if lastCP != nil {
-					deps = append(deps, lastCP)
-				}
-			}
-
-			if *lane != nil {
-				deps = append(deps, *lane)
-			}
-
-			var u nodeUpgrade
-			if err := b.ctx.RegisterResource(nodeUpgradeToken, b.child(n.Name+"-upgrade"), pulumi.Map{
-				"talosconfig":    r.talosconfig,
-				"kubeconfig":     r.kubeconfig,
-				"node":           pulumi.String(n.Name),
-				"address":        b.nodeIPs[n.Name],
-				"controlPlane":   pulumi.Bool(n.Role == spec.RoleControlPlane),
-				"controlPlanes":  cps,
-				"talosVersion":   pulumi.String(c.TalosVersion),
-				"schematicId":    pulumi.String(c.Image.SchematicID),
-				"installerImage": pulumi.String(c.Image.InstallerImage),
-				"drain":          pulumi.Bool(c.Upgrade.Drain),
-				"drainTimeout":   pulumi.String(c.Upgrade.DrainTimeout.String()),
-				"timeout":        pulumi.String(c.Upgrade.Timeout.String()),
-				"checkReady":     pulumi.Bool(c.Health.RequireNodesReady),
-				"allowDowngrade": pulumi.Bool(c.Upgrade.AllowDowngrade),
-			}, &u, b.parent(), version, pulumi.DependsOn(deps),
-				// A new VM is a new node: its record starts again.
-				pulumi.ReplaceWith([]pulumi.Resource{b.vms[n.Name]}),
-			); err != nil {
-				return errorf("registering the upgrade of node %s: %w", n.Name, err)
-			}
-
-			*lane = &u
-			upgrades = append(upgrades, &u)
+		var u nodeUpgrade
+		if err := b.ctx.RegisterResource(nodeUpgradeToken, b.child(n.Name+"-upgrade"), pulumi.Map{
+			"talosconfig":    r.talosconfig,
+			"kubeconfig":     r.kubeconfig,
+			"node":           pulumi.String(n.Name),
+			"address":        b.nodeIPs[n.Name],
+			"controlPlane":   pulumi.Bool(n.Role == spec.RoleControlPlane),
+			"controlPlanes":  cps,
+			"talosVersion":   pulumi.String(c.TalosVersion),
+			"schematicId":    pulumi.String(c.Image.SchematicID),
+			"installerImage": pulumi.String(c.Image.InstallerImage),
+			"drain":          pulumi.Bool(c.Upgrade.Drain),
+			"drainTimeout":   pulumi.String(c.Upgrade.DrainTimeout.String()),
+			"timeout":        pulumi.String(c.Upgrade.Timeout.String()),
+			"checkReady":     pulumi.Bool(c.Health.RequireNodesReady),
+			"allowDowngrade": pulumi.Bool(c.Upgrade.AllowDowngrade),
+		}, &u, b.parent(), version, pulumi.DependsOn(deps),
+			// A new VM is a new node: its record starts again.
+			pulumi.ReplaceWith([]pulumi.Resource{b.vms[n.Name]}),
+		); err != nil {
+			return nil, errorf("registering the upgrade of node %s: %w", n.Name, err)
 		}
+
+		return &u, nil
+	})
+	if err != nil {
+		return err
 	}
 
 	configured, err := b.reconfigure(r, version, workers, cps, upgrades)
@@ -286,6 +258,36 @@ func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers
 		return nil, errorf("registering the Kubernetes upgrade: %w", err)
 	}
 
+	return b.rollout(func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
+		deps := append([]pulumi.Resource{&k8s, r.applies[n.Name]}, after...)
+
+		var res pulumi.CustomResourceState
+		if err := b.ctx.RegisterResource(nodeConfigToken, b.child(n.Name+"-node-config"), pulumi.Map{
+			"talosconfig":   r.talosconfig,
+			"kubeconfig":    r.kubeconfig,
+			"node":          pulumi.String(n.Name),
+			"address":       b.nodeIPs[n.Name],
+			"controlPlane":  pulumi.Bool(n.Role == spec.RoleControlPlane),
+			"controlPlanes": cps,
+			"configuration": pulumi.ToSecret(r.configOf[n.Name]),
+			"checkReady":    pulumi.Bool(c.Health.RequireNodesReady),
+			"timeout":       pulumi.String(c.Upgrade.Timeout.String()),
+		}, &res, b.parent(), provider, pulumi.DependsOn(deps),
+			// A new VM is configured by its ConfigurationApply: the record starts again.
+			pulumi.ReplaceWith([]pulumi.Resource{b.vms[n.Name]}),
+		); err != nil {
+			return nil, errorf("registering the configuration of running node %s: %w", n.Name, err)
+		}
+
+		return &res, nil
+	})
+}
+
+// rollout registers one step per node in rollout order through register, which gets the steps
+// the node's must wait for: control planes one at a time (by name), then workers
+// upgrade.maxParallel at a time, each after the last control plane. It returns the steps.
+func (b *builder) rollout(register func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error)) ([]pulumi.Resource, error) {
+	c := b.cluster
 	out := make([]pulumi.Resource, 0, len(c.Nodes))
 	lanes := make([]pulumi.Resource, c.Upgrade.MaxParallel)
 
@@ -299,7 +301,7 @@ func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers
 				continue
 			}
 
-			deps := []pulumi.Resource{&k8s, r.applies[n.Name]}
+			var after []pulumi.Resource
 
 			lane := &lastCP
 			if role == spec.RoleWorker {
@@ -307,34 +309,21 @@ func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers
 				worker++
 
 				if lastCP != nil {
-					deps = append(deps, lastCP)
+					after = append(after, lastCP)
 				}
 			}
 
 			if *lane != nil {
-				deps = append(deps, *lane)
+				after = append(after, *lane)
 			}
 
-			var res pulumi.CustomResourceState
-			if err := b.ctx.RegisterResource(nodeConfigToken, b.child(n.Name+"-node-config"), pulumi.Map{
-				"talosconfig":   r.talosconfig,
-				"kubeconfig":    r.kubeconfig,
-				"node":          pulumi.String(n.Name),
-				"address":       b.nodeIPs[n.Name],
-				"controlPlane":  pulumi.Bool(n.Role == spec.RoleControlPlane),
-				"controlPlanes": cps,
-				"configuration": pulumi.ToSecret(r.configOf[n.Name]),
-				"checkReady":    pulumi.Bool(c.Health.RequireNodesReady),
-				"timeout":       pulumi.String(c.Upgrade.Timeout.String()),
-			}, &res, b.parent(), provider, pulumi.DependsOn(deps),
-				// A new VM is configured by its ConfigurationApply: the record starts again.
-				pulumi.ReplaceWith([]pulumi.Resource{b.vms[n.Name]}),
-			); err != nil {
-				return nil, errorf("registering the configuration of running node %s: %w", n.Name, err)
+			step, err := register(n, after)
+			if err != nil {
+				return nil, err
 			}
 
-			*lane = &res
-			out = append(out, &res)
+			*lane = step
+			out = append(out, step)
 		}
 	}
 
