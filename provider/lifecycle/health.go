@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"sort"
 	"time"
@@ -50,16 +49,12 @@ func (a *ClusterHealthArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.RequireNodesReady, "Require every Kubernetes Node to be Ready.")
 	an.Describe(&a.Timeout, "How long to wait (a duration).")
 	an.Describe(&a.Revision, "Changes whenever the cluster does, so the gate runs again.")
-	an.Describe(&a.KubernetesVersion, "The cluster's Kubernetes version: a change may move one minor up at a time.")
+	an.Describe(&a.KubernetesVersion, "The cluster's Kubernetes version: the gate runs again when it changes.")
 }
 
-// Diff runs the gate again whenever an input changes. A Kubernetes version change that skips a
-// minor or goes back one is refused here, so preview refuses it.
+// Diff runs the gate again whenever an input changes. (The Kubernetes version step is checked by
+// the KubernetesUpgrade, which moves the cluster.)
 func (r *ClusterHealth) Diff(_ context.Context, req infer.DiffRequest[ClusterHealthArgs, ClusterHealthState]) (infer.DiffResponse, error) {
-	if err := day2.CheckKubernetesStep(req.State.KubernetesVersion, req.Inputs.KubernetesVersion); err != nil {
-		return infer.DiffResponse{}, fmt.Errorf("kubernetesVersion: %w", err)
-	}
-
 	return infer.DiffResponse{HasChanges: !reflect.DeepEqual(req.Inputs, req.State.ClusterHealthArgs)}, nil
 }
 

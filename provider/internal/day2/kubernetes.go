@@ -228,14 +228,8 @@ var errUnchanged = errors.New("already at the version")
 // digest); fallback is the repository when current is empty (Talos' default image).
 func nextImage(current, fallback, version string) string {
 	repo, tag := fallback, ""
-
 	if current != "" {
-		ref, _, _ := strings.Cut(current, "@")
-		repo, tag = ref, ""
-
-		if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
-			repo, tag = ref[:i], ref[i+1:]
-		}
+		repo, tag = splitImage(current)
 	}
 
 	for _, suffix := range []string{"-fat", "-slim"} {
@@ -247,9 +241,19 @@ func nextImage(current, fallback, version string) string {
 	return repo + ":" + version
 }
 
+// splitImage is an image reference's repository and tag ("" if none), a digest dropped.
+func splitImage(ref string) (repo, tag string) {
+	ref, _, _ = strings.Cut(ref, "@")
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[:i], ref[i+1:]
+	}
+
+	return ref, ""
+}
+
 func versionOf(image string) string {
-	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
-		return image[i+1:]
+	if _, tag := splitImage(image); tag != "" {
+		return tag
 	}
 
 	return "the default"

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,7 +53,7 @@ func renderKey(a *Archive, rel Release, kubeVersion string) (string, bool) {
 	h := sha256.New()
 	for _, part := range []string{
 		renderFormat, helmVersion(), a.Digest, rel.Source.Chart, rel.Source.Version, rel.Name, rel.Namespace, kubeVersion,
-		map[bool]string{true: "crds", false: "no-crds"}[rel.IncludeCRDs], string(values),
+		strconv.FormatBool(rel.IncludeCRDs), string(values),
 	} {
 		h.Write([]byte(part))
 		h.Write([]byte{0})

@@ -43,7 +43,7 @@ export class ClusterHealth extends pulumi.CustomResource {
      */
     declare public readonly kubeconfig: pulumi.Output<string>;
     /**
-     * The cluster's Kubernetes version: a change may move one minor up at a time.
+     * The cluster's Kubernetes version: the gate runs again when it changes.
      */
     declare public readonly kubernetesVersion: pulumi.Output<string | undefined>;
     /**
@@ -137,7 +137,7 @@ export interface ClusterHealthArgs {
      */
     kubeconfig: pulumi.Input<string>;
     /**
-     * The cluster's Kubernetes version: a change may move one minor up at a time.
+     * The cluster's Kubernetes version: the gate runs again when it changes.
      */
     kubernetesVersion?: pulumi.Input<string | undefined>;
     /**

@@ -20,7 +20,7 @@ type ClusterHealth struct {
 	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
 	// Admin kubeconfig of the cluster; passed on once the cluster is healthy.
 	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-	// The cluster's Kubernetes version: a change may move one minor up at a time.
+	// The cluster's Kubernetes version: the gate runs again when it changes.
 	KubernetesVersion pulumi.StringPtrOutput `pulumi:"kubernetesVersion"`
 	// Require every Kubernetes Node to be Ready.
 	RequireNodesReady pulumi.BoolOutput `pulumi:"requireNodesReady"`
@@ -110,7 +110,7 @@ type clusterHealthArgs struct {
 	ControlPlanes map[string]string `pulumi:"controlPlanes"`
 	// Admin kubeconfig of the cluster; passed on once the cluster is healthy.
 	Kubeconfig string `pulumi:"kubeconfig"`
-	// The cluster's Kubernetes version: a change may move one minor up at a time.
+	// The cluster's Kubernetes version: the gate runs again when it changes.
 	KubernetesVersion *string `pulumi:"kubernetesVersion"`
 	// Require every Kubernetes Node to be Ready.
 	RequireNodesReady bool `pulumi:"requireNodesReady"`
@@ -130,7 +130,7 @@ type ClusterHealthArgs struct {
 	ControlPlanes pulumi.StringMapInput
 	// Admin kubeconfig of the cluster; passed on once the cluster is healthy.
 	Kubeconfig pulumi.StringInput
-	// The cluster's Kubernetes version: a change may move one minor up at a time.
+	// The cluster's Kubernetes version: the gate runs again when it changes.
 	KubernetesVersion pulumi.StringPtrInput
 	// Require every Kubernetes Node to be Ready.
 	RequireNodesReady pulumi.BoolInput
@@ -241,7 +241,7 @@ func (o ClusterHealthOutput) Kubeconfig() pulumi.StringOutput {
 	return o.ApplyT(func(v *ClusterHealth) pulumi.StringOutput { return v.Kubeconfig }).(pulumi.StringOutput)
 }
 
-// The cluster's Kubernetes version: a change may move one minor up at a time.
+// The cluster's Kubernetes version: the gate runs again when it changes.
 func (o ClusterHealthOutput) KubernetesVersion() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *ClusterHealth) pulumi.StringPtrOutput { return v.KubernetesVersion }).(pulumi.StringPtrOutput)
 }

@@ -37,7 +37,7 @@ class ClusterHealthArgs:
         :param pulumi.Input[_builtins.str] talosconfig: Talos client configuration of the cluster.
         :param pulumi.Input[_builtins.str] timeout: How long to wait (a duration).
         :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] workers: Workers, hostname to IP.
-        :param pulumi.Input[_builtins.str] kubernetes_version: The cluster's Kubernetes version: a change may move one minor up at a time.
+        :param pulumi.Input[_builtins.str] kubernetes_version: The cluster's Kubernetes version: the gate runs again when it changes.
         """
         pulumi.set(__self__, "control_planes", control_planes)
         pulumi.set(__self__, "kubeconfig", kubeconfig)
@@ -137,7 +137,7 @@ class ClusterHealthArgs:
     @pulumi.getter(name="kubernetesVersion")
     def kubernetes_version(self) -> pulumi.Input[Optional[_builtins.str]]:
         """
-        The cluster's Kubernetes version: a change may move one minor up at a time.
+        The cluster's Kubernetes version: the gate runs again when it changes.
         """
         return pulumi.get(self, "kubernetes_version")
 
@@ -168,7 +168,7 @@ class ClusterHealth(pulumi.CustomResource):
         :param pulumi.ResourceOptions opts: Options for the resource.
         :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] control_planes: Control planes, hostname to IP.
         :param pulumi.Input[_builtins.str] kubeconfig: Admin kubeconfig of the cluster; passed on once the cluster is healthy.
-        :param pulumi.Input[_builtins.str] kubernetes_version: The cluster's Kubernetes version: a change may move one minor up at a time.
+        :param pulumi.Input[_builtins.str] kubernetes_version: The cluster's Kubernetes version: the gate runs again when it changes.
         :param pulumi.Input[_builtins.bool] require_nodes_ready: Require every Kubernetes Node to be Ready.
         :param pulumi.Input[_builtins.str] revision: Changes whenever the cluster does, so the gate runs again.
         :param pulumi.Input[_builtins.str] talosconfig: Talos client configuration of the cluster.
@@ -292,7 +292,7 @@ class ClusterHealth(pulumi.CustomResource):
     @pulumi.getter(name="kubernetesVersion")
     def kubernetes_version(self) -> pulumi.Output[Optional[_builtins.str]]:
         """
-        The cluster's Kubernetes version: a change may move one minor up at a time.
+        The cluster's Kubernetes version: the gate runs again when it changes.
         """
         return pulumi.get(self, "kubernetes_version")
 
