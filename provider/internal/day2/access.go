@@ -58,7 +58,8 @@ func (a Access) Kube() (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(rc)
 }
 
-// RESTConfig is the admin kubeconfig's client configuration.
+// RESTConfig is the admin kubeconfig's client configuration. Reads that meet a transient failure
+// are sent again (see retryReads).
 func (a Access) RESTConfig() (*rest.Config, error) {
 	if a.Kubeconfig == "" {
 		return nil, errors.New("no kubeconfig: the cluster's Kubernetes access is not known yet")
@@ -68,6 +69,8 @@ func (a Access) RESTConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
 	}
+
+	rc.Wrap(wrapRetryReads)
 
 	return rc, nil
 }
