@@ -26,7 +26,7 @@ func apiserverBlip(t *testing.T, failures int32) (Access, *atomic.Int32) {
 
 		if n.Add(1) <= failures {
 			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"InternalError","code":500,`+
+			_, _ = fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"InternalError","code":500,`+
 				`"message":"rpc error: code = Unknown desc = unexpected HTTP status code received from server: 200 (OK); malformed header: missing HTTP content-type"}`)
 
 			return
@@ -34,10 +34,10 @@ func apiserverBlip(t *testing.T, failures int32) (Access, *atomic.Int32) {
 
 		switch r.Method {
 		case http.MethodGet:
-			fmt.Fprint(w, `{"kind":"NodeList","apiVersion":"v1","items":[{"metadata":{"name":"cp-1"}}]}`)
+			_, _ = fmt.Fprint(w, `{"kind":"NodeList","apiVersion":"v1","items":[{"metadata":{"name":"cp-1"}}]}`)
 		default:
 			w.WriteHeader(http.StatusCreated)
-			fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"kube-system"}}`)
+			_, _ = fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"kube-system"}}`)
 		}
 	}))
 	t.Cleanup(srv.Close)
