@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/plan"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
@@ -84,6 +85,10 @@ type builder struct {
 	// guest agent's report with DHCP.
 	nodeIPs map[string]pulumi.StringOutput
 	vms     map[string]pulumi.Resource
+	secrets *machine.Secrets
+	// checked resolves once every node's configuration was generated and validated with the
+	// cluster's secrets and contract; the VMs wait for it.
+	checked pulumi.ResourceArrayOutput
 }
 
 func (b *builder) child(suffix string) string { return plan.ResourceName(b.name, suffix) }
@@ -100,6 +105,12 @@ func (b *builder) build() error {
 	if err != nil {
 		return err
 	}
+
+	if err := b.machineSecrets(); err != nil {
+		return err
+	}
+
+	b.checked = b.configCheck()
 
 	if err := b.virtualMachines(downloads); err != nil {
 		return err
@@ -133,14 +144,14 @@ func (b *builder) ips(nodes []spec.Node) pulumi.StringArrayOutput {
 }
 
 // nodePatch is the component's patch for a node, once the addresses it needs are known.
-func (b *builder) nodePatch(n spec.Node) pulumi.StringOutput {
+func (b *builder) nodePatch(n spec.Node, contract pulumi.StringOutput) pulumi.StringOutput {
 	c := b.cluster
 
-	return pulumi.All(b.nodeIPs[n.Name], b.ips(c.ControlPlanes()), b.endpointHost()).ApplyT(
+	return pulumi.All(b.nodeIPs[n.Name], b.ips(c.ControlPlanes()), b.endpointHost(), contract).ApplyT(
 		func(v []any) (string, error) {
 			return talosconfig.NodePatch(c, n, talosconfig.Addresses{
 				NodeIP: v[0].(string), ControlPlaneIPs: v[1].([]string), Endpoint: v[2].(string),
-			})
+			}, v[3].(string))
 		}).(pulumi.StringOutput)
 }
 

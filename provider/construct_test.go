@@ -258,41 +258,44 @@ func TestConstructHomelab(t *testing.T) {
 	})
 
 	t.Run("machine configurations", func(t *testing.T) {
-		for _, inv := range r.invokes {
-			if inv.Token != "talos:machine/getConfiguration:getConfiguration" {
-				continue
-			}
-
-			if inv.Args.Get("clusterEndpoint").AsString() != "https://10.0.0.10:6443" {
-				t.Errorf("clusterEndpoint = %s", inv.Args.Get("clusterEndpoint").AsString())
-			}
-
-			if inv.Args.Get("kubernetesVersion").AsString() != "v1.34.1" || inv.Args.Get("talosVersion").AsString() != "v1.11" {
-				t.Errorf("versions = %s / %s", inv.Args.Get("kubernetesVersion").AsString(), inv.Args.Get("talosVersion").AsString())
-			}
-		}
-
-		configs := nodeConfigs(r)
+		configs := nodeConfigs(t, r)
 		if len(configs) != 5 {
-			t.Fatalf("configurations for %d nodes, want 5: %v", len(configs), configs)
+			t.Fatalf("configurations for %d nodes, want 5", len(configs))
 		}
 
-		cp := configs["cp-2"]
-		if len(cp) != 3 || !strings.Contains(cp[1], "CiliumL2AnnouncementPolicy") || !strings.Contains(cp[2], "vm.max_map_count") {
-			t.Errorf("cp-2 patches = component, manifests, cluster-wide; got %q", cp)
+		for host, cfg := range configs {
+			if got := cfg.K8sClusterConfig().ClusterEndpoint().String(); got != "https://10.0.0.10:6443" {
+				t.Errorf("%s: cluster endpoint = %s", host, got)
+			}
+
+			if got := cfg.K8sKubeletConfig().Image(); !strings.HasSuffix(got, ":v1.34.1") {
+				t.Errorf("%s: kubelet image %s, want Kubernetes v1.34.1", host, got)
+			}
+
+			// Contract v1.11 (the cluster's Talos minor): one v1alpha1 document.
+			if n := len(cfg.Documents()); n != 1 {
+				t.Errorf("%s: %d documents; contract v1.11 has one", host, n)
+			}
+		}
+
+		sysctls := func(host string) map[string]string { return configs[host].Machine().Sysctls() }
+
+		if names, _ := manifestsOf(configs["cp-2"]); !slices.Contains(names, "l2-policy") || sysctls("cp-2")["vm.max_map_count"] == "" {
+			t.Errorf("cp-2 lacks the inline manifest or the cluster-wide patch: manifests %v, sysctls %v", names, sysctls("cp-2"))
 		}
 
 		w := configs["worker-1"]
-		if len(w) != 4 || !strings.Contains(w[1], "vm.max_map_count") || !strings.Contains(w[2], "max-pods") || !strings.Contains(w[3], "somaxconn") {
-			t.Errorf("worker-1 patches = component, cluster-wide, role, node; got %q", w)
+		if sysctls("worker-1")["vm.max_map_count"] == "" || sysctls("worker-1")["net.core.somaxconn"] == "" ||
+			w.K8sKubeletConfig().ExtraArgs()["max-pods"] == nil {
+			t.Errorf("worker-1 lacks the cluster-wide, role or node patch")
 		}
 
-		if strings.Contains(strings.Join(w, ""), "inlineManifests") {
+		if names, _ := manifestsOf(w); len(names) > 0 {
 			t.Error("inline manifests on a worker")
 		}
 
-		if !strings.Contains(w[0], "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_data-3e793e00") || !strings.Contains(w[0], "rshared") {
-			t.Errorf("worker-1 data disk mount missing: %s", w[0])
+		if d := w.Machine().Disks(); len(d) != 1 || d[0].Device() != "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_data-3e793e00" {
+			t.Errorf("worker-1 data disk missing: %v", d)
 		}
 	})
 

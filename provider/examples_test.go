@@ -219,8 +219,9 @@ func TestYAMLExampleConstructs(t *testing.T) {
 		t.Errorf("%d downloads, want 3 (three hosts)", n)
 	}
 
-	for host, patches := range nodeConfigs(r) {
-		hasCilium := strings.Contains(strings.Join(patches, "\n"), "name: helm-cilium")
+	for host, cfg := range nodeConfigs(t, r) {
+		names, _ := manifestsOf(cfg)
+		hasCilium := slices.Contains(names, "helm-cilium")
 		if hasCilium != strings.HasPrefix(host, "cp-") {
 			t.Errorf("%s: carries helm-cilium = %v", host, hasCilium)
 		}

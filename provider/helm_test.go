@@ -2,41 +2,54 @@ package provider
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
-	"go.yaml.in/yaml/v4"
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender/helmtest"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
-// nodeConfigs returns each node's configuration patches, by hostname, from the recorded
-// getConfiguration invokes.
-func nodeConfigs(r *recorder) map[string][]string {
-	configs := map[string][]string{}
+// nodeConfigs returns each node's machine configuration, generated in-process by the component
+// (Talos' generation, the component's patches, the user's), by hostname, from the configuration
+// applies it registered.
+func nodeConfigs(t *testing.T, r *recorder) map[string]config.Provider {
+	t.Helper()
 
-	for _, inv := range r.invokes {
-		if inv.Token != "talos:machine/getConfiguration:getConfiguration" {
-			continue
+	configs := map[string]config.Provider{}
+
+	for _, reg := range r.ofType("talos:machine/configurationApply:ConfigurationApply") {
+		text := reg.Inputs.Get("machineConfigurationInput").AsString()
+
+		cfg, err := configloader.NewFromBytes([]byte(text))
+		if err != nil {
+			t.Fatalf("%s: the configuration does not load: %v", reg.Name, err)
 		}
 
-		var patches []string
-		for _, v := range inv.Args.Get("configPatches").AsArray().All {
-			patches = append(patches, v.AsString())
-		}
-
-		host := ""
-		if i := strings.Index(patches[0], "hostname: "); i >= 0 {
-			host = strings.Fields(patches[0][i+len("hostname: "):])[0]
-		}
-
-		configs[host] = patches
+		configs[cfg.NetworkHostnameConfig().Hostname()] = cfg
 	}
 
 	return configs
+}
+
+// manifestsOf are the names and contents of a configuration's inline manifests, in order.
+func manifestsOf(cfg config.Provider) (names, contents []string) {
+	for _, m := range cfg.K8sInlineManifestConfigs() {
+		names = append(names, m.Name())
+		contents = append(contents, m.Contents())
+	}
+
+	return names, contents
+}
+
+// ciliumReady reports whether a configuration leaves the CNI to Cilium: no flannel, no kube-proxy.
+func ciliumReady(cfg config.Provider) bool {
+	return cfg.K8sFlannelCNIConfig() == nil && !cfg.K8sProxyConfig().Enabled()
 }
 
 // TestConstructWithCiliumAndCharts renders Cilium from a chart repository and a second release
@@ -84,60 +97,42 @@ func TestConstructWithCiliumAndCharts(t *testing.T) {
 		t.Errorf("helmReleases.cilium-copy.namespace = %q", ns)
 	}
 
-	configs := nodeConfigs(r)
+	configs := nodeConfigs(t, r)
 	if len(configs) != 5 {
 		t.Fatalf("configurations for %d nodes", len(configs))
 	}
 
-	var first string
+	var first []string
 
 	for _, host := range []string{"cp-1", "cp-2", "cp-3"} {
-		patches := configs[host]
-
-		var doc struct {
-			Cluster struct {
-				InlineManifests []struct{ Name, Contents string } `yaml:"inlineManifests"`
-			}
-		}
-
-		if err := yaml.Unmarshal([]byte(patches[1]), &doc); err != nil {
-			t.Fatal(err)
-		}
-
-		var names []string
-		for _, m := range doc.Cluster.InlineManifests {
-			names = append(names, m.Name)
-		}
+		names, contents := manifestsOf(configs[host])
 
 		if strings.Join(names, ",") != "helm-cilium,helm-cilium-copy,l2-policy" {
 			t.Errorf("%s inline manifests = %v, want the Helm releases first, then the user's", host, names)
 		}
 
-		if first == "" {
-			first = patches[1]
+		if first == nil {
+			first = contents
 
-			cil := doc.Cluster.InlineManifests[0].Contents
-			if !strings.Contains(cil, "name: hubble-relay") || !strings.Contains(cil, "value: \"7445\"") {
+			if cil := contents[0]; !strings.Contains(cil, "name: hubble-relay") || !strings.Contains(cil, "value: \"7445\"") {
 				t.Error("helm-cilium lacks the user's value (hubble.relay) or the Talos preset (KubePrism port)")
 			}
 
-			cp := doc.Cluster.InlineManifests[1].Contents
-			if !strings.HasPrefix(cp, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: networking\n") {
+			if cp := contents[1]; !strings.HasPrefix(cp, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: networking\n") {
 				t.Errorf("helm-cilium-copy does not create its namespace first:\n%.200s", cp)
 			}
-		} else if patches[1] != first {
+		} else if !slices.Equal(contents, first) {
 			t.Errorf("%s carries different manifests than cp-1", host)
 		}
 	}
 
-	for host, patches := range configs {
-		all := strings.Join(patches, "\n")
-		if strings.HasPrefix(host, "worker") && strings.Contains(all, "inlineManifests") {
-			t.Errorf("%s (a worker) carries inline manifests", host)
+	for host, cfg := range configs {
+		if names, _ := manifestsOf(cfg); strings.HasPrefix(host, "worker") && len(names) > 0 {
+			t.Errorf("%s (a worker) carries inline manifests %v", host, names)
 		}
 
-		if !strings.Contains(patches[0], "cni:\n      name: none") || !strings.Contains(patches[0], "proxy:\n    disabled: true") {
-			t.Errorf("%s: CNI is not none or kube-proxy is not disabled:\n%s", host, patches[0])
+		if !ciliumReady(cfg) {
+			t.Errorf("%s: flannel or kube-proxy is still enabled", host)
 		}
 	}
 
@@ -151,7 +146,7 @@ func TestConstructWithCiliumAndCharts(t *testing.T) {
 		t.Fatalf("second construct with the chart servers stopped: %v", err)
 	}
 
-	if got := nodeConfigs(again)["cp-2"][1]; got != first {
+	if _, got := manifestsOf(nodeConfigs(t, again)["cp-2"]); !slices.Equal(got, first) {
 		t.Error("the second construct rendered different manifests")
 	}
 }
@@ -212,7 +207,9 @@ func TestEmptyCiliumUsesTheDefaultsFromTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if cp := nodeConfigs(r)["cp-1"]; len(cp) < 2 || !strings.Contains(cp[1], "name: helm-cilium") || !strings.Contains(cp[0], "cni:\n      name: none") {
-		t.Errorf("cilium: {} did not install Cilium: %q", cp)
+	if cp := nodeConfigs(t, r)["cp-1"]; !ciliumReady(cp) {
+		t.Error("cilium: {} left flannel or kube-proxy on")
+	} else if names, _ := manifestsOf(cp); !slices.Contains(names, "helm-cilium") {
+		t.Errorf("cilium: {} did not install Cilium: manifests %v", names)
 	}
 }

@@ -6,12 +6,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/blang/semver"
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/integration"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/machineconfig"
 )
 
 // registration is one child resource the component registered with the (mock) engine.
@@ -89,10 +94,7 @@ func (r *recorder) newResource(args integration.MockResourceArgs) (string, prope
 			property.New([]property.Value{property.New(fmt.Sprintf("192.168.50.%d", 10+r.nextVM))}),
 		}))
 	case "talos:machine/secrets:Secrets":
-		out = out.Set("machineSecrets", mustProperty(`{"certs":{"etcd":{"cert":"c","key":"k"},"k8s":{"cert":"c","key":"k"},
-			"k8sAggregator":{"cert":"c","key":"k"},"k8sServiceaccount":{"key":"k"},"os":{"cert":"c","key":"k"}},
-			"cluster":{"id":"i","secret":"s"},"secrets":{"bootstrapToken":"b","secretboxEncryptionSecret":"e"},
-			"trustdinfo":{"token":"t"}}`))
+		out = out.Set("machineSecrets", mockMachineSecrets())
 		out = out.Set("clientConfiguration", mustProperty(`{"caCertificate":"ca","clientCertificate":"crt","clientKey":"key"}`))
 	case "talos:cluster/kubeconfig:Kubeconfig":
 		out = out.Set("kubeconfigRaw", property.New("apiVersion: v1\nkind: Config\n"))
@@ -211,3 +213,29 @@ func constructIn(tb testing.TB, r *recorder, name string, inputs property.Map) (
 		Inputs: inputs,
 	})
 }
+
+// mockMachineSecrets is a real secrets bundle in the talos provider's form (made once per test
+// binary: it takes a second or two), so the component generates real configurations from it.
+var mockMachineSecrets = sync.OnceValue(func() property.Value {
+	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Unix(1_700_000_000, 0)), config.TalosVersion1_11)
+	if err != nil {
+		panic(err)
+	}
+
+	s := machineconfig.SecretsFrom(b)
+	ck := func(name string) property.Value {
+		return property.New(map[string]property.Value{"cert": property.New(s.Certs[name].Cert), "key": property.New(s.Certs[name].Key)})
+	}
+
+	return property.New(map[string]property.Value{
+		"certs": property.New(map[string]property.Value{
+			"etcd": ck("etcd"), "k8s": ck("k8s"), "k8sAggregator": ck("k8sAggregator"), "os": ck("os"),
+			"k8sServiceaccount": property.New(map[string]property.Value{"key": property.New(s.ServiceAccountKey)}),
+		}),
+		"cluster": property.New(map[string]property.Value{"id": property.New(s.ClusterID), "secret": property.New(s.ClusterSecret)}),
+		"secrets": property.New(map[string]property.Value{
+			"bootstrapToken": property.New(s.BootstrapToken), "secretboxEncryptionSecret": property.New(s.SecretboxEncryptionSecret),
+		}),
+		"trustdinfo": property.New(map[string]property.Value{"token": property.New(s.TrustdToken)}),
+	})
+})

@@ -15,17 +15,7 @@ import (
 func (b *builder) talos() error {
 	c := b.cluster
 
-	secrets, err := machine.NewSecrets(b.ctx, b.child("secrets"), &machine.SecretsArgs{
-		TalosVersion: pulumi.String(c.TalosContract),
-	}, b.parent(),
-		pulumi.AdditionalSecretOutputs([]string{"machineSecrets", "clientConfiguration"}),
-		// The secrets are the cluster's PKI: regenerating them (the upstream resource would on
-		// a talosVersion change) breaks every node. They are created once and kept.
-		pulumi.IgnoreChanges([]string{"talosVersion"}),
-	)
-	if err != nil {
-		return errorf("registering the machine secrets: %w", err)
-	}
+	secrets := b.secrets
 
 	endpointURL := b.endpointHost().ApplyT(talosconfig.ClusterEndpoint).(pulumi.StringOutput)
 	manifests := b.manifestsPatch()
@@ -37,7 +27,7 @@ func (b *builder) talos() error {
 	configOf := map[string]pulumi.StringOutput{}
 
 	for _, n := range c.Nodes {
-		cfg := b.machineConfiguration(n, secrets, endpointURL, manifests)
+		cfg := b.machineConfiguration(n, b.nodePatch(n, secrets.TalosVersion), endpointURL, manifests)
 		ip := b.nodeIPs[n.Name]
 
 		apply, err := machine.NewConfigurationApply(b.ctx, b.child(n.Name+"-config"), &machine.ConfigurationApplyArgs{
@@ -129,74 +119,6 @@ func (b *builder) talos() error {
 		kubeconfig:  pulumi.ToSecret(kubeconfig.KubeconfigRaw).(pulumi.StringOutput),
 		talosconfig: pulumi.ToSecret(talosconfig.TalosConfig()).(pulumi.StringOutput),
 	})
-}
-
-// machineConfiguration generates a node's configuration: Talos' own generation, then the
-// component's patches, then the user's (cluster-wide, role, node). It is a secret: it holds
-// the cluster's keys.
-func (b *builder) machineConfiguration(n spec.Node, secrets *machine.Secrets, endpointURL pulumi.StringOutput,
-	manifests pulumi.StringOutput,
-) pulumi.StringOutput {
-	c := b.cluster
-
-	patches := pulumi.StringArray{b.nodePatch(n)}
-	if n.Role == spec.RoleControlPlane {
-		patches = append(patches, manifests)
-	}
-
-	user := []pulumi.StringArrayInput{b.pass.ConfigPatches}
-	if n.Role == spec.RoleControlPlane {
-		user = append(user, b.pass.ControlPlaneConfigPatches)
-	} else {
-		user = append(user, b.pass.WorkerConfigPatches)
-	}
-
-	user = append(user, b.pass.NodeConfigPatches[n.Name])
-
-	all := patches.ToStringArrayOutput()
-	for _, u := range user {
-		if u == nil {
-			continue
-		}
-
-		all = pulumi.All(all, u).ApplyT(func(v []any) []string {
-			return append(append([]string{}, v[0].([]string)...), v[1].([]string)...)
-		}).(pulumi.StringArrayOutput)
-	}
-
-	// An empty manifests patch (no inline or extra manifests) is dropped.
-	all = all.ApplyT(func(ps []string) []string {
-		out := ps[:0:0]
-		for _, p := range ps {
-			if p != "" {
-				out = append(out, p)
-			}
-		}
-
-		return out
-	}).(pulumi.StringArrayOutput)
-
-	machineType := "worker"
-	if n.Role == spec.RoleControlPlane {
-		machineType = "controlplane"
-	}
-
-	cfg := machine.GetConfigurationOutput(b.ctx, machine.GetConfigurationOutputArgs{
-		ClusterName:       pulumi.String(c.Name),
-		ClusterEndpoint:   endpointURL,
-		MachineType:       pulumi.String(machineType),
-		MachineSecrets:    secrets.MachineSecrets,
-		ConfigPatches:     all,
-		KubernetesVersion: pulumi.String(c.KubernetesVersion),
-		// The contract the cluster was created with (the secrets keep it: they ignore later
-		// talosVersion changes), so an OS upgrade never switches the configuration's format
-		// (siderolabs/terraform-provider-talos#401).
-		TalosVersion: secrets.TalosVersion,
-		Docs:         pulumi.Bool(false),
-		Examples:     pulumi.Bool(false),
-	}, b.parent())
-
-	return pulumi.ToSecret(cfg.MachineConfiguration()).(pulumi.StringOutput)
 }
 
 // manifestsPatch is the control plane patch with the rendered Helm releases, then the inline

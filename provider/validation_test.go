@@ -48,7 +48,13 @@ func (m *mockMonitor) NewResource(args pulumi.MockResourceArgs) (string, resourc
 	}
 	m.mu.Unlock()
 
-	return args.Name + "-id", args.Inputs, nil
+	out := args.Inputs.Copy()
+	if args.TypeToken == "talos:machine/secrets:Secrets" {
+		// Real secrets: the component generates real configurations from them.
+		out["machineSecrets"] = resource.ToResourcePropertyValue(mockMachineSecrets())
+	}
+
+	return args.Name + "-id", out, nil
 }
 
 func (m *mockMonitor) Call(pulumi.MockCallArgs) (resource.PropertyMap, error) {
@@ -92,9 +98,9 @@ var badInputs = []struct {
 	{"no cluster name", func(a *TalosProxmoxClusterArgs) { a.ClusterName = "" }, "clusterName:", "required"},
 	{"cluster name not a DNS label", func(a *TalosProxmoxClusterArgs) { a.ClusterName = "Home_Lab" }, "clusterName:", "DNS label"},
 	{"cluster name too long", func(a *TalosProxmoxClusterArgs) { a.ClusterName = strings.Repeat("a", 64) }, "clusterName:", "63"},
-	{"no talos version", func(a *TalosProxmoxClusterArgs) { a.TalosVersion = "" }, "talosVersion:", "v1.10.0 to v1.11.x"},
+	{"no talos version", func(a *TalosProxmoxClusterArgs) { a.TalosVersion = "" }, "talosVersion:", "v1.10.0 to v1.14.x"},
 	{"talos version malformed", func(a *TalosProxmoxClusterArgs) { a.TalosVersion = "1.11" }, "talosVersion:", "v1.11.5"},
-	{"talos version too new", func(a *TalosProxmoxClusterArgs) { a.TalosVersion = "v1.12.0" }, "talosVersion:", "v1.10.0 to v1.11.x"},
+	{"talos version too new", func(a *TalosProxmoxClusterArgs) { a.TalosVersion = "v1.15.0" }, "talosVersion:", "v1.10.0 to v1.14.x"},
 	{"talos version too old", func(a *TalosProxmoxClusterArgs) { a.TalosVersion = "v1.9.5" }, "talosVersion:", "supported"},
 	{"kubernetes version malformed", func(a *TalosProxmoxClusterArgs) { a.KubernetesVersion = "latest" }, "kubernetesVersion:", "v1.34.1"},
 	{"kubernetes version unsupported", func(a *TalosProxmoxClusterArgs) { a.KubernetesVersion = "v1.36.0" }, "kubernetesVersion:", "v1.29 to v1.34"},

@@ -27,6 +27,8 @@ func (b *builder) virtualMachines(files []*download.File) error {
 			// old one must go first.
 			pulumi.DeleteBeforeReplace(true),
 			pulumi.IgnoreChanges(vmIgnoredPaths(len(p.Disks))),
+			// No VM before every node's configuration is known to be valid (config.go).
+			pulumi.DependsOnInputs(b.checked),
 		)
 		if err != nil {
 			return errorf("registering the VM of node %s: %w", p.Node.Name, err)

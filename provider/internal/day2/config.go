@@ -55,6 +55,7 @@ func planOf(resp *machineapi.ApplyConfigurationResponse) ConfigPlan {
 	var plan ConfigPlan
 
 	for _, m := range resp.GetMessages() {
+		//nolint:staticcheck // nodes before Talos v1.14 still answer REBOOT for a change that needs one
 		plan.Reboot = plan.Reboot || m.GetMode() == machineapi.ApplyConfigurationRequest_REBOOT
 		plan.Details = strings.TrimSpace(plan.Details + "\n" + m.GetModeDetails())
 	}

@@ -47,13 +47,18 @@ type KubernetesUpgradeResult struct {
 	Updated []string
 }
 
-// component is one control-plane static pod: where its image is in the v1alpha1 config.
+// component is one control-plane static pod: where its image is in the v1alpha1 config. The
+// configuration contracts the component writes (up to v1.13) keep the images there; Talos
+// deprecates those fields for the Kube* documents of contract v1.14.
+//
+//nolint:staticcheck // see above: the fields of the contracts the component writes
 type component struct {
 	name     string
 	fallback string
 	image    func(*v1alpha1.Config) *string
 }
 
+//nolint:staticcheck // the image fields of contracts up to v1.13 (see component)
 var controlPlaneComponents = []component{
 	{"kube-apiserver", constants.KubernetesAPIServerImage, func(c *v1alpha1.Config) *string {
 		if c.ClusterConfig.APIServerConfig == nil {
@@ -78,6 +83,7 @@ var controlPlaneComponents = []component{
 	}},
 }
 
+//nolint:staticcheck // as controlPlaneComponents
 var proxyComponent = component{"kube-proxy", constants.KubeProxyImage, func(c *v1alpha1.Config) *string {
 	if c.ClusterConfig.ProxyConfig == nil {
 		c.ClusterConfig.ProxyConfig = &v1alpha1.ProxyConfig{}
@@ -86,6 +92,7 @@ var proxyComponent = component{"kube-proxy", constants.KubeProxyImage, func(c *v
 	return &c.ClusterConfig.ProxyConfig.ContainerImage
 }}
 
+//nolint:staticcheck // as controlPlaneComponents
 var kubeletComponent = component{"kubelet", constants.KubeletImage, func(c *v1alpha1.Config) *string {
 	if c.MachineConfig.MachineKubelet == nil {
 		c.MachineConfig.MachineKubelet = &v1alpha1.KubeletConfig{}

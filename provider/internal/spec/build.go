@@ -44,6 +44,7 @@ func buildCluster(p *problems, in Input, c *Cluster) {
 	if ok {
 		c.TalosVersion = "v" + strings.TrimPrefix(in.TalosVersion, "v")
 		c.TalosContract = minor
+		c.ConfigContract = contractFor(minor)
 	}
 
 	// The Kubernetes version's form is checked whatever the Talos version; its range only
@@ -76,7 +77,7 @@ func talosMinorOf(p *problems, v string) (string, bool) {
 
 	minor := "v" + m[1] + "." + m[2]
 	if _, ok := SupportedTalos[minor]; !ok {
-		p.errorf("talosVersion", "%s is not supported; use %s (the versions whose machine configuration the pinned talos provider v0.7.1 generates and this component's patches are tested against)", v, SupportedTalosRange)
+		p.errorf("talosVersion", "%s is not supported; use %s (the Talos minors whose configuration the component generates and tests)", v, SupportedTalosRange)
 		return "", false
 	}
 

@@ -187,7 +187,7 @@ func FuzzBuild(f *testing.F) {
 func TestKubernetesVersionFormWithoutTalosVersion(t *testing.T) {
 	t.Parallel()
 
-	for _, talos := range []string{"", "v1.12.0", "1.11"} {
+	for _, talos := range []string{"", "v1.15.0", "1.11"} {
 		in := base()
 		in.TalosVersion = talos
 		in.KubernetesVersion = "latest"

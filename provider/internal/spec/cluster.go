@@ -26,9 +26,12 @@ const (
 
 // Cluster is a validated cluster with every default applied.
 type Cluster struct {
-	Name              string
-	TalosVersion      string // e.g. v1.11.5
-	TalosContract     string // e.g. v1.11
+	Name          string
+	TalosVersion  string // e.g. v1.11.5
+	TalosContract string // e.g. v1.11
+	// ConfigContract is the configuration contract a cluster created now gets (the Talos minor,
+	// at most NewestContract). A running cluster keeps the one it was created with.
+	ConfigContract    string
 	KubernetesVersion string // e.g. v1.34.1
 	// Endpoint is the host of https://<endpoint>:6443. Empty means "the first control plane's
 	// address", which in DHCP mode is only known once its VM reports it.

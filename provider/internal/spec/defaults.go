@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/imagefactory"
@@ -57,16 +58,46 @@ type talosMinor struct {
 	OldestKubernetesMinor, NewestKubernetesMinor int
 }
 
-// SupportedTalos lists the Talos minors whose single-document (v1alpha1) machine configuration
-// the pinned talos provider (v0.7.1) generates and our patches target. Talos v1.12 moved to
-// multi-document configuration and is not supported until the patches are proven under it.
+// SupportedTalos lists the Talos minors the component installs and upgrades, with the Kubernetes
+// releases each runs (machinery's `compatibility` table; TestSupportedTalosMatchesMachinery checks
+// this table against it).
 var SupportedTalos = map[string]talosMinor{
 	"v1.10": {DefaultKubernetes: "v1.33.5", OldestKubernetesMinor: 28, NewestKubernetesMinor: 33},
 	"v1.11": {DefaultKubernetes: "v1.34.1", OldestKubernetesMinor: 29, NewestKubernetesMinor: 34},
+	"v1.12": {DefaultKubernetes: "v1.35.0", OldestKubernetesMinor: 30, NewestKubernetesMinor: 35},
+	"v1.13": {DefaultKubernetes: "v1.36.3", OldestKubernetesMinor: 31, NewestKubernetesMinor: 36},
+	"v1.14": {DefaultKubernetes: "v1.37.0", OldestKubernetesMinor: 32, NewestKubernetesMinor: 37},
 }
 
 // SupportedTalosRange is the human-readable supported range.
-const SupportedTalosRange = "v1.10.0 to v1.11.x"
+const SupportedTalosRange = "v1.10.0 to v1.14.x"
+
+// NewestContract is the newest configuration contract the component writes. Up to v1.11 the
+// configuration is one v1alpha1 document; v1.12 and v1.13 move the network, time and data
+// disks to their own documents. Contract v1.14 moves Kubernetes itself into ~17 `Kube*`
+// documents, which the component's patches and its Kubernetes upgrade do not write yet: a
+// cluster created on Talos v1.14 keeps contract v1.13, which Talos v1.14 runs unchanged (Talos
+// accepts every older contract).
+const NewestContract = "v1.13"
+
+// contractFor is the configuration contract a cluster created on a Talos minor gets.
+func contractFor(talosMinor string) string {
+	if minorNumber(talosMinor) > minorNumber(NewestContract) {
+		return NewestContract
+	}
+
+	return talosMinor
+}
+
+// minorNumber is 12 for "v1.12" (0 when malformed).
+func minorNumber(minor string) int {
+	var major, n int
+	if _, err := fmt.Sscanf(minor, "v%d.%d", &major, &n); err != nil || major != 1 {
+		return 0
+	}
+
+	return n
+}
 
 func firstInt(vals ...any) int {
 	for _, v := range vals {

@@ -1,7 +1,8 @@
 // Package talosconfig generates the Talos machine configuration patches the component applies
 // to every node: network, VIP, hostname, NTP, installer, labels, data disk mounts, certificate
-// SANs and, on control planes, bootstrap manifests. The patches target the single-document
-// v1alpha1 configuration of Talos v1.10 and v1.11. It imports no Pulumi package.
+// SANs and, on control planes, bootstrap manifests. Up to configuration contract v1.11 the
+// patches target the single v1alpha1 document; from v1.12 the network, time and data disks move
+// to their own documents (documents.go). It imports no Pulumi package.
 package talosconfig
 
 import (
@@ -56,8 +57,13 @@ func CertSANs(c *spec.Cluster, a Addresses) []string {
 	return sans
 }
 
-// NodePatch is the component's patch for one node, as YAML.
-func NodePatch(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
+// NodePatch is the component's patch for one node, as YAML, for a configuration contract (the
+// Talos minor the cluster was created with): up to v1.11 one v1alpha1 document; from v1.12 the
+// v1alpha1 part without the deprecated network, time and disk fields, followed by the documents
+// that replace them.
+func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (string, error) {
+	multi := MultiDocument(contract)
+
 	sans := CertSANs(c, a)
 
 	iface := map[string]any{}
@@ -121,20 +127,32 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 			continue
 		}
 
-		disks = append(disks, map[string]any{
-			"device":     DataDiskDevice(d.Serial),
-			"partitions": []any{map[string]any{"mountpoint": d.MountPath}},
-		})
+		source := d.MountPath
+		if multi {
+			// A UserVolumeConfig document formats and mounts the disk under /var/mnt.
+			if source = VolumeMountPoint(d.MountPath); source == d.MountPath {
+				continue
+			}
+		} else {
+			disks = append(disks, map[string]any{
+				"device":     DataDiskDevice(d.Serial),
+				"partitions": []any{map[string]any{"mountpoint": d.MountPath}},
+			})
+		}
+
 		mounts = append(mounts, map[string]any{
 			"destination": d.MountPath,
 			"type":        "bind",
-			"source":      d.MountPath,
+			"source":      source,
 			"options":     []string{"bind", "rshared", "rw"},
 		})
 	}
 
 	if len(disks) > 0 {
 		machine["disks"] = disks
+	}
+
+	if len(mounts) > 0 {
 		kubelet["extraMounts"] = mounts
 	}
 
@@ -165,7 +183,24 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 		}
 	}
 
-	return marshal(map[string]any{"machine": machine, "cluster": cluster})
+	if !multi {
+		return marshal(map[string]any{"machine": machine, "cluster": cluster})
+	}
+
+	delete(machine, "network")
+	delete(machine, "time")
+
+	parts := []string{}
+	for _, d := range append([]map[string]any{{"machine": machine, "cluster": cluster}}, documents(c, n, a)...) {
+		y, err := marshal(d)
+		if err != nil {
+			return "", err
+		}
+
+		parts = append(parts, y)
+	}
+
+	return strings.Join(parts, "---\n"), nil
 }
 
 // nodeSubnet is the static node subnet, which keeps the kubelet and etcd off the VIP and off

@@ -85,7 +85,7 @@ type talosProxmoxClusterArgs struct {
 	Image *Image `pulumi:"image"`
 	// Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Later changes reach the cluster through the manifest sync (see `manifestSync`).
 	InlineManifests []InlineManifest `pulumi:"inlineManifests"`
-	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
+	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11, v1.35.0 for Talos v1.12, v1.36.3 for Talos v1.13, v1.37.0 for Talos v1.14). Changing it (one minor at a time) upgrades the running cluster in place after any OS upgrade: Kubernetes' own pre-checks, then kube-apiserver, controller-manager and scheduler on each control plane in turn, kube-proxy, then every kubelet (see docs/operations.md).
 	KubernetesVersion *string `pulumi:"kubernetesVersion"`
 	// How changes to Cilium, `helmCharts`, `inlineManifests` and `extraManifests` reach the running cluster (Talos itself applies them only at bootstrap).
 	ManifestSync *ManifestSync `pulumi:"manifestSync"`
@@ -97,7 +97,7 @@ type talosProxmoxClusterArgs struct {
 	Nodes map[string]Node `pulumi:"nodes"`
 	// Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
 	ProxmoxClusterName *string `pulumi:"proxmoxClusterName"`
-	// Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.11.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
+	// Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
 	TalosVersion string `pulumi:"talosVersion"`
 	// How running nodes are upgraded when `talosVersion` or the schematic changes.
 	Upgrade *Upgrade `pulumi:"upgrade"`
@@ -131,7 +131,7 @@ type TalosProxmoxClusterArgs struct {
 	Image *ImageArgs
 	// Kubernetes manifests embedded in the control plane configuration and applied by Talos when the cluster bootstraps (e.g. a CiliumLoadBalancerIPPool). Later changes reach the cluster through the manifest sync (see `manifestSync`).
 	InlineManifests []InlineManifestArgs
-	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11). Changing it re-applies every node's configuration at once with the new component images: no pre-checks and no node-by-node rollout yet; the health gate then waits for the cluster (see docs/operations.md).
+	// Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11, v1.35.0 for Talos v1.12, v1.36.3 for Talos v1.13, v1.37.0 for Talos v1.14). Changing it (one minor at a time) upgrades the running cluster in place after any OS upgrade: Kubernetes' own pre-checks, then kube-apiserver, controller-manager and scheduler on each control plane in turn, kube-proxy, then every kubelet (see docs/operations.md).
 	KubernetesVersion *string
 	// How changes to Cilium, `helmCharts`, `inlineManifests` and `extraManifests` reach the running cluster (Talos itself applies them only at bootstrap).
 	ManifestSync *ManifestSyncArgs
@@ -143,7 +143,7 @@ type TalosProxmoxClusterArgs struct {
 	Nodes map[string]NodeArgs
 	// Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
 	ProxmoxClusterName *string
-	// Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.11.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
+	// Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
 	TalosVersion string
 	// How running nodes are upgraded when `talosVersion` or the schematic changes.
 	Upgrade *UpgradeArgs

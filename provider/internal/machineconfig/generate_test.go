@@ -1,0 +1,141 @@
+package machineconfig
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+)
+
+var testSecrets = sync.OnceValue(func() Secrets {
+	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Unix(1_700_000_000, 0)), config.TalosVersion1_11)
+	if err != nil {
+		panic(err)
+	}
+
+	return SecretsFrom(b)
+})
+
+func request(contract string, patches ...Patch) Request {
+	return Request{
+		ClusterName: "lab", Endpoint: "https://10.0.0.10:6443", KubernetesVersion: "v1.34.1",
+		Contract: contract, ControlPlane: true, Secrets: testSecrets(), Patches: patches,
+	}
+}
+
+const hostnamePatch = "apiVersion: v1alpha1\nkind: HostnameConfig\nauto: \"off\"\nhostname: cp-1\n"
+
+func TestGenerateIsStableAndSecretsRoundTrip(t *testing.T) {
+	t.Parallel()
+
+	for _, contract := range []string{"v1.10", "v1.11", "v1.12", "v1.13", "v1.14"} {
+		a, err := Generate(request(contract))
+		if err != nil {
+			t.Fatalf("contract %s: %v", contract, err)
+		}
+
+		b, _ := Generate(request(contract))
+		if a != b {
+			t.Errorf("contract %s: two generations differ", contract)
+		}
+
+		cfg, err := configloader.NewFromBytes([]byte(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if got, want := cfg.DiscoveryIdentityConfig().ClusterID(), testSecrets().ClusterID; got != want {
+			t.Errorf("contract %s: cluster id %q, want the secrets' %q", contract, got, want)
+		}
+
+		docs := len(cfg.Documents())
+		if multi := docs > 1; multi != (contract >= "v1.12") {
+			t.Errorf("contract %s: %d documents", contract, docs)
+		}
+	}
+}
+
+func TestLaterPatchesWin(t *testing.T) {
+	t.Parallel()
+
+	out, err := Generate(request("v1.13",
+		Patch{From: "configPatches[0]", Text: "machine:\n  sysctls:\n    a: \"1\"\n    b: \"1\"\n"},
+		Patch{From: "nodes.cp-1.configPatches[0]", Text: "machine:\n  sysctls:\n    b: \"2\"\n"},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cfg, _ := configloader.NewFromBytes([]byte(out))
+	if s := cfg.Machine().Sysctls(); s["a"] != "1" || s["b"] != "2" {
+		t.Errorf("sysctls = %v, want a=1 from the cluster patch and b=2 from the node's", s)
+	}
+}
+
+func TestPatchErrorsNameThePatch(t *testing.T) {
+	t.Parallel()
+
+	json6902 := `[{"op": "add", "path": "/machine/sysctls", "value": {"a": "1"}}]`
+
+	// One document up to v1.11: JSON patches apply.
+	if _, err := Generate(request("v1.11", Patch{From: "configPatches[0]", Text: json6902})); err != nil {
+		t.Errorf("a JSON patch on contract v1.11: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name, contract string
+		patches        []Patch
+		want           []string
+	}{
+		{"JSON patch on several documents", "v1.12", []Patch{{From: "configPatches[2]", Text: json6902}},
+			[]string{"configPatches[2]", "JSON6902", "strategic merge"}},
+		{"hostname beside HostnameConfig", "v1.13", []Patch{
+			{From: "the component's patch for node cp-1", Text: hostnamePatch},
+			{From: "nodes.cp-1.configPatches[0]", Text: "machine:\n  network:\n    hostname: other\n"},
+		}, []string{"static hostname is already set", "HostnameConfig", "machine.network.hostname"}},
+		{"not a patch", "v1.13", []Patch{{From: "workerConfigPatches[1]", Text: "machine: [\n"}},
+			[]string{"workerConfigPatches[1]"}},
+	} {
+		_, err := Generate(request(tc.contract, tc.patches...))
+		if err == nil {
+			t.Errorf("%s: accepted", tc.name)
+			continue
+		}
+
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not say %q", tc.name, err, w)
+			}
+		}
+	}
+}
+
+func TestIncompleteSecrets(t *testing.T) {
+	t.Parallel()
+
+	s := testSecrets()
+	s.Certs = map[string]CertAndKey{"etcd": s.Certs["etcd"]}
+
+	r := request("v1.13")
+	r.Secrets = s
+
+	if _, err := Generate(r); err == nil || !strings.Contains(err.Error(), "machine secrets") {
+		t.Errorf("secrets without most certificates: %v", err)
+	}
+}
+
+// BenchmarkGenerate is one node's configuration (contract v1.13, a node patch): what every
+// preview pays per node.
+func BenchmarkGenerate(b *testing.B) {
+	r := request("v1.13", Patch{From: "node", Text: hostnamePatch})
+
+	for b.Loop() {
+		if _, err := Generate(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

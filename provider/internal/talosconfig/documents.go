@@ -1,0 +1,111 @@
+package talosconfig
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+)
+
+// linkAlias is the name the component gives the node's network link. Talos names links after
+// the kernel (ens18, enp6s18…), which depends on the VM's PCI layout; an alias selected by MAC
+// address (or, without a fixed MAC, the VM's only virtio link) does not.
+const linkAlias = "net0"
+
+// MultiDocument reports whether a configuration contract (a Talos minor, "v1.12") configures
+// the network through its own documents (HostnameConfig, LinkConfig, Layer2VIPConfig…) rather
+// than `.machine.network`, deprecated from Talos v1.12.
+func MultiDocument(contract string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(contract, "v"), "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+
+	return major > 1 || minor >= 12
+}
+
+// documents are the network, time and volume documents of contract v1.12 and later, replacing
+// `.machine.network`, `.machine.time` and `.machine.disks`.
+func documents(c *spec.Cluster, n spec.Node, a Addresses) []map[string]any {
+	doc := func(kind string, fields map[string]any) map[string]any {
+		fields["apiVersion"], fields["kind"] = "v1alpha1", kind
+
+		return fields
+	}
+
+	// Without a fixed MAC: the VM's one NIC, which the component always makes a virtio one.
+	match := `link.driver == "virtio_net"`
+	if n.MACAddress != "" {
+		match = fmt.Sprintf("mac(link.permanent_addr) == %q", strings.ToLower(n.MACAddress))
+	}
+
+	docs := []map[string]any{
+		// "auto: off" replaces the generated "auto: stable": the node's name is its hostname.
+		doc("HostnameConfig", map[string]any{"auto": "off", "hostname": n.Name}),
+		doc("LinkAliasConfig", map[string]any{"name": linkAlias, "selector": map[string]any{"match": match}}),
+	}
+
+	if c.Network.DHCP {
+		docs = append(docs, doc("DHCPv4Config", map[string]any{"name": linkAlias}))
+	} else {
+		docs = append(docs, doc("LinkConfig", map[string]any{
+			"name":      linkAlias,
+			"up":        true,
+			"addresses": []any{map[string]any{"address": fmt.Sprintf("%s/%d", a.NodeIP, c.Network.PrefixLength)}},
+			"routes":    []any{map[string]any{"gateway": c.Network.Gateway}},
+		}))
+	}
+
+	if n.Role == spec.RoleControlPlane && c.VIP != "" {
+		docs = append(docs, doc("Layer2VIPConfig", map[string]any{"name": c.VIP, "link": linkAlias}))
+	}
+
+	if len(c.Network.Nameservers) > 0 {
+		var ns []any
+		for _, s := range c.Network.Nameservers {
+			ns = append(ns, map[string]any{"address": s})
+		}
+
+		docs = append(docs, doc("ResolverConfig", map[string]any{"nameservers": ns}))
+	}
+
+	if len(c.Network.NTPServers) > 0 {
+		docs = append(docs, doc("TimeSyncConfig", map[string]any{"ntp": map[string]any{"servers": c.Network.NTPServers}}))
+	}
+
+	for _, d := range n.DataDisks {
+		if d.MountPath == "" {
+			continue
+		}
+
+		docs = append(docs, doc("UserVolumeConfig", map[string]any{
+			"name": VolumeName(d.MountPath),
+			"provisioning": map[string]any{
+				"diskSelector": map[string]any{"match": fmt.Sprintf("disk.serial == %q", d.Serial)},
+				"minSize":      "1GiB",
+				"grow":         true,
+			},
+		}))
+	}
+
+	return docs
+}
+
+var notVolumeName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// VolumeName is the user volume a data disk becomes from Talos v1.12 on: the last element of its
+// mount path, as a volume name. Talos mounts it at /var/mnt/<name>; the kubelet sees it at the
+// mount path the user gave (a bind mount, unless that is /var/mnt/<name> already).
+func VolumeName(mountPath string) string {
+	name := strings.Trim(notVolumeName.ReplaceAllString(strings.ToLower(path.Base(mountPath)), "-"), "-")
+	if name == "" {
+		name = "data"
+	}
+
+	return name
+}
+
+// VolumeMountPoint is where Talos mounts a user volume.
+func VolumeMountPoint(mountPath string) string { return "/var/mnt/" + VolumeName(mountPath) }
