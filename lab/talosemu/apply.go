@@ -47,7 +47,7 @@ func (n *Node) applyInMaintenance(req *machineapi.ApplyConfigurationRequest) (*m
 		return nil, fmt.Errorf("failed to parse config: %w", err)
 	}
 
-	warnings, err := cfg.Validate(n.opts.ValidationMode)
+	warnings, err := cfg.ValidateAsClient(n.opts.ValidationMode)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "configuration validation failed: %s", err)
 	}
@@ -89,7 +89,7 @@ func (n *Node) applyConfigured(req *machineapi.ApplyConfigurationRequest) (*mach
 			"the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?")
 	}
 
-	warnings, err := cfg.Validate(installedMode{n.opts.ValidationMode})
+	warnings, err := cfg.ValidateAsClient(installedMode{n.opts.ValidationMode})
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
