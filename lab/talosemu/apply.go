@@ -13,6 +13,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/container"
+	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -47,7 +48,7 @@ func (n *Node) applyInMaintenance(req *machineapi.ApplyConfigurationRequest) (*m
 		return nil, fmt.Errorf("failed to parse config: %w", err)
 	}
 
-	warnings, err := cfg.Validate(n.opts.ValidationMode)
+	warnings, err := n.validate(cfg, n.opts.ValidationMode)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "configuration validation failed: %s", err)
 	}
@@ -89,7 +90,7 @@ func (n *Node) applyConfigured(req *machineapi.ApplyConfigurationRequest) (*mach
 			"the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?")
 	}
 
-	warnings, err := cfg.Validate(installedMode{n.opts.ValidationMode})
+	warnings, err := n.validate(cfg, installedMode{n.opts.ValidationMode})
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -172,6 +173,32 @@ func (n *Node) applyConfigured(req *machineapi.ApplyConfigurationRequest) (*mach
 		Warnings:    warnings,
 		ModeDetails: details + modeErr,
 	}}}, nil
+}
+
+// validate checks cfg in mode as the Talos version the node runs does. Machinery v1.14 no longer
+// requires install instructions in a mode that requires an install: machine.install is deprecated
+// for an UnattendedInstallConfig document, and neither is checked. Talos up to v1.13 refused a
+// configuration without machine.install there, and the project always installs to disk, so the
+// emulator keeps the check in the form of the node's version: machine.install, or, from the
+// contract with UnattendedInstallConfig (v1.14) on, either one.
+func (n *Node) validate(cfg config.Provider, mode validation.RuntimeMode) ([]string, error) {
+	warnings, err := cfg.ValidateAsClient(mode)
+
+	if !mode.RequiresInstall() {
+		return warnings, err
+	}
+
+	raw := cfg.RawV1Alpha1()
+	if raw != nil && raw.MachineConfig != nil && raw.MachineConfig.MachineInstall != nil { //nolint:staticcheck // the legacy section is what older versions require
+		return warnings, err
+	}
+
+	vc, vcErr := config.ParseContractFromVersion(n.talosVersion())
+	if vcErr == nil && vc.UnattendedInstallConfig() && cfg.UnattendedInstallConfig() != nil {
+		return warnings, err
+	}
+
+	return warnings, errors.Join(err, fmt.Errorf("install instructions are required in %q mode", mode))
 }
 
 // setActiveLocked switches the running configuration live and re-issues the API certificate (new

@@ -16,6 +16,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosmanifests"
 )
 
 // The node's resources, served over Talos' COSI State API (what `talosctl get` reads) with the
@@ -98,15 +100,15 @@ func (n *Node) publishLocked() {
 	put(st, vs)
 
 	if n.isControlPlaneLocked() {
-		cl := n.active.cfg.Cluster()
+		facts := talosmanifests.FactsOf(n.active.cfg)
 		bm := k8s.NewBootstrapManifestsConfig()
-		bm.TypedSpec().CNIName = cl.Network().CNI().Name()
-		bm.TypedSpec().ClusterDomain = cl.Network().DNSDomain()
-		bm.TypedSpec().PodCIDRs = cl.Network().PodCIDRs()
-		bm.TypedSpec().ProxyEnabled = cl.Proxy().Enabled()
-		bm.TypedSpec().ProxyImage = cl.Proxy().Image()
-		bm.TypedSpec().CoreDNSEnabled = cl.CoreDNS().Enabled()
-		bm.TypedSpec().CoreDNSImage = cl.CoreDNS().Image()
+		bm.TypedSpec().CNIName = facts.CNI
+		bm.TypedSpec().ClusterDomain = facts.DNSDomain
+		bm.TypedSpec().PodCIDRs = facts.PodCIDRs
+		bm.TypedSpec().ProxyEnabled = facts.ProxyEnabled
+		bm.TypedSpec().ProxyImage = facts.ProxyImage
+		bm.TypedSpec().CoreDNSEnabled = facts.CoreDNSEnabled
+		bm.TypedSpec().CoreDNSImage = facts.CoreDNSImage
 		put(st, bm)
 	}
 }

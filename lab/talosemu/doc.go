@@ -8,7 +8,8 @@
 //
 // Start brings a node up in maintenance mode: TLS with a self-signed certificate and no client
 // certificate, like a freshly booted nocloud VM. ApplyConfiguration loads the configuration with
-// configloader and validates it (NocloudMode, see Options.ValidationMode); the node then
+// configloader and validates it (NocloudMode, see Options.ValidationMode, with the install
+// instructions the node's Talos version requires); the node then
 // "installs" (the API is down for Options.InstallDelay) and comes back serving mutual TLS: a server
 // certificate issued by the configuration's OS CA (machine.ca) for the node's IP, hostname and
 // machine.certSANs, and only client certificates that chain to that CA (or machine.acceptedCAs).

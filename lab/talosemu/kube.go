@@ -180,13 +180,15 @@ func (c *Cluster) applyManifests(ctx context.Context, v controlPlaneView) {
 
 // manifestsSignature changes whenever what Talos would apply changes.
 func manifestsSignature(cfg config.Config) string {
-	cl := cfg.Cluster()
-	parts := []string{cl.Network().CNI().Name(), fmt.Sprint(cl.Proxy().Enabled(), cl.CoreDNS().Enabled(), cl.Proxy().Image(), cl.CoreDNS().Image())}
-	parts = append(parts, cl.Network().CNI().URLs()...)
-	parts = append(parts, cl.ExtraManifestURLs()...)
+	f := talosmanifests.FactsOf(cfg)
+	parts := []string{f.CNI, fmt.Sprint(f.ProxyEnabled, f.CoreDNSEnabled, f.ProxyImage, f.CoreDNSImage)}
 
-	for _, m := range cl.InlineManifests() {
-		parts = append(parts, m.Name(), m.Contents())
+	for _, m := range f.External {
+		parts = append(parts, m.Name, m.URL)
+	}
+
+	for _, m := range f.Inline {
+		parts = append(parts, m.Name, m.Contents)
 	}
 
 	return strings.Join(parts, "\x00")
@@ -204,8 +206,6 @@ func (c *Cluster) noteKubeError(err error) {
 
 // startKube starts the control plane on the configuration's endpoint.
 func (c *Cluster) startKube(ctx context.Context, v controlPlaneView) error {
-	cfg := v.cfg.Cluster()
-
 	endpoint, err := apiEndpoint(v.cfg)
 	if err != nil {
 		return err
@@ -215,19 +215,22 @@ func (c *Cluster) startKube(ctx context.Context, v controlPlaneView) error {
 	dir := filepath.Join(c.dirLocked(), "kube")
 	c.mu.Unlock()
 
+	facts := talosmanifests.FactsOf(v.cfg)
+	ca, _ := kubernetesCA(v.cfg)
+
 	cp, err := kubecp.Start(ctx, kubecp.Options{
 		Bin:                    c.opts.Kube.Bin,
 		Dir:                    dir,
 		Endpoint:               endpoint,
-		SANs:                   cfg.CertSANs(),
-		CA:                     cfg.IssuingCA(),
-		AggregatorCA:           cfg.AggregatorCA(),
-		ServiceAccountKey:      cfg.ServiceAccount(),
-		ServiceCIDR:            strings.Join(cfg.Network().ServiceCIDRs(), ","),
-		PodCIDR:                strings.Join(cfg.Network().PodCIDRs(), ","),
-		DNSDomain:              cfg.Network().DNSDomain(),
+		SANs:                   apiServerCertSANs(v.cfg),
+		CA:                     ca,
+		AggregatorCA:           aggregatorCA(v.cfg),
+		ServiceAccountKey:      serviceAccountKey(v.cfg),
+		ServiceCIDR:            strings.Join(facts.ServiceCIDRs, ","),
+		PodCIDR:                strings.Join(facts.PodCIDRs, ","),
+		DNSDomain:              facts.DNSDomain,
 		EtcdEndpoints:          v.all,
-		EtcdCA:                 cfg.Etcd().CA(),
+		EtcdCA:                 v.cfg.Cluster().Etcd().CA(),
 		NodeMonitorGracePeriod: c.opts.Kube.NodeMonitorGracePeriod,
 		Logf:                   c.opts.Logf,
 	})
@@ -284,7 +287,7 @@ func (c *Cluster) stopKube() {
 
 // apiEndpoint is host:port of cluster.controlPlane.endpoint, which must name a loopback address.
 func apiEndpoint(cfg config.Config) (string, error) {
-	u := cfg.Cluster().Endpoint()
+	u := clusterEndpoint(cfg)
 	if u == nil {
 		return "", fmt.Errorf("the configuration has no cluster.controlPlane.endpoint")
 	}

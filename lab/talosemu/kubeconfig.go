@@ -73,11 +73,14 @@ current-context: admin@{{ .Cluster }}
 // adminKubeconfig issues an admin client certificate from the Kubernetes CA (cluster.ca) with the
 // configured common name, organization and lifetime, for the cluster endpoint.
 func adminKubeconfig(cfg config.Config, now time.Time) ([]byte, error) {
-	cluster := cfg.Cluster()
-
-	issuing := cluster.IssuingCA()
+	issuing, accepted := kubernetesCA(cfg)
 	if issuing == nil || len(issuing.Key) == 0 {
 		return nil, fmt.Errorf("cluster.ca has no key")
+	}
+
+	endpoint := clusterEndpoint(cfg)
+	if endpoint == nil {
+		return nil, fmt.Errorf("the configuration has no cluster.controlPlane.endpoint")
 	}
 
 	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(issuing)
@@ -85,7 +88,7 @@ func adminKubeconfig(cfg config.Config, now time.Time) ([]byte, error) {
 		return nil, fmt.Errorf("loading cluster.ca: %w", err)
 	}
 
-	admin := cluster.AdminKubeconfig()
+	admin := cfg.Cluster().AdminKubeconfig()
 
 	kp, err := x509.NewKeyPair(ca,
 		x509.CommonName(admin.CommonName()),
@@ -99,8 +102,8 @@ func adminKubeconfig(cfg config.Config, now time.Time) ([]byte, error) {
 	}
 
 	var caPEM []byte
-	for _, accepted := range cluster.AcceptedCAs() {
-		caPEM = append(caPEM, accepted.Crt...)
+	for _, ca := range accepted {
+		caPEM = append(caPEM, ca.Crt...)
 	}
 
 	caPEM = append(caPEM, issuing.Crt...)
@@ -110,8 +113,8 @@ func adminKubeconfig(cfg config.Config, now time.Time) ([]byte, error) {
 	var out bytes.Buffer
 
 	err = kubeconfigTemplate.Execute(&out, map[string]string{
-		"Cluster": cluster.Name(),
-		"Server":  cluster.Endpoint().String(),
+		"Cluster": clusterName(cfg),
+		"Server":  endpoint.String(),
 		"CA":      enc(caPEM),
 		"Cert":    enc(kp.CrtPEM),
 		"Key":     enc(kp.KeyPEM),

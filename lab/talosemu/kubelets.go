@@ -109,12 +109,12 @@ func (c *Cluster) kubeletOptions(rec nodeRecord) kubeletemu.Options {
 		Client:                         c.kube.client,
 		NodeName:                       rec.hostname,
 		InternalIP:                     net.IP(rec.ip.AsSlice()).String(),
-		KubeletVersion:                 imageTag(cfg.Machine().Kubelet().Image()),
+		KubeletVersion:                 imageTag(kubeletImage(cfg)),
 		OSImage:                        "Talos (" + rec.version + ")",
 		BootID:                         rec.bootID,
 		ControlPlane:                   cp,
-		AllowSchedulingOnControlPlanes: cfg.Cluster().ScheduleOnControlPlanes(),
-		Labels:                         cfg.Machine().NodeLabels(),
+		AllowSchedulingOnControlPlanes: allowSchedulingOnControlPlanes(cfg),
+		Labels:                         nodeLabels(cfg),
 		HeartbeatInterval:              c.opts.Kube.Heartbeat,
 		HungPod:                        c.opts.Kube.HungPod,
 		Logf:                           c.opts.Logf,
@@ -137,10 +137,12 @@ func staticPods(cfg config.Config) []kubeletemu.StaticPod {
 		}
 	}
 
+	apiServer, controllerManager, scheduler := controlPlaneImages(cfg)
+
 	return []kubeletemu.StaticPod{
-		pod("kube-apiserver", cfg.Cluster().APIServer().Image()),
-		pod("kube-controller-manager", cfg.Cluster().ControllerManager().Image()),
-		pod("kube-scheduler", cfg.Cluster().Scheduler().Image()),
+		pod("kube-apiserver", apiServer),
+		pod("kube-controller-manager", controllerManager),
+		pod("kube-scheduler", scheduler),
 	}
 }
 

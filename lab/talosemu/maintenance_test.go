@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -143,6 +144,40 @@ func TestInvalidConfigIsRefusedWithTalosMessage(t *testing.T) {
 	strict := startNode(t, talosemu.Options{InvalidArgumentOnParseError: true})
 	_, err = insecureClient(t, strict).ApplyConfiguration(nodeCtx(t, strict), &machineapi.ApplyConfigurationRequest{Data: []byte("machine: [")})
 	wantCode(t, err, codes.InvalidArgument)
+}
+
+// Talos up to v1.13 refuses a configuration without machine.install in a mode that requires an
+// install; from v1.14 an UnattendedInstallConfig document takes its place (machinery v1.14 checks
+// neither). A contract-1.14 configuration has only the document: validated in the mode of the
+// node's version, a v1.14 node takes it and older nodes refuse it.
+func TestInstallInstructionsFollowTheNodeVersion(t *testing.T) {
+	t.Parallel()
+
+	b := *sharedBundle(t)
+	b.Contract = config.TalosVersion1_14
+
+	cfg, err := b.MachineConfig(machine.TypeControlPlane)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		version string
+		ok      bool
+	}{{"v1.11.5", false}, {"v1.13.9", false}, {"v1.14.1", true}} {
+		n := startNode(t, talosemu.Options{TalosVersion: tc.version})
+
+		_, err := insecureClient(t, n).ApplyConfiguration(nodeCtx(t, n), &machineapi.ApplyConfigurationRequest{
+			Data: cfg, Mode: machineapi.ApplyConfigurationRequest_AUTO, DryRun: true,
+		})
+
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%s refused the configuration: %v", tc.version, err)
+		case !tc.ok && !strings.Contains(status.Convert(err).Message(), `install instructions are required in "nocloud" mode`):
+			t.Errorf("%s: %v, want the missing install instructions refused", tc.version, err)
+		}
+	}
 }
 
 func TestDryRunInMaintenanceChangesNothing(t *testing.T) {

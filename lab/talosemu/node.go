@@ -240,12 +240,23 @@ func (n *Node) Hostname() string {
 
 func (n *Node) hostnameLocked() string {
 	if n.active != nil {
-		if h := n.active.cfg.NetworkHostnameConfig(); h != nil && h.Hostname() != "" {
-			return h.Hostname()
+		if h := configuredHostname(n.active.cfg); h != "" {
+			return h
 		}
 	}
 
 	return n.opts.Hostname
+}
+
+// configuredHostname is the static hostname of cfg, "" if none. The accessor reads the
+// HostnameConfig document (contract 1.12 on) and falls back to machine.network.hostname; the two
+// cannot be set together.
+func configuredHostname(cfg config.Config) string {
+	if h := cfg.NetworkHostnameConfig(); h != nil {
+		return h.Hostname()
+	}
+
+	return ""
 }
 
 // WaitState blocks until the node is in one of the states in want, or ctx ends.

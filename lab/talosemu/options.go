@@ -106,7 +106,9 @@ type Options struct {
 //
 // Real Talos validates nocloud machines with its "cloud" mode, which does not require
 // machine.install; this mode is stricter on purpose, because the component always installs to disk.
-// As on a real node, the install requirement is dropped once the node is installed.
+// As on a real node, the install requirement is dropped once the node is installed. What
+// satisfies it depends on the node's version: machine.install, or from v1.14 an
+// UnattendedInstallConfig document (see Node.validate).
 type NocloudMode struct{}
 
 // String implements validation.RuntimeMode.

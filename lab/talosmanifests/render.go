@@ -48,27 +48,23 @@ func Manifests(ctx context.Context, cfg config.Config) ([]Source, error) {
 		return nil
 	}
 
-	cluster := cfg.Cluster()
+	facts := FactsOf(cfg)
 	data := templateData{
-		ProxyImage: cluster.Proxy().Image(), CoreDNSImage: cluster.CoreDNS().Image(),
+		ProxyImage: facts.ProxyImage, CoreDNSImage: facts.CoreDNSImage,
 		FlannelImage: "ghcr.io/siderolabs/flannel:v" + constants.FlannelVersion,
-		PodCIDR:      strings.Join(cluster.Network().PodCIDRs(), ","), Domain: cluster.Network().DNSDomain(),
-	}
-
-	if ips, err := cluster.Network().DNSServiceIPs(); err == nil && len(ips) > 0 {
-		data.DNSServiceIP = ips[0].String()
+		PodCIDR:      strings.Join(facts.PodCIDRs, ","), Domain: facts.DNSDomain, DNSServiceIP: facts.DNSServiceIP,
 	}
 
 	var bootstrap []string
-	if cluster.CoreDNS().Enabled() {
+	if facts.CoreDNSEnabled {
 		bootstrap = append(bootstrap, "11-core-dns", coreDNS)
 	}
 
-	if cluster.Proxy().Enabled() {
+	if facts.ProxyEnabled {
 		bootstrap = append(bootstrap, "10-kube-proxy", kubeProxy)
 	}
 
-	if cluster.Network().CNI().Name() == constants.FlannelCNI {
+	if facts.CNI == constants.FlannelCNI {
 		bootstrap = append(bootstrap, "05-flannel", flannel)
 	}
 
@@ -83,26 +79,19 @@ func Manifests(ctx context.Context, cfg config.Config) ([]Source, error) {
 		}
 	}
 
-	var urls []string
-	if cluster.Network().CNI().Name() == constants.CustomCNI {
-		urls = append(urls, cluster.Network().CNI().URLs()...)
-	}
-
-	urls = append(urls, cluster.ExtraManifestURLs()...)
-
-	for _, u := range urls {
-		text, err := fetch(ctx, u, cluster.ExtraManifestHeaderMap())
+	for _, m := range facts.External {
+		text, err := fetch(ctx, m.URL, m.Headers)
 		if err != nil {
 			return nil, err
 		}
 
-		if err := add(u, text); err != nil {
+		if err := add(m.Name, text); err != nil {
 			return nil, err
 		}
 	}
 
-	for _, m := range cluster.InlineManifests() {
-		if err := add(m.Name(), m.Contents()); err != nil {
+	for _, m := range facts.Inline {
+		if err := add(m.Name, m.Contents); err != nil {
 			return nil, err
 		}
 	}

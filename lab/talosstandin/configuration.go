@@ -8,7 +8,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
 	"github.com/siderolabs/crypto/x509"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
-	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/bundle"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
@@ -21,7 +20,15 @@ import (
 // does: Talos' generation for the version contract, the given patches, no docs or examples
 // unless asked.
 func machineConfiguration(args property.Map) (property.Map, error) {
-	b, err := bundleFromValue(args.Get("machineSecrets"))
+	talosVersion := str(args, "talosVersion")
+
+	vc, err := contract(talosVersion)
+	if err != nil {
+		return property.Map{}, err
+	}
+
+	// The secrets are checked against the contract the configuration is generated for.
+	b, err := bundleFromValue(args.Get("machineSecrets"), vc)
 	if err != nil {
 		return property.Map{}, err
 	}
@@ -29,14 +36,6 @@ func machineConfiguration(args property.Map) (property.Map, error) {
 	typ, err := machine.ParseType(str(args, "machineType"))
 	if err != nil || (typ != machine.TypeControlPlane && typ != machine.TypeWorker) {
 		return property.Map{}, fmt.Errorf("machineType %q: must be controlplane or worker", str(args, "machineType"))
-	}
-
-	talosVersion := str(args, "talosVersion")
-	vc := config.TalosVersionCurrent
-	if talosVersion != "" {
-		if vc, err = config.ParseContractFromVersion(talosVersion); err != nil {
-			return property.Map{}, fmt.Errorf("talosVersion %q: %w", talosVersion, err)
-		}
 	}
 
 	kube := strings.TrimPrefix(str(args, "kubernetesVersion"), "v")

@@ -13,15 +13,27 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/role"
 )
 
+// contract is the version contract of talosVersion ("v1.11", "v1.11.3"), the machinery's current
+// one when empty.
+func contract(talosVersion string) (*config.VersionContract, error) {
+	if talosVersion == "" {
+		return config.TalosVersionCurrent, nil
+	}
+
+	vc, err := config.ParseContractFromVersion(talosVersion)
+	if err != nil {
+		return nil, fmt.Errorf("talosVersion %q: %w", talosVersion, err)
+	}
+
+	return vc, nil
+}
+
 // newSecrets generates a machine secrets bundle for a Talos version contract, as
 // talos_machine_secrets does.
 func newSecrets(talosVersion string) (*secrets.Bundle, error) {
-	vc := config.TalosVersionCurrent
-	if talosVersion != "" {
-		var err error
-		if vc, err = config.ParseContractFromVersion(talosVersion); err != nil {
-			return nil, fmt.Errorf("talosVersion %q: %w", talosVersion, err)
-		}
+	vc, err := contract(talosVersion)
+	if err != nil {
+		return nil, err
 	}
 
 	return secrets.NewBundle(secrets.NewFixedClock(time.Now()), vc)
@@ -83,8 +95,10 @@ func clientConfigurationValue(b *secrets.Bundle) (property.Value, error) {
 	})).WithSecret(true), nil
 }
 
-// bundleFromValue rebuilds a secrets bundle from the schema's MachineSecrets object.
-func bundleFromValue(v property.Value) (*secrets.Bundle, error) {
+// bundleFromValue rebuilds a secrets bundle from the schema's MachineSecrets object and checks it
+// for contract vc: since machinery v1.14 which secrets a bundle needs depends on the version
+// contract (a contract without Kubernetes or etcd needs none of their certificates).
+func bundleFromValue(v property.Value, vc *config.VersionContract) (*secrets.Bundle, error) {
 	if !v.IsMap() {
 		return nil, fmt.Errorf("machineSecrets: expected an object")
 	}
@@ -150,7 +164,7 @@ func bundleFromValue(v property.Value) (*secrets.Bundle, error) {
 
 	b.Certs.K8sServiceAccount = &x509.PEMEncodedKey{Key: sa}
 
-	return b, b.Validate()
+	return b, b.Validate(vc)
 }
 
 // str reads a nested string, "" when absent.
