@@ -4,6 +4,8 @@ go 1.26.6
 
 require (
 	github.com/pulumi/pulumi/sdk/v3 v3.259.0
+	github.com/siderolabs/crypto v0.6.5
+	github.com/siderolabs/talos/pkg/machinery v1.14.1
 	github.com/talos-proxmox/pulumi-talos-proxmox v0.0.0
 	github.com/talos-proxmox/pulumi-talos-proxmox/lab v0.0.0
 )
@@ -180,7 +182,6 @@ require (
 	github.com/segmentio/encoding v0.3.5 // indirect
 	github.com/sergi/go-diff v1.4.0 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
-	github.com/siderolabs/crypto v0.6.5 // indirect
 	github.com/siderolabs/gen v0.8.8 // indirect
 	github.com/siderolabs/go-api-signature v0.3.13 // indirect
 	github.com/siderolabs/go-kubernetes v0.2.41 // indirect
@@ -192,7 +193,6 @@ require (
 	github.com/siderolabs/net v0.4.0 // indirect
 	github.com/siderolabs/protoenc v0.2.4 // indirect
 	github.com/siderolabs/talos v1.14.1 // indirect
-	github.com/siderolabs/talos/pkg/machinery v1.14.1 // indirect
 	github.com/spf13/cast v1.10.0 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect

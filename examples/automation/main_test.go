@@ -1,14 +1,19 @@
 package main
 
 import (
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/siderolabs/crypto/x509"
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/chartrepo"
 )
@@ -23,8 +28,37 @@ func (m *mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 	m.types[args.TypeToken]++
 	m.mu.Unlock()
 
-	return args.Name + "-id", args.Inputs, nil
+	out := args.Inputs.Copy()
+	if args.TypeToken == "talos:machine/secrets:Secrets" {
+		// Real secrets: the component generates and validates every configuration with them.
+		out["machineSecrets"] = machineSecrets()
+	}
+
+	return args.Name + "-id", out, nil
 }
+
+// machineSecrets is a real secrets bundle in the talos provider's form.
+var machineSecrets = sync.OnceValue(func() resource.PropertyValue {
+	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Unix(1_700_000_000, 0)), config.TalosVersion1_11)
+	if err != nil {
+		panic(err)
+	}
+
+	enc := base64.StdEncoding.EncodeToString
+	pair := func(c *x509.PEMEncodedCertificateAndKey) map[string]any {
+		return map[string]any{"cert": enc(c.Crt), "key": enc(c.Key)}
+	}
+
+	return resource.NewPropertyValue(map[string]any{
+		"certs": map[string]any{
+			"etcd": pair(b.Certs.Etcd), "k8s": pair(b.Certs.K8s), "k8sAggregator": pair(b.Certs.K8sAggregator), "os": pair(b.Certs.OS),
+			"k8sServiceaccount": map[string]any{"key": enc(b.Certs.K8sServiceAccount.Key)},
+		},
+		"cluster":    map[string]any{"id": b.Cluster.ID, "secret": b.Cluster.Secret},
+		"secrets":    map[string]any{"bootstrapToken": b.Secrets.BootstrapToken, "secretboxEncryptionSecret": b.Secrets.SecretboxEncryptionSecret},
+		"trustdinfo": map[string]any{"token": b.TrustdInfo.Token},
+	})
+})
 
 func (m *mocks) Call(pulumi.MockCallArgs) (resource.PropertyMap, error) {
 	return resource.PropertyMap{}, nil
