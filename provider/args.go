@@ -37,7 +37,7 @@ type TalosProxmoxClusterArgs struct {
 func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.ClusterName, "Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos "+
 		"cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.")
-	an.Describe(&a.TalosVersion, "Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the "+
+	an.Describe(&a.TalosVersion, "Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the "+
 		"installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one "+
 		"at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a "+
 		"time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked "+

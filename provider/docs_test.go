@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
 var updateDocs = flag.Bool("update-docs", false, "rewrite docs/configuration.md from the schema")
@@ -88,6 +90,7 @@ func renderConfigurationDoc(raw []byte) (string, error) {
 	b.WriteString("Go uses PascalCase (`MemoryMib`). *plain* inputs must be known values at preview (they shape the\n")
 	b.WriteString("resource graph); the others accept outputs and secrets.\n\n")
 	b.WriteString(comp.Description + "\n\n")
+	b.WriteString(talosVersionsSection())
 
 	b.WriteString("## Inputs\n\n")
 	table(&b, comp.InputProperties, comp.RequiredInputs)
@@ -100,6 +103,50 @@ func renderConfigurationDoc(raw []byte) (string, error) {
 	types(&b, s.Types, refs(comp.Properties), seen)
 
 	return b.String(), nil
+}
+
+// talosVersionsSection is the supported Talos minors, from spec.SupportedTalos, and what the
+// component generates for each configuration contract.
+func talosVersionsSection() string {
+	var b strings.Builder
+
+	b.WriteString("## Talos versions\n\n")
+	b.WriteString("| Talos | Kubernetes (default) | configuration contract of a new cluster |\n|---|---|---|\n")
+
+	minors := slices.Collect(maps.Keys(spec.SupportedTalos))
+	slices.Sort(minors)
+
+	for _, m := range minors {
+		tm := spec.SupportedTalos[m]
+		fmt.Fprintf(&b, "| %s | v1.%d–v1.%d (%s) | %s |\n", m, tm.OldestKubernetesMinor, tm.NewestKubernetesMinor, tm.DefaultKubernetes, spec.ContractFor(m))
+	}
+
+	b.WriteString(`
+The machine configuration is generated in-process with Talos' own machinery (v1.14.1), for the
+*configuration contract* the cluster was created with: the Talos minor of its first ` + "`talosVersion`" + `,
+at most ` + spec.NewestContract + `. The contract is kept in the machine secrets and never changes with an OS
+upgrade (a cluster created on v1.11 keeps single-document configurations on v1.13), because
+switching formats under running nodes is a known source of breakage.
+
+- **up to v1.11**: one v1alpha1 document; the component sets ` + "`machine.network`" + ` (hostname, interface by
+  MAC or physical, address, route, VIP, nameservers), ` + "`machine.time`" + `, ` + "`machine.disks`" + ` and kubelet mounts.
+- **v1.12 and v1.13**: the v1alpha1 document without the deprecated network, time and disk fields, and
+  ` + "`HostnameConfig`" + ` (the node name, ` + "`auto: off`" + `), ` + "`LinkAliasConfig`" + ` ` + "`net0`" + ` (by MAC, or the VM's virtio
+  NIC), ` + "`LinkConfig`" + ` (address and default route) or ` + "`DHCPv4Config`" + `, ` + "`Layer2VIPConfig`" + ` on control planes,
+  ` + "`ResolverConfig`" + `, ` + "`TimeSyncConfig`" + ` and one ` + "`UserVolumeConfig`" + ` per data disk (selected by its serial,
+  mounted at ` + "`/var/mnt/<last element of mountPath>`" + `, bind-mounted for the kubelet at ` + "`mountPath`" + `).
+- **v1.14** (Kubernetes in ~17 ` + "`Kube*`" + ` documents) is not written yet: a cluster created on Talos v1.14
+  gets contract v1.13, which Talos v1.14 runs unchanged.
+
+Every node's configuration is generated and validated with the cluster's secrets before any VM is
+created. Patches (` + "`configPatches`" + ` and friends) may be strategic merges, whole extra documents (e.g. a
+` + "`UserVolumeConfig`" + `) or, up to contract v1.11, JSON patches; from v1.12 Talos rejects JSON patches on a
+multi-document configuration and a ` + "`machine.network.hostname`" + ` beside the ` + "`HostnameConfig`" + ` document:
+the error names the patch and says what to write instead.
+
+`)
+
+	return b.String()
 }
 
 // types writes a section per object type in queue and the types they refer to, once each.

@@ -38,7 +38,7 @@ func program(ctx *pulumi.Context) error {
 
 	hosts := stringsOr(cfg, "hosts", []string{"pve1", "pve2", "pve3"})
 	addrs := stringsOr(cfg, "addresses", []string{"192.168.10.11", "192.168.10.12", "192.168.10.13", "192.168.10.21", "192.168.10.22"})
-	talosVersion := or(cfg.Get("talosVersion"), "v1.11.5")
+	talosVersion := or(cfg.Get("talosVersion"), "v1.13.9")
 	prefixLength := cfg.GetInt("prefixLength")
 	if prefixLength == 0 {
 		prefixLength = 24

@@ -50,7 +50,7 @@ func main() {
 
 		cluster, err := talosproxmox.NewTalosProxmoxCluster(ctx, "homelab", &talosproxmox.TalosProxmoxClusterArgs{
 			ClusterName:  "homelab",
-			TalosVersion: or(cfg.Get("talosVersion"), "v1.11.5"),
+			TalosVersion: or(cfg.Get("talosVersion"), "v1.13.9"),
 			Vip:          pulumi.StringRef(or(cfg.Get("vip"), "192.168.10.10")),
 			Network: &talosproxmox.NetworkArgs{
 				Gateway:      pulumi.StringRef(or(cfg.Get("gateway"), "192.168.10.1")),

@@ -51,7 +51,7 @@ addresses = strings(
 cluster = talosproxmox.TalosProxmoxCluster(
     "homelab",
     cluster_name="homelab",
-    talos_version=config.get("talosVersion") or "v1.11.5",
+    talos_version=config.get("talosVersion") or "v1.13.9",
     vip=config.get("vip") or "192.168.10.10",
     network=talosproxmox.NetworkArgs(
         gateway=config.get("gateway") or "192.168.10.1",

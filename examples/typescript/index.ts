@@ -37,7 +37,7 @@ spec:
 
 const cluster = new talosproxmox.TalosProxmoxCluster("homelab", {
     clusterName: "homelab",
-    talosVersion: config.get("talosVersion") ?? "v1.11.5",
+    talosVersion: config.get("talosVersion") ?? "v1.13.9",
     vip: config.get("vip") ?? "192.168.10.10",
     network: {
         gateway: config.get("gateway") ?? "192.168.10.1",

@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
@@ -115,5 +116,51 @@ func TestTalosVersionMatrix(t *testing.T) {
 				t.Errorf("%d VMs left after destroy", len(vms))
 			}
 		})
+	}
+}
+
+// TestUpgradeAcrossMinors upgrades a cluster created on Talos v1.11 through every newer minor
+// (v1.12.4, v1.13.9, v1.14.1), Kubernetes pinned: each step reboots every node into the new
+// version through the API its running version serves (the legacy MachineService.Upgrade up to
+// v1.12, ImageService + LifecycleService from v1.13; the emulated nodes refuse the other), and
+// the configuration keeps the contract the cluster was created with (one v1alpha1 document).
+func TestUpgradeAcrossMinors(t *testing.T) {
+	t.Parallel()
+
+	e := newEnv(t)
+	l, p := onLab(t, e, lab.Options{Subnet: 54}, func(l *lab.Lab) string {
+		return strings.Replace(versionCluster(l, "v1.11.5"), "      vip:", "      kubernetesVersion: v1.34.1\n      vip:", 1)
+	})
+
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	from := "v1.11.5"
+	for _, to := range []string{"v1.12.4", "v1.13.9", "v1.14.1"} {
+		setTalosVersion(t, e, from, to)
+
+		if got := previewUpdates(t, p, nodeUpgradeType); len(got) != 2 {
+			t.Errorf("%s → %s: the preview shows node upgrades %v, want both nodes", from, to, got)
+		}
+
+		mustRun(t, p, "up", "--yes", "--skip-preview")
+
+		for name, n := range labNodes(t, l) {
+			if v := n.Running().Version; v != to {
+				t.Errorf("%s → %s: %s runs %s", from, to, name, v)
+			}
+
+			cfg, err := configloader.NewFromBytes(n.Config())
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			if docs := len(cfg.Documents()); docs != 1 {
+				t.Errorf("%s on %s: %d documents; the cluster keeps contract v1.11 (one document)", name, to, docs)
+			}
+		}
+
+		mustRun(t, p, "preview", "--expect-no-changes")
+
+		from = to
 	}
 }

@@ -205,7 +205,7 @@ export interface TalosProxmoxClusterArgs {
      */
     proxmoxClusterName?: string;
     /**
-     * Talos Linux release to install, e.g. `v1.11.5`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
+     * Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
      */
     talosVersion: string;
     /**

@@ -44,7 +44,7 @@ func buildCluster(p *problems, in Input, c *Cluster) {
 	if ok {
 		c.TalosVersion = "v" + strings.TrimPrefix(in.TalosVersion, "v")
 		c.TalosContract = minor
-		c.ConfigContract = contractFor(minor)
+		c.ConfigContract = ContractFor(minor)
 	}
 
 	// The Kubernetes version's form is checked whatever the Talos version; its range only

@@ -80,8 +80,8 @@ const SupportedTalosRange = "v1.10.0 to v1.14.x"
 // accepts every older contract).
 const NewestContract = "v1.13"
 
-// contractFor is the configuration contract a cluster created on a Talos minor gets.
-func contractFor(talosMinor string) string {
+// ContractFor is the configuration contract a cluster created on a Talos minor gets.
+func ContractFor(talosMinor string) string {
 	if minorNumber(talosMinor) > minorNumber(NewestContract) {
 		return NewestContract
 	}

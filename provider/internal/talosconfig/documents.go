@@ -75,13 +75,15 @@ func documents(c *spec.Cluster, n spec.Node, a Addresses) []map[string]any {
 		docs = append(docs, doc("TimeSyncConfig", map[string]any{"ntp": map[string]any{"servers": c.Network.NTPServers}}))
 	}
 
-	for _, d := range n.DataDisks {
+	names := volumeNames(n)
+
+	for i, d := range n.DataDisks {
 		if d.MountPath == "" {
 			continue
 		}
 
 		docs = append(docs, doc("UserVolumeConfig", map[string]any{
-			"name": VolumeName(d.MountPath),
+			"name": names[i],
 			"provisioning": map[string]any{
 				"diskSelector": map[string]any{"match": fmt.Sprintf("disk.serial == %q", d.Serial)},
 				"minSize":      "1GiB",
@@ -107,5 +109,27 @@ func VolumeName(mountPath string) string {
 	return name
 }
 
-// VolumeMountPoint is where Talos mounts a user volume.
-func VolumeMountPoint(mountPath string) string { return "/var/mnt/" + VolumeName(mountPath) }
+// volumeNames are the user volume names of a node's mounted data disks, by disk index: their
+// VolumeName, with "-2", "-3"… added when two mount paths end alike (/a/data, /b/data). A disk
+// mounted right where Talos mounts its volume (/var/mnt/<name>) keeps its name first.
+func volumeNames(n spec.Node) map[int]string {
+	names, used := map[int]string{}, map[string]bool{}
+
+	for pass := range 2 {
+		for i, d := range n.DataDisks {
+			base := VolumeName(d.MountPath)
+			if d.MountPath == "" || names[i] != "" || (pass == 0) != (d.MountPath == "/var/mnt/"+base) {
+				continue
+			}
+
+			name := base
+			for k := 2; used[name]; k++ {
+				name = fmt.Sprintf("%s-%d", base, k)
+			}
+
+			used[name], names[i] = true, name
+		}
+	}
+
+	return names
+}

@@ -78,9 +78,9 @@ func checkNetwork(t *testing.T, cfg config.Provider, c *spec.Cluster, n spec.Nod
 	}
 
 	var want []string
-	for _, d := range n.DataDisks {
+	for i, d := range n.DataDisks {
 		if d.MountPath != "" {
-			want = append(want, VolumeName(d.MountPath))
+			want = append(want, volumeNames(n)[i])
 		}
 	}
 
@@ -91,5 +91,20 @@ func checkNetwork(t *testing.T, cfg config.Provider, c *spec.Cluster, n spec.Nod
 
 	if !slices.Equal(got, want) {
 		t.Errorf("%s: user volumes = %v, want %v", at, got, want)
+	}
+}
+
+func TestVolumeNamesAreUniquePerNode(t *testing.T) {
+	t.Parallel()
+
+	n := spec.Node{DataDisks: []spec.DataDisk{
+		{MountPath: "/var/lib/longhorn"}, {}, {MountPath: "/srv/data"}, {MountPath: "/mnt/Data"}, {MountPath: "/var/mnt/data-2"},
+	}}
+
+	got := volumeNames(n)
+	want := map[int]string{0: "longhorn", 2: "data", 3: "data-3", 4: "data-2"}
+
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("volume names %v, want %v", got, want)
 	}
 }

@@ -122,7 +122,9 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 
 	var disks, mounts []any
 
-	for _, d := range n.DataDisks {
+	volumes := volumeNames(n)
+
+	for i, d := range n.DataDisks {
 		if d.MountPath == "" {
 			continue
 		}
@@ -130,7 +132,7 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 		source := d.MountPath
 		if multi {
 			// A UserVolumeConfig document formats and mounts the disk under /var/mnt.
-			if source = VolumeMountPoint(d.MountPath); source == d.MountPath {
+			if source = "/var/mnt/" + volumes[i]; source == d.MountPath {
 				continue
 			}
 		} else {
