@@ -123,8 +123,8 @@ func talosVersionsSection() string {
 
 	b.WriteString(`
 The machine configuration is generated in-process with Talos' own machinery (v1.14.1), for the
-*configuration contract* the cluster was created with: the Talos minor of its first ` + "`talosVersion`" + `,
-at most ` + spec.NewestContract + `. The contract is kept in the machine secrets and never changes with an OS
+*configuration contract* the cluster was created with: the Talos minor of its first ` + "`talosVersion`" + `
+(the newest written is ` + spec.NewestContract + `). The contract is kept in the machine secrets and never changes with an OS
 upgrade (a cluster created on v1.11 keeps single-document configurations on v1.13), because
 switching formats under running nodes is a known source of breakage.
 
@@ -135,8 +135,16 @@ switching formats under running nodes is a known source of breakage.
   NIC), ` + "`LinkConfig`" + ` (address and default route) or ` + "`DHCPv4Config`" + `, ` + "`Layer2VIPConfig`" + ` on control planes,
   ` + "`ResolverConfig`" + `, ` + "`TimeSyncConfig`" + ` and one ` + "`UserVolumeConfig`" + ` per data disk (selected by its serial,
   mounted at ` + "`/var/mnt/<last element of mountPath>`" + `, bind-mounted for the kubelet at ` + "`mountPath`" + `).
-- **v1.14** (Kubernetes in ~17 ` + "`Kube*`" + ` documents) is not written yet: a cluster created on Talos v1.14
-  gets contract v1.13, which Talos v1.14 runs unchanged.
+- **v1.14**: Kubernetes and the installer move to documents too. The v1alpha1 document keeps only
+  ` + "`machine.certSANs`" + ` and etcd's subnet; the component writes ` + "`UnattendedInstallConfig`" + ` (installer image,
+  install disk), ` + "`KubeNodeConfig`" + ` (labels, node IP subnet, the control-plane taint removed when
+  ` + "`allowSchedulingOnControlPlanes`" + `), ` + "`KubeNetworkConfig`" + `, ` + "`KubeAPIServerConfig`" + ` (certificate SANs),
+  with Cilium ` + "`KubeFlannelCNIConfig`" + ` deleted and ` + "`KubeProxyConfig`" + ` disabled, inline and extra manifests as
+  ` + "`KubeInlineManifestConfig`" + ` and ` + "`KubeExternalManifestConfig`" + `, and the network, time and volume documents of
+  v1.13. The kubelet has no bind mounts any more: a data disk's ` + "`mountPath`" + ` must be
+  ` + "`/var/mnt/<name>`" + `, and user patches of ` + "`machine.kubelet`" + `, ` + "`cluster.*`" + ` or ` + "`machine.install`" + ` must be written
+  as those documents (the error says which). The Kubernetes upgrade patches the images where the
+  configuration has them (machinery's stdpatches).
 
 Every node's configuration is generated and validated with the cluster's secrets before any VM is
 created. Patches (` + "`configPatches`" + ` and friends) may be strategic merges, whole extra documents (e.g. a

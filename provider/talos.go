@@ -124,7 +124,7 @@ func (b *builder) talos() error {
 // manifestsPatch is the control plane patch with the rendered Helm releases, then the inline
 // manifests, and the extra manifests, identical on every control plane. Manifest contents may be outputs or secrets.
 func (b *builder) manifestsPatch() pulumi.StringOutput {
-	var contents []any
+	contents := []any{b.secrets.TalosVersion}
 	for _, c := range b.pass.ManifestContents {
 		contents = append(contents, c)
 	}
@@ -138,12 +138,13 @@ func (b *builder) manifestsPatch() pulumi.StringOutput {
 
 	helm := b.helm
 
+	// The first value is the cluster's configuration contract, the rest the manifests' contents.
 	return pulumi.All(contents...).ApplyT(func(v []any) (string, error) {
 		ms := append([]talosconfig.Manifest{}, helm...)
-		for i, c := range v {
+		for i, c := range v[1:] {
 			ms = append(ms, talosconfig.Manifest{Name: names[i], Contents: c.(string)})
 		}
 
-		return talosconfig.ManifestsPatch(ms, extra)
+		return talosconfig.ManifestsPatch(ms, extra, v[0].(string))
 	}).(pulumi.StringOutput)
 }

@@ -8,8 +8,7 @@ import (
 )
 
 // TestConstructPerTalosMinor: each Talos minor gets the configuration contract it expects
-// (v1.14 keeps v1.13, see spec.NewestContract), recorded in the secrets, and the documents of
-// that contract.
+// recorded in the secrets, and the documents of that contract.
 func TestConstructPerTalosMinor(t *testing.T) {
 	t.Parallel()
 
@@ -20,11 +19,21 @@ func TestConstructPerTalosMinor(t *testing.T) {
 		"v1.11.5": {"v1.11", nil},
 		"v1.12.4": {"v1.12", []string{"HostnameConfig", "LinkAliasConfig", "LinkConfig", "Layer2VIPConfig", "ResolverConfig", "TimeSyncConfig", "UserVolumeConfig"}},
 		"v1.13.9": {"v1.13", []string{"HostnameConfig", "LinkConfig", "Layer2VIPConfig", "UserVolumeConfig"}},
-		"v1.14.1": {"v1.13", []string{"HostnameConfig", "LinkConfig", "Layer2VIPConfig", "UserVolumeConfig"}},
+		"v1.14.1": {"v1.14", []string{"HostnameConfig", "LinkConfig", "Layer2VIPConfig", "UserVolumeConfig", "UnattendedInstallConfig",
+			"KubeNodeConfig", "KubeNetworkConfig", "KubeAPIServerConfig", "KubeInlineManifestConfig"}},
 	} {
 		r := &recorder{}
-		if _, err := construct(t, r, "homelab", inputsFromJSON(t, homelabJSON).Set("talosVersion", property.New(talos)).
-			Delete("kubernetesVersion")); err != nil {
+		// From contract v1.14 a data disk is mounted where Talos mounts user volumes.
+		in := inputsFromJSON(t, strings.ReplaceAll(homelabJSON, "/var/lib/longhorn", "/var/mnt/longhorn")).
+			Set("talosVersion", property.New(talos)).Delete("kubernetesVersion")
+		if want.contract == "v1.14" {
+			// The kubelet's settings are a document of their own from contract v1.14.
+			in = in.Set("workerConfigPatches", property.New([]property.Value{
+				property.New("apiVersion: v1alpha1\nkind: KubeletConfig\nextraArgs:\n  max-pods: \"200\"\n"),
+			}))
+		}
+
+		if _, err := construct(t, r, "homelab", in); err != nil {
 			t.Fatalf("talosVersion %s: %v", talos, err)
 		}
 
@@ -85,5 +94,22 @@ func TestRejectedPatchStopsBeforeAnyVM(t *testing.T) {
 		if vms := r.ofType("proxmoxve:VM/virtualMachine:VirtualMachine"); len(vms) != 0 {
 			t.Errorf("%s: %d VMs registered before the configuration was found invalid", tc.name, len(vms))
 		}
+	}
+}
+
+// TestDataDiskOutsideVarMntOnContractV114: under contract v1.14 the kubelet has no bind mounts, so a
+// data disk mounted elsewhere than /var/mnt/<name> is refused, naming it, before any VM.
+func TestDataDiskOutsideVarMntOnContractV114(t *testing.T) {
+	t.Parallel()
+
+	r := &recorder{}
+
+	_, err := construct(t, r, "homelab", inputsFromJSON(t, homelabJSON).Set("talosVersion", property.New("v1.14.1")).Delete("kubernetesVersion"))
+	if err == nil || !strings.Contains(err.Error(), "nodes.worker-1.dataDisks[0].mountPath") || !strings.Contains(err.Error(), "/var/mnt/longhorn") {
+		t.Fatalf("want the data disk's mount path refused: %v", err)
+	}
+
+	if vms := r.ofType("proxmoxve:VM/virtualMachine:VirtualMachine"); len(vms) != 0 {
+		t.Errorf("%d VMs registered", len(vms))
 	}
 }

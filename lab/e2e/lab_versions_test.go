@@ -16,6 +16,11 @@ import (
 // versionCluster: a control plane behind a VIP and a worker with a Longhorn data disk, Cilium
 // from the lab's repository, on one Talos release.
 func versionCluster(l *lab.Lab, talos string) string {
+	mount := "/var/lib/longhorn"
+	if strings.HasPrefix(talos, "v1.14.") {
+		mount = "/var/mnt/longhorn" // contract v1.14: the kubelet sees user volumes only there
+	}
+
 	return fmt.Sprintf(`name: versions
 runtime: yaml
 config:
@@ -43,20 +48,22 @@ resources:
           hostNode: pve2
           role: worker
           ip: %[6]s
-          dataDisks: [{sizeGib: 20, mountPath: /var/lib/longhorn}]
+          dataDisks: [{sizeGib: 20, mountPath: %[7]s}]
 outputs:
   endpoint: ${versions.endpoint}
-`, talos, l.Charts.URL, l.Address(10), l.Address(1), l.Address(11), l.Address(21))
+`, talos, l.Charts.URL, l.Address(10), l.Address(1), l.Address(11), l.Address(21), mount)
 }
 
 // TestTalosVersionMatrix creates the same small cluster on the newest patch of every supported
-// Talos minor the lab's nodes emulate, each with the configuration documents of its contract
-// (v1.14 keeps contract v1.13), which the emulated nodes validate with machinery v1.14.1 in the
-// mode of their own version: up, a preview without changes, destroy.
+// Talos minor the lab's nodes emulate, each with the configuration documents of its contract,
+// which the emulated nodes validate with machinery v1.14.1 in the mode of their own version: up,
+// a preview without changes, destroy. On v1.14 (Kubernetes in Kube* documents) Kubernetes is
+// also upgraded, v1.36.3 → v1.37.0, patching those documents.
 func TestTalosVersionMatrix(t *testing.T) {
 	t.Parallel()
 
 	network := []string{"HostnameConfig", "LinkAliasConfig", "LinkConfig", "ResolverConfig", "TimeSyncConfig"}
+	kube := append(slices.Clone(network), "UnattendedInstallConfig", "KubeNodeConfig", "KubeNetworkConfig", "KubeletConfig")
 
 	for i, tc := range []struct {
 		talos string
@@ -66,13 +73,20 @@ func TestTalosVersionMatrix(t *testing.T) {
 		{"v1.11.5", nil, nil, nil},
 		{"v1.12.4", network, []string{"Layer2VIPConfig"}, []string{"UserVolumeConfig"}},
 		{"v1.13.9", network, []string{"Layer2VIPConfig"}, []string{"UserVolumeConfig"}},
-		{"v1.14.1", network, []string{"Layer2VIPConfig"}, []string{"UserVolumeConfig"}},
+		{"v1.14.1", kube, []string{"Layer2VIPConfig", "KubeAPIServerConfig", "KubeInlineManifestConfig", "KubeProxyConfig"}, []string{"UserVolumeConfig"}},
 	} {
 		t.Run(tc.talos, func(t *testing.T) {
 			t.Parallel()
 
 			e := newEnv(t)
-			l, p := onLab(t, e, lab.Options{Subnet: 50 + i}, func(l *lab.Lab) string { return versionCluster(l, tc.talos) })
+			upgradeKube := strings.HasPrefix(tc.talos, "v1.14.")
+			l, p := onLab(t, e, lab.Options{Subnet: 50 + i}, func(l *lab.Lab) string {
+				if upgradeKube {
+					return strings.Replace(versionCluster(l, tc.talos), "      vip:", "      kubernetesVersion: v1.36.3\n      vip:", 1)
+				}
+
+				return versionCluster(l, tc.talos)
+			})
 
 			mustRun(t, p, "up", "--yes", "--skip-preview")
 
@@ -101,15 +115,45 @@ func TestTalosVersionMatrix(t *testing.T) {
 					want = append(want, tc.workerDocs...)
 				}
 
-				slices.Sort(kinds)
-				slices.Sort(want)
+				if len(want) == 0 && len(kinds) != 0 {
+					t.Errorf("%s on Talos %s: documents %v beside v1alpha1; contract v1.11 has one document", n.Hostname(), tc.talos, kinds)
+				}
 
-				if !slices.Equal(kinds, want) {
-					t.Errorf("%s on Talos %s: documents %v, want %v", n.Hostname(), tc.talos, kinds, want)
+				for _, k := range want {
+					if !slices.Contains(kinds, k) {
+						t.Errorf("%s on Talos %s: no %s document among %v", n.Hostname(), tc.talos, k, kinds)
+					}
+				}
+
+				if tc.talos < "v1.14" && slices.Contains(kinds, "KubeletConfig") {
+					t.Errorf("%s on Talos %s: Kube* documents before contract v1.14: %v", n.Hostname(), tc.talos, kinds)
 				}
 			}
 
 			mustRun(t, p, "preview", "--expect-no-changes")
+
+			if upgradeKube {
+				editProgram(t, e, "kubernetesVersion: v1.36.3", "kubernetesVersion: v1.37.0")
+				mustRun(t, p, "up", "--yes", "--skip-preview")
+
+				for _, n := range l.Controller.Nodes() {
+					cfg, err := configloader.NewFromBytes(n.Config())
+					if err != nil {
+						t.Fatal(err)
+					}
+
+					if img := cfg.K8sKubeletConfig().Image(); !strings.HasSuffix(img, ":v1.37.0") {
+						t.Errorf("%s: kubelet image %s after the Kubernetes upgrade", n.Hostname(), img)
+					}
+
+					if a := cfg.K8sAPIServerConfig(); n.Hostname() == "cp-1" && !strings.HasSuffix(a.Image(), ":v1.37.0") {
+						t.Errorf("cp-1: kube-apiserver image %s after the Kubernetes upgrade", a.Image())
+					}
+				}
+
+				mustRun(t, p, "preview", "--expect-no-changes")
+			}
+
 			mustRun(t, p, "destroy", "--yes", "--skip-preview")
 
 			if vms := l.PVE.VMs(); len(vms) != 0 {

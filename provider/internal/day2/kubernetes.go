@@ -1,16 +1,16 @@
 package day2
 
 // The Kubernetes upgrade follows Talos' own upgrade-k8s (pkg/cluster/kubernetes in
-// siderolabs/talos v1.13.9, MPL-2.0): each control-plane component on every control plane in
+// siderolabs/talos v1.14.1, MPL-2.0): each control-plane component on every control plane in
 // turn, then kube-proxy, then every kubelet, each by patching the node's running machine
-// configuration (COSI MachineConfig) and applying it without a reboot. What differs: the waits
-// read the mirror pods' images and the Nodes' kubelet versions through client-go rather than
-// Talos' per-service COSI resources, and images keep the repository the node runs (a registry
-// mirror stays in place) instead of Talos' defaults.
+// configuration (COSI MachineConfig) with machinery's stdpatches (v1alpha1 fields, or the Kube*
+// documents of contract v1.14, as the configuration has them) and applying it without a
+// reboot. What differs: the waits read the mirror pods' images and the Nodes' kubelet versions
+// through client-go rather than Talos' per-service COSI resources, and images keep the
+// repository the node runs (a registry mirror stays in place) instead of Talos' defaults.
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -18,8 +18,10 @@ import (
 	"github.com/cosi-project/runtime/pkg/safe"
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	cfgconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
-	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/stdpatches"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	corev1 "k8s.io/api/core/v1"
@@ -47,59 +49,56 @@ type KubernetesUpgradeResult struct {
 	Updated []string
 }
 
-// component is one control-plane static pod: where its image is in the v1alpha1 config. The
-// configuration contracts the component writes (up to v1.13) keep the images there; Talos
-// deprecates those fields for the Kube* documents of contract v1.14.
-//
-//nolint:staticcheck // see above: the fields of the contracts the component writes
+// component is one Kubernetes component Talos runs: how to read its image from a machine
+// configuration and how to patch it, in the form of the configuration's contract (v1alpha1
+// fields up to v1.13, the Kube* documents of v1.14), as machinery's stdpatches write it.
 type component struct {
 	name     string
 	fallback string
-	image    func(*v1alpha1.Config) *string
+	image    func(cfgconfig.Config) string
+	guess    func(cfgconfig.Container) *cfgconfig.VersionContract
+	patch    func(*cfgconfig.VersionContract, string) ([]byte, error)
 }
 
-//nolint:staticcheck // the image fields of contracts up to v1.13 (see component)
 var controlPlaneComponents = []component{
-	{"kube-apiserver", constants.KubernetesAPIServerImage, func(c *v1alpha1.Config) *string {
-		if c.ClusterConfig.APIServerConfig == nil {
-			c.ClusterConfig.APIServerConfig = &v1alpha1.APIServerConfig{}
+	{"kube-apiserver", constants.KubernetesAPIServerImage, func(c cfgconfig.Config) string {
+		if a := c.K8sAPIServerConfig(); a != nil {
+			return a.Image()
 		}
 
-		return &c.ClusterConfig.APIServerConfig.ContainerImage
-	}},
-	{"kube-controller-manager", constants.KubernetesControllerManagerImage, func(c *v1alpha1.Config) *string {
-		if c.ClusterConfig.ControllerManagerConfig == nil {
-			c.ClusterConfig.ControllerManagerConfig = &v1alpha1.ControllerManagerConfig{}
+		return ""
+	}, stdpatches.GuessVersionContractKubeAPIServer, stdpatches.WithKubeAPIServerImage},
+	{"kube-controller-manager", constants.KubernetesControllerManagerImage, func(c cfgconfig.Config) string {
+		if a := c.K8sControllerManagerConfig(); a != nil {
+			return a.Image()
 		}
 
-		return &c.ClusterConfig.ControllerManagerConfig.ContainerImage
-	}},
-	{"kube-scheduler", constants.KubernetesSchedulerImage, func(c *v1alpha1.Config) *string {
-		if c.ClusterConfig.SchedulerConfig == nil {
-			c.ClusterConfig.SchedulerConfig = &v1alpha1.SchedulerConfig{}
+		return ""
+	}, stdpatches.GuessVersionContractKubeControllerManager, stdpatches.WithKubeControllerManagerImage},
+	{"kube-scheduler", constants.KubernetesSchedulerImage, func(c cfgconfig.Config) string {
+		if a := c.K8sSchedulerConfig(); a != nil {
+			return a.Image()
 		}
 
-		return &c.ClusterConfig.SchedulerConfig.ContainerImage
-	}},
+		return ""
+	}, stdpatches.GuessVersionContractKubeScheduler, stdpatches.WithKubeSchedulerImage},
 }
 
-//nolint:staticcheck // as controlPlaneComponents
-var proxyComponent = component{"kube-proxy", constants.KubeProxyImage, func(c *v1alpha1.Config) *string {
-	if c.ClusterConfig.ProxyConfig == nil {
-		c.ClusterConfig.ProxyConfig = &v1alpha1.ProxyConfig{}
+var proxyComponent = component{"kube-proxy", constants.KubeProxyImage, func(c cfgconfig.Config) string {
+	if a := c.K8sProxyConfig(); a != nil {
+		return a.Image()
 	}
 
-	return &c.ClusterConfig.ProxyConfig.ContainerImage
-}}
+	return ""
+}, stdpatches.GuessVersionContractKubeProxy, stdpatches.WithKubeProxyImage}
 
-//nolint:staticcheck // as controlPlaneComponents
-var kubeletComponent = component{"kubelet", constants.KubeletImage, func(c *v1alpha1.Config) *string {
-	if c.MachineConfig.MachineKubelet == nil {
-		c.MachineConfig.MachineKubelet = &v1alpha1.KubeletConfig{}
+var kubeletComponent = component{"kubelet", constants.KubeletImage, func(c cfgconfig.Config) string {
+	if a := c.K8sKubeletConfig(); a != nil {
+		return a.Image()
 	}
 
-	return &c.MachineConfig.MachineKubelet.KubeletImage
-}}
+	return ""
+}, stdpatches.GuessVersionContractKubelet, stdpatches.WithKubeletImage}
 
 // UpgradeKubernetes moves the cluster to o.To the way Talos' upgrade-k8s does: kube-apiserver
 // on every control plane (one at a time, each waited for until its mirror pod runs the new image
@@ -183,33 +182,26 @@ func (o KubernetesUpgradeOptions) patch(ctx context.Context, n Node, comp compon
 		return "", fmt.Errorf("reading the machine configuration of %s: %w", n.Name, err)
 	}
 
-	var image, was string
+	current := mc.Provider()
+	was := comp.image(current)
 
-	patched, err := mc.Provider().PatchV1Alpha1(func(cfg *v1alpha1.Config) error {
-		if cfg.ClusterConfig == nil {
-			cfg.ClusterConfig = &v1alpha1.ClusterConfig{}
-		}
-
-		if cfg.MachineConfig == nil {
-			cfg.MachineConfig = &v1alpha1.MachineConfig{}
-		}
-
-		field := comp.image(cfg)
-		was, image = *field, nextImage(*field, comp.fallback, to)
-
-		if image == was {
-			return errUnchanged
-		}
-
-		*field = image
-
-		return nil
-	})
-
-	switch {
-	case errors.Is(err, errUnchanged):
+	image := nextImage(was, comp.fallback, to)
+	if image == was {
 		return "", nil
-	case err != nil:
+	}
+
+	patch, err := stdpatches.PreparePatch(comp.patch(comp.guess(current), image))
+	if err != nil {
+		return "", fmt.Errorf("patching the %s image of %s: %w", comp.name, n.Name, err)
+	}
+
+	out, err := configpatcher.Apply(configpatcher.WithConfig(current), []configpatcher.Patch{patch})
+	if err != nil {
+		return "", fmt.Errorf("patching the machine configuration of %s: %w", n.Name, err)
+	}
+
+	patched, err := out.Config()
+	if err != nil {
 		return "", fmt.Errorf("patching the machine configuration of %s: %w", n.Name, err)
 	}
 
@@ -228,8 +220,6 @@ func (o KubernetesUpgradeOptions) patch(ctx context.Context, n Node, comp compon
 
 	return image, nil
 }
-
-var errUnchanged = errors.New("already at the version")
 
 // nextImage is current with its tag set to version (keeping a -fat/-slim suffix and dropping a
 // digest); fallback is the repository when current is empty (Talos' default image).

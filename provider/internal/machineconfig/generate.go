@@ -156,6 +156,10 @@ func explain(err error) error {
 		return fmt.Errorf("%w; from Talos v1.12 the configuration has several documents: write the patch as a strategic merge (YAML) instead", err)
 	case strings.Contains(msg, "static hostname is already set"):
 		return fmt.Errorf("%w; the component sets each node's hostname in a HostnameConfig document: remove machine.network.hostname from the patch (the node's name is its hostname)", err)
+	case strings.Contains(msg, "is already set in v1alpha1 config"):
+		return fmt.Errorf("%w; from configuration contract v1.14 Kubernetes settings live in their own documents (KubeletConfig, "+
+			"KubeAPIServerConfig, KubeProxyConfig, KubeNodeConfig…): write the patch as that document, e.g. "+
+			"\"apiVersion: v1alpha1\\nkind: KubeletConfig\\nextraArgs: {max-pods: \\\"200\\\"}\"", err)
 	}
 
 	return err

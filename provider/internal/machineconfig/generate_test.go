@@ -97,6 +97,8 @@ func TestPatchErrorsNameThePatch(t *testing.T) {
 			{From: "the component's patch for node cp-1", Text: hostnamePatch},
 			{From: "nodes.cp-1.configPatches[0]", Text: "machine:\n  network:\n    hostname: other\n"},
 		}, []string{"static hostname is already set", "HostnameConfig", "machine.network.hostname"}},
+		{"v1alpha1 kubelet beside KubeletConfig", "v1.14", []Patch{{From: "workerConfigPatches[0]", Text: "machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"200\"\n"}},
+			[]string{"workerConfigPatches[0]", "kubelet config is already set", "kind: KubeletConfig"}},
 		{"not a patch", "v1.13", []Patch{{From: "workerConfigPatches[1]", Text: "machine: [\n"}},
 			[]string{"workerConfigPatches[1]"}},
 	} {

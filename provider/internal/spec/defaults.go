@@ -72,13 +72,10 @@ var SupportedTalos = map[string]talosMinor{
 // SupportedTalosRange is the human-readable supported range.
 const SupportedTalosRange = "v1.10.0 to v1.14.x"
 
-// NewestContract is the newest configuration contract the component writes. Up to v1.11 the
-// configuration is one v1alpha1 document; v1.12 and v1.13 move the network, time and data
-// disks to their own documents. Contract v1.14 moves Kubernetes itself into ~17 `Kube*`
-// documents, which the component's patches and its Kubernetes upgrade do not write yet: a
-// cluster created on Talos v1.14 keeps contract v1.13, which Talos v1.14 runs unchanged (Talos
-// accepts every older contract).
-const NewestContract = "v1.13"
+// NewestContract is the newest configuration contract the component writes: up to v1.11 one
+// v1alpha1 document; v1.12 and v1.13 move the network, time and data disks to their own
+// documents; v1.14 moves Kubernetes and the installer to theirs too.
+const NewestContract = "v1.14"
 
 // ContractFor is the configuration contract a cluster created on a Talos minor gets.
 func ContractFor(talosMinor string) string {

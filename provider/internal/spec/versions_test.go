@@ -50,7 +50,7 @@ func TestContracts(t *testing.T) {
 	t.Parallel()
 
 	for talos, want := range map[string]string{
-		"v1.10.6": "v1.10", "v1.11.5": "v1.11", "v1.12.4": "v1.12", "v1.13.9": "v1.13", "v1.14.1": "v1.13",
+		"v1.10.6": "v1.10", "v1.11.5": "v1.11", "v1.12.4": "v1.12", "v1.13.9": "v1.13", "v1.14.1": "v1.14",
 	} {
 		in := base()
 		in.TalosVersion = talos

@@ -3,6 +3,7 @@ package talosconfig
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/siderolabs/talos/pkg/machinery/config"
@@ -106,5 +107,35 @@ func TestVolumeNamesAreUniquePerNode(t *testing.T) {
 
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("volume names %v, want %v", got, want)
+	}
+}
+
+// installerImage is the installer the configuration names: machine.install up to contract
+// v1.13, the UnattendedInstallConfig document from v1.14.
+func installerImage(cfg config.Provider) string {
+	if u := cfg.UnattendedInstallConfig(); u != nil {
+		return u.InstallerImage()
+	}
+
+	return cfg.Machine().Install().Image()
+}
+
+func TestContractV114DataDiskMountPath(t *testing.T) {
+	t.Parallel()
+
+	c, err := spec.Build(homelab())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, n := range c.Nodes {
+		if n.Name != "worker-1" {
+			continue
+		}
+
+		_, err := NodePatch(c, n, staticAddrs(c, n), "v1.14")
+		if err == nil || !strings.Contains(err.Error(), "nodes.worker-1.dataDisks[0].mountPath") || !strings.Contains(err.Error(), "use /var/mnt/longhorn") {
+			t.Errorf("a data disk at /var/lib/longhorn under contract v1.14: %v", err)
+		}
 	}
 }

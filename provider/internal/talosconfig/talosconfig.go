@@ -62,6 +62,10 @@ func CertSANs(c *spec.Cluster, a Addresses) []string {
 // v1alpha1 part without the deprecated network, time and disk fields, followed by the documents
 // that replace them.
 func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (string, error) {
+	if KubeDocuments(contract) {
+		return nodePatchKube(c, n, a)
+	}
+
 	multi := MultiDocument(contract)
 
 	sans := CertSANs(c, a)
@@ -93,12 +97,7 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 		network["nameservers"] = c.Network.Nameservers
 	}
 
-	labels := maps.Clone(n.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels["topology.kubernetes.io/region"] = c.ProxmoxClusterName
-	labels["topology.kubernetes.io/zone"] = n.HostNode
+	labels := nodeLabels(c, n)
 
 	machine := map[string]any{
 		"certSANs": sans,
@@ -192,17 +191,20 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 	delete(machine, "network")
 	delete(machine, "time")
 
-	parts := []string{}
-	for _, d := range append([]map[string]any{{"machine": machine, "cluster": cluster}}, documents(c, n, a)...) {
-		y, err := marshal(d)
-		if err != nil {
-			return "", err
-		}
+	return joinDocuments(append([]map[string]any{{"machine": machine, "cluster": cluster}}, documents(c, n, a)...))
+}
 
-		parts = append(parts, y)
+// nodeLabels are the node's own labels and the topology labels (Proxmox cluster and host).
+func nodeLabels(c *spec.Cluster, n spec.Node) map[string]string {
+	labels := maps.Clone(n.Labels)
+	if labels == nil {
+		labels = map[string]string{}
 	}
 
-	return strings.Join(parts, "---\n"), nil
+	labels["topology.kubernetes.io/region"] = c.ProxmoxClusterName
+	labels["topology.kubernetes.io/zone"] = n.HostNode
+
+	return labels
 }
 
 // nodeSubnet is the static node subnet, which keeps the kubelet and etcd off the VIP and off
@@ -226,11 +228,17 @@ type Manifest struct {
 	Contents string
 }
 
-// ManifestsPatch is the control plane patch that carries the bootstrap manifests. It must be
+// ManifestsPatch is the control plane patch that carries the bootstrap manifests, for a
+// configuration contract (`cluster.inlineManifests` and `cluster.extraManifests` up to v1.13,
+// KubeInlineManifestConfig and KubeExternalManifestConfig documents from v1.14). It must be
 // identical on every control plane. It returns "" when there is nothing to add.
-func ManifestsPatch(inline []Manifest, extra []string) (string, error) {
+func ManifestsPatch(inline []Manifest, extra []string, contract string) (string, error) {
 	if len(inline) == 0 && len(extra) == 0 {
 		return "", nil
+	}
+
+	if KubeDocuments(contract) {
+		return manifestDocuments(inline, extra)
 	}
 
 	cluster := map[string]any{}

@@ -1,6 +1,7 @@
 package talosconfig
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -85,8 +86,34 @@ var cases = []patchCase{
 }
 
 // contracts are the configuration contracts the patches are written for: the single v1alpha1
-// document, then the multi-document network of v1.12 and v1.13.
-var contracts = []string{"v1.11", "v1.12", "v1.13"}
+// document, the multi-document network of v1.12 and v1.13, the Kube* documents of v1.14.
+var contracts = []string{"v1.11", "v1.12", "v1.13", "v1.14"}
+
+// buildFor builds the case's cluster for a contract: from v1.14 data disks must be mounted where
+// Talos mounts user volumes (/var/mnt/<name>), so other mount paths move there.
+func buildFor(t *testing.T, in spec.Input, contract string) *spec.Cluster {
+	t.Helper()
+
+	c, err := spec.Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if KubeDocuments(contract) {
+		for i := range c.Nodes {
+			n := &c.Nodes[i]
+			n.DataDisks = slices.Clone(n.DataDisks)
+
+			for j := range n.DataDisks {
+				if p := n.DataDisks[j].MountPath; p != "" && !strings.HasPrefix(p, "/var/mnt/") {
+					n.DataDisks[j].MountPath = "/var/mnt/" + VolumeName(p)
+				}
+			}
+		}
+	}
+
+	return c
+}
 
 func goldenName(name, contract string) string {
 	if contract == "v1.11" {
@@ -100,12 +127,9 @@ func TestNodePatchGolden(t *testing.T) {
 	t.Parallel()
 
 	for _, tc := range cases {
-		c, err := spec.Build(tc.input)
-		if err != nil {
-			t.Fatal(err)
-		}
-
 		for _, contract := range contracts {
+			c := buildFor(t, tc.input, contract)
+
 			var all strings.Builder
 			for _, n := range c.Nodes {
 				patch, err := NodePatch(c, n, tc.addrs(c, n), contract)
@@ -129,13 +153,13 @@ func TestNodePatchGolden(t *testing.T) {
 func TestManifestsPatchGolden(t *testing.T) {
 	t.Parallel()
 
-	empty, err := ManifestsPatch(nil, nil)
+	empty, err := ManifestsPatch(nil, nil, "v1.13")
 	if err != nil || empty != "" {
 		t.Fatalf("empty manifests patch = %q, %v", empty, err)
 	}
 
 	patch, err := ManifestsPatch([]Manifest{{Name: "l2", Contents: "apiVersion: cilium.io/v2alpha1\nkind: CiliumL2AnnouncementPolicy\nmetadata:\n  name: default\n"}},
-		[]string{"https://example.com/crds.yaml"})
+		[]string{"https://example.com/crds.yaml"}, "v1.13")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,12 +183,8 @@ func TestPatchesValidateWithTalos(t *testing.T) {
 	}
 
 	for _, tc := range cases {
-		c, err := spec.Build(tc.input)
-		if err != nil {
-			t.Fatal(err)
-		}
-
 		for _, contract := range contracts {
+			c := buildFor(t, tc.input, contract)
 			for _, n := range c.Nodes {
 				checkNodeConfig(t, b, c, n, tc.addrs(c, n), contract, tc.name+"@"+contract+"/"+n.Name)
 			}
@@ -182,7 +202,7 @@ func checkNodeConfig(t *testing.T, b *secrets.Bundle, c *spec.Cluster, n spec.No
 
 	patches := []machineconfig.Patch{{From: "node", Text: nodePatch}, {From: "user", Text: "machine:\n  sysctls:\n    vm.max_map_count: \"262144\"\n"}}
 	if n.Role == spec.RoleControlPlane {
-		mp, _ := ManifestsPatch([]Manifest{{Name: "ns", Contents: "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n"}}, nil)
+		mp, _ := ManifestsPatch([]Manifest{{Name: "ns", Contents: "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n"}}, nil, contract)
 		patches = append(patches, machineconfig.Patch{From: "manifests", Text: mp})
 	}
 
@@ -203,12 +223,19 @@ func checkNodeConfig(t *testing.T, b *secrets.Bundle, c *spec.Cluster, n spec.No
 		t.Errorf("%s: hostname = %q", at, got)
 	}
 
-	if got := cfg.Machine().Install().Image(); got != c.Image.InstallerImage {
+	if got := installerImage(cfg); got != c.Image.InstallerImage {
 		t.Errorf("%s: installer = %q, want %q", at, got, c.Image.InstallerImage)
 	}
 
 	if got := cfg.K8sNodeConfig().Labels()["topology.kubernetes.io/zone"]; got != n.HostNode {
 		t.Errorf("%s: zone label = %q", at, got)
+	}
+
+	if KubeDocuments(contract) && n.Role != spec.RoleControlPlane {
+		// From contract v1.14 the CNI and kube-proxy are control-plane documents only.
+		checkNetwork(t, cfg, c, n, a, contract, at)
+
+		return
 	}
 
 	flannel, proxy := cfg.K8sFlannelCNIConfig() != nil, cfg.K8sProxyConfig().Enabled()

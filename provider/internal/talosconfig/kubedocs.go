@@ -1,0 +1,107 @@
+package talosconfig
+
+import (
+	"fmt"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+)
+
+// KubeDocuments reports whether a configuration contract configures Kubernetes through its own
+// documents (KubeNodeConfig, KubeNetworkConfig, KubeAPIServerConfig…) and installs through
+// UnattendedInstallConfig: from Talos v1.14, which rejects the old `cluster.*`,
+// `machine.kubelet` and `machine.install` fields beside them.
+func KubeDocuments(contract string) bool { return minorOf(contract) >= 14 }
+
+// nodePatchKube is NodePatch for contract v1.14 and later: the v1alpha1 part keeps only the
+// certificate SANs and etcd's subnet; the installer, the Kubernetes node, network and API server
+// settings, Cilium's replacements and the network, time and volume documents follow.
+func nodePatchKube(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
+	sans := CertSANs(c, a)
+	subnet, hasSubnet := nodeSubnet(c)
+
+	v1 := map[string]any{"machine": map[string]any{"certSANs": sans}}
+	if n.Role == spec.RoleControlPlane && hasSubnet {
+		v1["cluster"] = map[string]any{"etcd": map[string]any{"advertisedSubnets": []string{subnet}}}
+	}
+
+	doc := func(kind string, fields map[string]any) map[string]any {
+		fields["apiVersion"], fields["kind"] = "v1alpha1", kind
+
+		return fields
+	}
+
+	docs := []map[string]any{v1, doc("UnattendedInstallConfig", map[string]any{
+		"installer":    map[string]any{"image": c.Image.InstallerImage},
+		"provisioning": map[string]any{"diskSelector": map[string]any{"match": fmt.Sprintf("disk.dev_path == %q", n.InstallDisk)}},
+	})}
+
+	node := map[string]any{"labels": nodeLabels(c, n)}
+	if hasSubnet {
+		node["nodeIP"] = map[string]any{"validSubnets": []string{subnet}}
+	}
+
+	if n.Role == spec.RoleControlPlane && c.AllowSchedulingOnControlPlanes {
+		node["taints"] = map[string]any{"node-role.kubernetes.io/control-plane": map[string]any{"$patch": "delete"}}
+	}
+
+	docs = append(docs, doc("KubeNodeConfig", node), doc("KubeNetworkConfig", map[string]any{
+		"dnsDomain": c.Network.DNSDomain, "podSubnets": c.Network.PodSubnets, "serviceSubnets": c.Network.ServiceSubnets,
+	}))
+
+	if n.Role == spec.RoleControlPlane {
+		docs = append(docs, doc("KubeAPIServerConfig", map[string]any{"certExtraSANs": sans}))
+	}
+
+	if c.Cilium && n.Role == spec.RoleControlPlane {
+		// Cilium is the CNI and replaces kube-proxy (Talos' Cilium guide); only control planes
+		// carry the cluster-wide CNI and proxy documents.
+		docs = append(docs, doc("KubeFlannelCNIConfig", map[string]any{"$patch": "delete"}),
+			doc("KubeProxyConfig", map[string]any{"enabled": false}))
+	}
+
+	// The kubelet sees user volumes where Talos mounts them; there are no bind mounts any more.
+	volumes := volumeNames(n)
+	for i, d := range n.DataDisks {
+		if d.MountPath != "" && d.MountPath != "/var/mnt/"+volumes[i] {
+			return "", fmt.Errorf("nodes.%s.dataDisks[%d].mountPath: %s: from configuration contract v1.14 Talos mounts a data disk only at "+
+				"/var/mnt/<name>, where the kubelet sees it (there are no kubelet bind mounts); use /var/mnt/%s", n.Name, i, d.MountPath, volumes[i])
+		}
+	}
+
+	return joinDocuments(append(docs, documents(c, n, a)...))
+}
+
+// joinDocuments writes each document with marshal and joins them into one multi-document patch.
+func joinDocuments(docs []map[string]any) (string, error) {
+	var out string
+
+	for i, d := range docs {
+		y, err := marshal(d)
+		if err != nil {
+			return "", err
+		}
+
+		if i > 0 {
+			out += "---\n"
+		}
+
+		out += y
+	}
+
+	return out, nil
+}
+
+// manifestDocuments are the bootstrap manifests as contract v1.14 documents.
+func manifestDocuments(inline []Manifest, extra []string) (string, error) {
+	var docs []map[string]any
+
+	for _, m := range inline {
+		docs = append(docs, map[string]any{"apiVersion": "v1alpha1", "kind": "KubeInlineManifestConfig", "name": m.Name, "manifest": m.Contents})
+	}
+
+	for i, u := range extra {
+		docs = append(docs, map[string]any{"apiVersion": "v1alpha1", "kind": "KubeExternalManifestConfig", "name": fmt.Sprintf("extra-%d", i), "url": u})
+	}
+
+	return joinDocuments(docs)
+}
