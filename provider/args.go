@@ -13,6 +13,7 @@ type TalosProxmoxClusterArgs struct {
 	ClusterName                    string                  `pulumi:"clusterName"`
 	TalosVersion                   string                  `pulumi:"talosVersion"`
 	KubernetesVersion              string                  `pulumi:"kubernetesVersion,optional"`
+	ConfigContract                 string                  `pulumi:"configContract,optional"`
 	Endpoint                       string                  `pulumi:"endpoint,optional"`
 	Vip                            string                  `pulumi:"vip,optional"`
 	Nodes                          map[string]Node         `pulumi:"nodes"`
@@ -67,6 +68,12 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 		"schematic) and how Proxmox downloads it.")
 	an.Describe(&a.AllowSchedulingOnControlPlanes, "Let ordinary workloads run on control plane nodes. "+
 		"Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.")
+	an.Describe(&a.ConfigContract, "Format of the Talos machine configuration, as a Talos minor (`v1.11` … `v1.14`): "+
+		"`v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` "+
+		"Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of "+
+		"`talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the "+
+		"format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep kubelet bind mounts "+
+		"of data disks outside /var/mnt.")
 	an.Describe(&a.ProxmoxClusterName, "Value of the `topology.kubernetes.io/region` label on every node "+
 		"(the zone label is the node's Proxmox host). Default: `clusterName`.")
 	an.Describe(&a.ConfigPatches, "Talos machine configuration patches (YAML strategic-merge or JSON patch) "+

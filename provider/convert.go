@@ -45,6 +45,7 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *passThrou
 		ClusterName:                    a.ClusterName,
 		TalosVersion:                   a.TalosVersion,
 		KubernetesVersion:              a.KubernetesVersion,
+		ConfigContract:                 a.ConfigContract,
 		Endpoint:                       a.Endpoint,
 		VIP:                            a.Vip,
 		AllowSchedulingOnControlPlanes: a.AllowSchedulingOnControlPlanes,

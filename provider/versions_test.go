@@ -113,3 +113,27 @@ func TestDataDiskOutsideVarMntOnContractV114(t *testing.T) {
 		t.Errorf("%d VMs registered", len(vms))
 	}
 }
+
+// TestConfigContractInput: a cluster created on Talos v1.14 with configContract v1.13 gets the
+// v1.13 documents (and may keep a data disk outside /var/mnt).
+func TestConfigContractInput(t *testing.T) {
+	t.Parallel()
+
+	r := &recorder{}
+	in := inputsFromJSON(t, homelabJSON).Set("talosVersion", property.New("v1.14.1")).Set("configContract", property.New("v1.13")).
+		Delete("kubernetesVersion")
+
+	if _, err := construct(t, r, "homelab", in); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := r.named("homelab-secrets").Inputs.Get("talosVersion").AsString(); got != "v1.13" {
+		t.Errorf("the secrets keep contract %s, want v1.13", got)
+	}
+
+	for host, cfg := range nodeConfigs(t, r) {
+		if cfg.UnattendedInstallConfig() != nil {
+			t.Errorf("%s: an UnattendedInstallConfig under contract v1.13", host)
+		}
+	}
+}

@@ -44,8 +44,9 @@ func buildCluster(p *problems, in Input, c *Cluster) {
 	if ok {
 		c.TalosVersion = "v" + strings.TrimPrefix(in.TalosVersion, "v")
 		c.TalosContract = minor
-		c.ConfigContract = ContractFor(minor)
 	}
+
+	c.ConfigContract = buildContract(p, in.ConfigContract, minor)
 
 	// The Kubernetes version's form is checked whatever the Talos version; its range only
 	// when the Talos minor is known.
@@ -82,6 +83,37 @@ func talosMinorOf(p *problems, v string) (string, bool) {
 	}
 
 	return minor, true
+}
+
+// buildContract is the configuration contract a new cluster gets: the one asked for, if it is a
+// contract the component writes and not newer than the Talos minor, else the default.
+func buildContract(p *problems, asked, talosMinor string) string {
+	if asked == "" {
+		if talosMinor == "" {
+			return ""
+		}
+
+		return ContractFor(talosMinor)
+	}
+
+	n := minorNumber(asked)
+
+	switch {
+	case n == 0 || "v1."+strconv.Itoa(n) != asked:
+		p.errorf("configContract", "%q is not a configuration contract; use a Talos minor such as \"v1.13\", or leave it unset for the minor of talosVersion", asked)
+	case !supported(asked) || n > minorNumber(NewestContract):
+		p.errorf("configContract", "%s is not a contract the component writes; use v1.10 to %s", asked, NewestContract)
+	case talosMinor != "" && n > minorNumber(talosMinor):
+		p.errorf("configContract", "%s is newer than Talos %s, which would not understand it; use at most %s", asked, talosMinor, talosMinor)
+	}
+
+	return asked
+}
+
+func supported(minor string) bool {
+	_, ok := SupportedTalos[minor]
+
+	return ok
 }
 
 func buildKubernetesVersion(p *problems, v, talosMinor string, talosKnown bool, c *Cluster) {

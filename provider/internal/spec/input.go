@@ -17,6 +17,8 @@ type Input struct {
 	Image                          ImageInput
 	AllowSchedulingOnControlPlanes *bool
 	ProxmoxClusterName             string
+	// ConfigContract is the configuration contract asked for ("v1.13"); "" for the default.
+	ConfigContract string
 	ConfigPatches                  []Patch
 	ControlPlaneConfigPatches      []Patch
 	WorkerConfigPatches            []Patch

@@ -26,6 +26,7 @@ class TalosProxmoxClusterArgs:
                  talos_version: _builtins.str,
                  allow_scheduling_on_control_planes: Optional[_builtins.bool] = None,
                  cilium: Optional['CiliumArgs'] = None,
+                 config_contract: Optional[_builtins.str] = None,
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  endpoint: Optional[_builtins.str] = None,
@@ -50,6 +51,7 @@ class TalosProxmoxClusterArgs:
         :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
         :param _builtins.bool allow_scheduling_on_control_planes: Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
         :param 'CiliumArgs' cilium: Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
+        :param _builtins.str config_contract: Format of the Talos machine configuration, as a Talos minor (`v1.11` … `v1.14`): `v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of `talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep kubelet bind mounts of data disks outside /var/mnt.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
@@ -74,6 +76,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "allow_scheduling_on_control_planes", allow_scheduling_on_control_planes)
         if cilium is not None:
             pulumi.set(__self__, "cilium", cilium)
+        if config_contract is not None:
+            pulumi.set(__self__, "config_contract", config_contract)
         if config_patches is not None:
             pulumi.set(__self__, "config_patches", config_patches)
         if control_plane_config_patches is not None:
@@ -166,6 +170,18 @@ class TalosProxmoxClusterArgs:
     @cilium.setter
     def cilium(self, value: Optional['CiliumArgs']):
         pulumi.set(self, "cilium", value)
+
+    @_builtins.property
+    @pulumi.getter(name="configContract")
+    def config_contract(self) -> Optional[_builtins.str]:
+        """
+        Format of the Talos machine configuration, as a Talos minor (`v1.11` … `v1.14`): `v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of `talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep kubelet bind mounts of data disks outside /var/mnt.
+        """
+        return pulumi.get(self, "config_contract")
+
+    @config_contract.setter
+    def config_contract(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "config_contract", value)
 
     @_builtins.property
     @pulumi.getter(name="configPatches")
@@ -369,6 +385,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  allow_scheduling_on_control_planes: Optional[_builtins.bool] = None,
                  cilium: Optional[Union['CiliumArgs', 'CiliumArgsDict']] = None,
                  cluster_name: Optional[_builtins.str] = None,
+                 config_contract: Optional[_builtins.str] = None,
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  endpoint: Optional[_builtins.str] = None,
@@ -396,6 +413,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param _builtins.bool allow_scheduling_on_control_planes: Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
         :param Union['CiliumArgs', 'CiliumArgsDict'] cilium: Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
         :param _builtins.str cluster_name: Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.
+        :param _builtins.str config_contract: Format of the Talos machine configuration, as a Talos minor (`v1.11` … `v1.14`): `v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of `talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep kubelet bind mounts of data disks outside /var/mnt.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
@@ -442,6 +460,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  allow_scheduling_on_control_planes: Optional[_builtins.bool] = None,
                  cilium: Optional[Union['CiliumArgs', 'CiliumArgsDict']] = None,
                  cluster_name: Optional[_builtins.str] = None,
+                 config_contract: Optional[_builtins.str] = None,
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  endpoint: Optional[_builtins.str] = None,
@@ -476,6 +495,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             if cluster_name is None and not opts.urn:
                 raise TypeError("Missing required property 'cluster_name'")
             __props__.__dict__["cluster_name"] = cluster_name
+            __props__.__dict__["config_contract"] = config_contract
             __props__.__dict__["config_patches"] = config_patches
             __props__.__dict__["control_plane_config_patches"] = control_plane_config_patches
             __props__.__dict__["endpoint"] = endpoint
