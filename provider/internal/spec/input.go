@@ -18,17 +18,17 @@ type Input struct {
 	AllowSchedulingOnControlPlanes *bool
 	ProxmoxClusterName             string
 	// ConfigContract is the configuration contract asked for ("v1.13"); "" for the default.
-	ConfigContract string
-	ConfigPatches                  []Patch
-	ControlPlaneConfigPatches      []Patch
-	WorkerConfigPatches            []Patch
-	InlineManifests                []InlineManifestInput
-	ExtraManifests                 []string
-	Cilium                         *CiliumInput
-	HelmCharts                     []HelmChartInput
-	Health                         HealthInput
-	Upgrade                        UpgradeInput
-	ManifestSync                   ManifestSyncInput
+	ConfigContract            string
+	ConfigPatches             []Patch
+	ControlPlaneConfigPatches []Patch
+	WorkerConfigPatches       []Patch
+	InlineManifests           []InlineManifestInput
+	ExtraManifests            []string
+	Cilium                    *CiliumInput
+	HelmCharts                []HelmChartInput
+	Health                    HealthInput
+	Upgrade                   UpgradeInput
+	ManifestSync              ManifestSyncInput
 }
 
 // Patch is a Talos machine configuration patch (YAML or JSON). A patch that is not known yet
