@@ -106,6 +106,10 @@ func Generate(r Request) (string, error) {
 
 		out, err := configpatcher.Apply(configpatcher.WithConfig(cfg), []configpatcher.Patch{loaded})
 		if err != nil {
+			if form := strategicForm(p.Text); form != "" && strings.Contains(err.Error(), "JSON6902") {
+				return "", fmt.Errorf("%s: %w; as a strategic merge:\n%s", p.From, explain(err), form)
+			}
+
 			return "", fmt.Errorf("%s: %w", p.From, explain(err))
 		}
 

@@ -92,7 +92,7 @@ func TestPatchErrorsNameThePatch(t *testing.T) {
 		want           []string
 	}{
 		{"JSON patch on several documents", "v1.12", []Patch{{From: "configPatches[2]", Text: json6902}},
-			[]string{"configPatches[2]", "JSON6902", "strategic merge"}},
+			[]string{"configPatches[2]", "JSON6902", "as a strategic merge:\nmachine:\n    sysctls:\n        a: \"1\"\n"}},
 		{"hostname beside HostnameConfig", "v1.13", []Patch{
 			{From: "the component's patch for node cp-1", Text: hostnamePatch},
 			{From: "nodes.cp-1.configPatches[0]", Text: "machine:\n  network:\n    hostname: other\n"},
@@ -138,6 +138,21 @@ func BenchmarkGenerate(b *testing.B) {
 	for b.Loop() {
 		if _, err := Generate(r); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestStrategicForm(t *testing.T) {
+	t.Parallel()
+
+	for in, want := range map[string]string{
+		`[{"op": "replace", "path": "/cluster/network/cni/name", "value": "none"}, {"op": "remove", "path": "/machine/install/extraKernelArgs"}]`: "cluster:\n    network:\n        cni:\n            name: none\nmachine:\n    install:\n        extraKernelArgs:\n            $patch: delete\n",
+		`[{"op": "add", "path": "/machine/network/interfaces/0/vip", "value": {"ip": "10.0.0.10"}}]`: "",
+		`[{"op": "move", "from": "/a", "path": "/b"}]`: "",
+		`machine: {}`: "",
+	} {
+		if got := strategicForm(in); got != want {
+			t.Errorf("%s:\ngot  %q\nwant %q", in, got, want)
 		}
 	}
 }
