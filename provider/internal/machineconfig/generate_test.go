@@ -147,8 +147,8 @@ func TestStrategicForm(t *testing.T) {
 
 	for in, want := range map[string]string{
 		`[{"op": "replace", "path": "/cluster/network/cni/name", "value": "none"}, {"op": "remove", "path": "/machine/install/extraKernelArgs"}]`: "cluster:\n    network:\n        cni:\n            name: none\nmachine:\n    install:\n        extraKernelArgs:\n            $patch: delete\n",
-		`[{"op": "add", "path": "/machine/network/interfaces/0/vip", "value": {"ip": "10.0.0.10"}}]`: "",
-		`[{"op": "move", "from": "/a", "path": "/b"}]`: "",
+		`[{"op": "add", "path": "/machine/network/interfaces/0/vip", "value": {"ip": "10.0.0.10"}}]`:                                              "",
+		`[{"op": "move", "from": "/a", "path": "/b"}]`:                                                                                            "",
 		`machine: {}`: "",
 	} {
 		if got := strategicForm(in); got != want {
