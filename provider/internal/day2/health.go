@@ -127,7 +127,9 @@ type reporter struct {
 }
 
 func (r *reporter) Update(c conditions.Condition) {
-	s := c.String()
+	// The check's description with its state ("…: OK", or the error of its last attempt); from
+	// Talos v1.14 String() is the description alone.
+	s := conditions.StatusLine(c)
 	if s == r.shown {
 		return
 	}
