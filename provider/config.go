@@ -130,10 +130,12 @@ func secretsOf(m machine.MachineSecrets) machineconfig.Secrets {
 // VMs (DHCP): a patch Talos rejects — a JSON patch on a multi-document configuration, a
 // hostname beside the HostnameConfig document, a field Talos does not know — then fails the
 // `up` before any VM is created (and at preview, once the secrets exist). It resolves to the
-// secrets resource, which the VMs then depend on.
+// secrets resource, which the VMs then depend on. With static addresses the checked
+// configurations are the ones applied (b.configs), so each is generated once.
 func (b *builder) configCheck() pulumi.ResourceArrayOutput {
 	c := b.cluster
 	manifests := b.manifestsPatch()
+	b.configs = map[string]pulumi.StringOutput{}
 
 	var cpIPs []string
 
@@ -149,13 +151,13 @@ func (b *builder) configCheck() pulumi.ResourceArrayOutput {
 		}
 	}
 
+	// As endpointHost: the endpoint, else the bootstrap node's address.
 	endpoint := c.Endpoint
 	if endpoint == "" {
-		endpoint = cpIPs[0]
-		if c.VIP != "" {
-			endpoint = c.VIP
-		}
+		endpoint = ip[c.BootstrapNode().Name]
 	}
+
+	endpointURL := pulumi.String(talosconfig.ClusterEndpoint(endpoint)).ToStringOutput()
 
 	var configs []any
 
@@ -164,7 +166,12 @@ func (b *builder) configCheck() pulumi.ResourceArrayOutput {
 			return talosconfig.NodePatch(c, n, talosconfig.Addresses{NodeIP: ip[n.Name], ControlPlaneIPs: cpIPs, Endpoint: endpoint}, contract)
 		}).(pulumi.StringOutput)
 
-		configs = append(configs, b.machineConfiguration(n, nodePatch, pulumi.String(talosconfig.ClusterEndpoint(endpoint)).ToStringOutput(), manifests))
+		cfg := b.machineConfiguration(n, nodePatch, endpointURL, manifests)
+		if !c.Network.DHCP {
+			b.configs[n.Name] = cfg
+		}
+
+		configs = append(configs, cfg)
 	}
 
 	secrets := b.secrets

@@ -89,6 +89,9 @@ type builder struct {
 	// checked resolves once every node's configuration was generated and validated with the
 	// cluster's secrets and contract; the VMs wait for it.
 	checked pulumi.ResourceArrayOutput
+	// configs are the checked configurations by node, when they are the ones to apply (static
+	// addresses: nothing in them comes from the VMs).
+	configs map[string]pulumi.StringOutput
 }
 
 func (b *builder) child(suffix string) string { return plan.ResourceName(b.name, suffix) }

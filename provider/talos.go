@@ -27,7 +27,10 @@ func (b *builder) talos() error {
 	configOf := map[string]pulumi.StringOutput{}
 
 	for _, n := range c.Nodes {
-		cfg := b.machineConfiguration(n, b.nodePatch(n, secrets.TalosVersion), endpointURL, manifests)
+		cfg, checked := b.configs[n.Name]
+		if !checked {
+			cfg = b.machineConfiguration(n, b.nodePatch(n, secrets.TalosVersion), endpointURL, manifests)
+		}
 		ip := b.nodeIPs[n.Name]
 
 		apply, err := machine.NewConfigurationApply(b.ctx, b.child(n.Name+"-config"), &machine.ConfigurationApplyArgs{

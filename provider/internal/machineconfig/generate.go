@@ -7,10 +7,12 @@
 package machineconfig
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/siderolabs/crypto/x509"
@@ -67,7 +69,7 @@ func Generate(r Request) (string, error) {
 		return "", fmt.Errorf("configuration contract %q: %w", r.Contract, err)
 	}
 
-	b, err := r.Secrets.bundle(vc)
+	b, err := bundles.get(r.Secrets, vc)
 	if err != nil {
 		return "", err
 	}
@@ -167,6 +169,55 @@ func explain(err error) error {
 	}
 
 	return err
+}
+
+// bundleCache keeps checked bundles: checking one (parsing the CAs and the 4096-bit service
+// account key) is three quarters of a node's generation, and every node of a cluster, in the
+// configuration check and again for its apply, shares one.
+type bundleCache struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]*secrets.Bundle
+}
+
+var bundles = &bundleCache{m: map[[sha256.Size]byte]*secrets.Bundle{}}
+
+func (c *bundleCache) get(s Secrets, vc *config.VersionContract) (*secrets.Bundle, error) {
+	h := sha256.New()
+	for _, v := range []string{s.ClusterID, s.ClusterSecret, s.BootstrapToken, s.SecretboxEncryptionSecret, s.AESCBCEncryptionSecret,
+		s.TrustdToken, s.ServiceAccountKey, vc.String()} {
+		fmt.Fprintf(h, "%d:%s\n", len(v), v)
+	}
+
+	for _, k := range []string{"etcd", "k8s", "k8sAggregator", "os"} {
+		fmt.Fprintf(h, "%d:%s\n%d:%s\n", len(s.Certs[k].Cert), s.Certs[k].Cert, len(s.Certs[k].Key), s.Certs[k].Key)
+	}
+
+	var key [sha256.Size]byte
+	copy(key[:], h.Sum(nil))
+
+	c.mu.Lock()
+	b, ok := c.m[key]
+	c.mu.Unlock()
+
+	if ok {
+		return b, nil
+	}
+
+	b, err := s.bundle(vc)
+	if err != nil {
+		return nil, err
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if len(c.m) >= 16 { // a plugin serves a few clusters; forget them all rather than grow
+		clear(c.m)
+	}
+
+	c.m[key] = b
+
+	return b, nil
 }
 
 // bundle is the secrets as Talos' bundle, checked.
