@@ -185,11 +185,11 @@ func (c *bundleCache) get(s Secrets, vc *config.VersionContract) (*secrets.Bundl
 	h := sha256.New()
 	for _, v := range []string{s.ClusterID, s.ClusterSecret, s.BootstrapToken, s.SecretboxEncryptionSecret, s.AESCBCEncryptionSecret,
 		s.TrustdToken, s.ServiceAccountKey, vc.String()} {
-		fmt.Fprintf(h, "%d:%s\n", len(v), v)
+		_, _ = fmt.Fprintf(h, "%d:%s\n", len(v), v)
 	}
 
 	for _, k := range []string{"etcd", "k8s", "k8sAggregator", "os"} {
-		fmt.Fprintf(h, "%d:%s\n%d:%s\n", len(s.Certs[k].Cert), s.Certs[k].Cert, len(s.Certs[k].Key), s.Certs[k].Key)
+		_, _ = fmt.Fprintf(h, "%d:%s\n%d:%s\n", len(s.Certs[k].Cert), s.Certs[k].Cert, len(s.Certs[k].Key), s.Certs[k].Key)
 	}
 
 	var key [sha256.Size]byte
