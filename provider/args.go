@@ -72,8 +72,8 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 		"`v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` "+
 		"Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of "+
 		"`talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the "+
-		"format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep kubelet bind mounts "+
-		"of data disks outside /var/mnt.")
+		"format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep data disks mounted "+
+		"outside /var/mnt (e.g. /var/lib/longhorn), which contract v1.14 cannot express.")
 	an.Describe(&a.ProxmoxClusterName, "Value of the `topology.kubernetes.io/region` label on every node "+
 		"(the zone label is the node's Proxmox host). Default: `clusterName`.")
 	an.Describe(&a.ConfigPatches, "Talos machine configuration patches (YAML strategic-merge or JSON patch) "+

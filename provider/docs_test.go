@@ -133,8 +133,10 @@ switching formats under running nodes is a known source of breakage.
 - **v1.12 and v1.13**: the v1alpha1 document without the deprecated network, time and disk fields, and
   ` + "`HostnameConfig`" + ` (the node name, ` + "`auto: off`" + `), ` + "`LinkAliasConfig`" + ` ` + "`net0`" + ` (by MAC, or the VM's virtio
   NIC), ` + "`LinkConfig`" + ` (address and default route) or ` + "`DHCPv4Config`" + `, ` + "`Layer2VIPConfig`" + ` on control planes,
-  ` + "`ResolverConfig`" + `, ` + "`TimeSyncConfig`" + ` and one ` + "`UserVolumeConfig`" + ` per data disk (selected by its serial,
-  mounted at ` + "`/var/mnt/<last element of mountPath>`" + `, bind-mounted for the kubelet at ` + "`mountPath`" + `).
+  ` + "`ResolverConfig`" + `, ` + "`TimeSyncConfig`" + `, and a ` + "`UserVolumeConfig`" + ` for each data disk whose ` + "`mountPath`" + ` is
+  ` + "`/var/mnt/<name>`" + ` (selected by the udev link of its serial); a data disk mounted elsewhere (e.g.
+  Longhorn's default ` + "`/var/lib/longhorn`" + `) stays in ` + "`machine.disks`" + ` with a kubelet bind mount, because a
+  user volume mounts only under /var/mnt and pods read host paths from the host, not the kubelet.
 - **v1.14**: Kubernetes and the installer move to documents too. The v1alpha1 document keeps only
   ` + "`machine.certSANs`" + ` and etcd's subnet; the component writes ` + "`UnattendedInstallConfig`" + ` (installer image,
   install disk), ` + "`KubeNodeConfig`" + ` (labels, node IP subnet, the control-plane taint removed when
@@ -142,7 +144,7 @@ switching formats under running nodes is a known source of breakage.
   with Cilium ` + "`KubeFlannelCNIConfig`" + ` deleted and ` + "`KubeProxyConfig`" + ` disabled, inline and extra manifests as
   ` + "`KubeInlineManifestConfig`" + ` and ` + "`KubeExternalManifestConfig`" + `, and the network, time and volume documents of
   v1.13. The kubelet has no bind mounts any more: a data disk's ` + "`mountPath`" + ` must be
-  ` + "`/var/mnt/<name>`" + `, and user patches of ` + "`machine.kubelet`" + `, ` + "`cluster.*`" + ` or ` + "`machine.install`" + ` must be written
+  ` + "`/var/mnt/<name>`" + ` (or set ` + "`configContract: v1.13`" + `), and user patches of ` + "`machine.kubelet`" + `, ` + "`cluster.*`" + ` or ` + "`machine.install`" + ` must be written
   as those documents (the error says which). The Kubernetes upgrade patches the images where the
   configuration has them (machinery's stdpatches).
 

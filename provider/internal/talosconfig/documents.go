@@ -85,14 +85,16 @@ func documents(c *spec.Cluster, n spec.Node, a Addresses) []map[string]any {
 	names := volumeNames(n)
 
 	for i, d := range n.DataDisks {
-		if d.MountPath == "" {
-			continue
+		if d.MountPath == "" || d.MountPath != "/var/mnt/"+names[i] {
+			continue // not mounted, or mounted elsewhere through machine.disks (NodePatch)
 		}
 
 		docs = append(docs, doc("UserVolumeConfig", map[string]any{
 			"name": names[i],
 			"provisioning": map[string]any{
-				"diskSelector": map[string]any{"match": fmt.Sprintf("disk.serial == %q", d.Serial)},
+				// By the udev link of its Proxmox serial: Talos reports no serial for a QEMU disk
+				// behind virtio-scsi (siderolabs/talos#11348).
+				"diskSelector": map[string]any{"match": fmt.Sprintf("%q in disk.symlinks", DataDiskDevice(d.Serial))},
 				"minSize":      "1GiB",
 				"grow":         true,
 			},
@@ -104,9 +106,8 @@ func documents(c *spec.Cluster, n spec.Node, a Addresses) []map[string]any {
 
 var notVolumeName = regexp.MustCompile(`[^a-z0-9-]+`)
 
-// VolumeName is the user volume a data disk becomes from Talos v1.12 on: the last element of its
-// mount path, as a volume name. Talos mounts it at /var/mnt/<name>; the kubelet sees it at the
-// mount path the user gave (a bind mount, unless that is /var/mnt/<name> already).
+// VolumeName is the user volume a data disk mounted at /var/mnt/<name> becomes from contract
+// v1.12 on: the last element of its mount path, as a volume name.
 func VolumeName(mountPath string) string {
 	name := strings.Trim(notVolumeName.ReplaceAllString(strings.ToLower(path.Base(mountPath)), "-"), "-")
 	if name == "" {

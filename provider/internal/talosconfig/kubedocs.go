@@ -2,6 +2,7 @@ package talosconfig
 
 import (
 	"fmt"
+	"regexp"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
@@ -32,7 +33,10 @@ func nodePatchKube(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 
 	docs := []map[string]any{v1, doc("UnattendedInstallConfig", map[string]any{
 		"installer":    map[string]any{"image": c.Image.InstallerImage},
-		"provisioning": map[string]any{"diskSelector": map[string]any{"match": fmt.Sprintf("disk.dev_path == %q", n.InstallDisk)}},
+		"provisioning": map[string]any{"diskSelector": map[string]any{
+			// A device path, or one of its udev links (/dev/disk/by-id/…).
+			"match": fmt.Sprintf("disk.dev_path == %[1]q || %[1]q in disk.symlinks", n.InstallDisk),
+		}},
 	})}
 
 	node := map[string]any{"labels": nodeLabels(c, n)}
@@ -64,7 +68,8 @@ func nodePatchKube(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 	for i, d := range n.DataDisks {
 		if d.MountPath != "" && d.MountPath != "/var/mnt/"+volumes[i] {
 			return "", fmt.Errorf("nodes.%s.dataDisks[%d].mountPath: %s: from configuration contract v1.14 Talos mounts a data disk only at "+
-				"/var/mnt/<name>, where the kubelet sees it (there are no kubelet bind mounts); use /var/mnt/%s", n.Name, i, d.MountPath, volumes[i])
+				"/var/mnt/<name>, where pods and the kubelet see it (there are no kubelet bind mounts); use /var/mnt/%s, "+
+				"or configContract v1.13", n.Name, i, d.MountPath, volumes[i])
 		}
 	}
 
@@ -91,11 +96,17 @@ func joinDocuments(docs []map[string]any) (string, error) {
 	return out, nil
 }
 
-// manifestDocuments are the bootstrap manifests as contract v1.14 documents.
+// manifestDocuments are the bootstrap manifests as contract v1.14 documents, whose names Talos
+// requires to be DNS-1123 subdomains.
 func manifestDocuments(inline []Manifest, extra []string) (string, error) {
 	var docs []map[string]any
 
-	for _, m := range inline {
+	for i, m := range inline {
+		if len(m.Name) > 253 || !dnsSubdomain.MatchString(m.Name) {
+			return "", fmt.Errorf("inline manifest %q (inlineManifests, or a Helm release's helm-<name>, #%d): from configuration contract v1.14 "+
+				"Talos needs a DNS-1123 subdomain as its name (lower-case letters, digits, '-' and '.'); rename it", m.Name, i)
+		}
+
 		docs = append(docs, map[string]any{"apiVersion": "v1alpha1", "kind": "KubeInlineManifestConfig", "name": m.Name, "manifest": m.Contents})
 	}
 
@@ -105,3 +116,5 @@ func manifestDocuments(inline []Manifest, extra []string) (string, error) {
 
 	return joinDocuments(docs)
 }
+
+var dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)

@@ -41,8 +41,27 @@ func checkNetwork(t *testing.T, cfg config.Provider, c *spec.Cluster, n spec.Nod
 	raw := cfg.RawV1Alpha1().MachineConfig
 	//nolint:staticcheck // as above
 	if raw.MachineNetwork != nil && (raw.MachineNetwork.NetworkHostname != "" || len(raw.MachineNetwork.NetworkInterfaces) > 0 ||
-		len(raw.MachineNetwork.NameServers) > 0) || raw.MachineTime != nil || len(raw.MachineDisks) > 0 {
-		t.Errorf("%s: contract %s still sets deprecated machine.network/time/disks", at, contract)
+		len(raw.MachineNetwork.NameServers) > 0) || raw.MachineTime != nil {
+		t.Errorf("%s: contract %s still sets deprecated machine.network/time", at, contract)
+	}
+
+	// Data disks outside /var/mnt stay machine.disks (a user volume mounts only under /var/mnt).
+	var outside []string
+	for _, d := range n.DataDisks {
+		if d.MountPath != "" && !strings.HasPrefix(d.MountPath, "/var/mnt/") {
+			outside = append(outside, d.MountPath)
+		}
+	}
+
+	var disks []string
+	for _, d := range cfg.Machine().Disks() {
+		for _, p := range d.Partitions() {
+			disks = append(disks, p.MountPoint())
+		}
+	}
+
+	if !slices.Equal(disks, outside) {
+		t.Errorf("%s: machine.disks mount %v, want %v", at, disks, outside)
 	}
 
 	aliases := cfg.NetworkLinkAliasConfigs()
@@ -80,7 +99,7 @@ func checkNetwork(t *testing.T, cfg config.Provider, c *spec.Cluster, n spec.Nod
 
 	var want []string
 	for i, d := range n.DataDisks {
-		if d.MountPath != "" {
+		if strings.HasPrefix(d.MountPath, "/var/mnt/") {
 			want = append(want, volumeNames(n)[i])
 		}
 	}
@@ -137,5 +156,22 @@ func TestContractV114DataDiskMountPath(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "nodes.worker-1.dataDisks[0].mountPath") || !strings.Contains(err.Error(), "use /var/mnt/longhorn") {
 			t.Errorf("a data disk at /var/lib/longhorn under contract v1.14: %v", err)
 		}
+	}
+}
+
+func TestContractV114ManifestNames(t *testing.T) {
+	t.Parallel()
+
+	if _, err := ManifestsPatch([]Manifest{{Name: "helm-cilium", Contents: "a: b\n"}, {Name: "l2.policy", Contents: "a: b\n"}}, nil, "v1.14"); err != nil {
+		t.Errorf("DNS-1123 names refused: %v", err)
+	}
+
+	_, err := ManifestsPatch([]Manifest{{Name: "My_Manifest", Contents: "a: b\n"}}, nil, "v1.14")
+	if err == nil || !strings.Contains(err.Error(), `"My_Manifest"`) || !strings.Contains(err.Error(), "DNS-1123") {
+		t.Errorf("a name Talos v1.14 refuses: %v", err)
+	}
+
+	if _, err := ManifestsPatch([]Manifest{{Name: "My_Manifest", Contents: "a: b\n"}}, nil, "v1.13"); err != nil {
+		t.Errorf("contract v1.13 keeps any name: %v", err)
 	}
 }

@@ -128,23 +128,20 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 			continue
 		}
 
-		source := d.MountPath
-		if multi {
-			// A UserVolumeConfig document formats and mounts the disk under /var/mnt.
-			if source = "/var/mnt/" + volumes[i]; source == d.MountPath {
-				continue
-			}
-		} else {
-			disks = append(disks, map[string]any{
-				"device":     DataDiskDevice(d.Serial),
-				"partitions": []any{map[string]any{"mountpoint": d.MountPath}},
-			})
+		if multi && d.MountPath == "/var/mnt/"+volumes[i] {
+			continue // a UserVolumeConfig document (documents.go); pods and the kubelet see it there
 		}
 
+		// Mounted on the host at its path (a user volume only mounts under /var/mnt, and a kubelet
+		// bind mount alone would not show pods the disk), bind-mounted for the kubelet.
+		disks = append(disks, map[string]any{
+			"device":     DataDiskDevice(d.Serial),
+			"partitions": []any{map[string]any{"mountpoint": d.MountPath}},
+		})
 		mounts = append(mounts, map[string]any{
 			"destination": d.MountPath,
 			"type":        "bind",
-			"source":      source,
+			"source":      d.MountPath,
 			"options":     []string{"bind", "rshared", "rw"},
 		})
 	}
@@ -190,6 +187,8 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 
 	delete(machine, "network")
 	delete(machine, "time")
+	// machine.disks stays for data disks outside /var/mnt (see above): deprecated for
+	// UserVolumeConfig, which cannot mount elsewhere.
 
 	return joinDocuments(append([]map[string]any{{"machine": machine, "cluster": cluster}}, documents(c, n, a)...))
 }

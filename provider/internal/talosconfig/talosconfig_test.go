@@ -36,7 +36,7 @@ func homelab() spec.Input {
 			"cp-2": {HostNode: "pve2", Role: "controlplane", IP: "10.0.0.12"},
 			"cp-3": {HostNode: "pve1", Role: "controlplane", IP: "10.0.0.13"},
 			"worker-1": {HostNode: "pve1", Role: "worker", IP: "10.0.0.21", Labels: map[string]string{"storage": "longhorn"},
-				DataDisks: []spec.DataDiskInput{{SizeGiB: 100, MountPath: "/var/lib/longhorn"}, {SizeGiB: 10}}},
+				DataDisks: []spec.DataDiskInput{{SizeGiB: 100, MountPath: "/var/lib/longhorn"}, {SizeGiB: 10}, {SizeGiB: 20, MountPath: "/var/mnt/scratch"}}},
 			"worker-2": {HostNode: "pve2", Role: "worker", IP: "10.0.0.22",
 				PCIDevices: []spec.PCIDeviceInput{{Mapping: "gpu"}}},
 		},
