@@ -76,12 +76,7 @@ func (b *builder) operate(r running) error {
 		deps := slices.Concat([]pulumi.Resource{r.applies[n.Name]}, r.ready, after)
 
 		var u nodeUpgrade
-		if err := b.ctx.RegisterResource(nodeUpgradeToken, b.child(n.Name+"-upgrade"), pulumi.Map{
-			"talosconfig":    r.talosconfig,
-			"kubeconfig":     r.kubeconfig,
-			"node":           pulumi.String(n.Name),
-			"address":        b.nodeIPs[n.Name],
-			"controlPlane":   pulumi.Bool(n.Role == spec.RoleControlPlane),
+		if err := b.ctx.RegisterResource(nodeUpgradeToken, b.child(n.Name+"-upgrade"), b.nodeInputs(r, n, pulumi.Map{
 			"controlPlanes":  cps,
 			"talosVersion":   pulumi.String(c.TalosVersion),
 			"schematicId":    pulumi.String(c.Image.SchematicID),
@@ -91,7 +86,7 @@ func (b *builder) operate(r running) error {
 			"timeout":        pulumi.String(c.Upgrade.Timeout.String()),
 			"checkReady":     pulumi.Bool(c.Health.RequireNodesReady),
 			"allowDowngrade": pulumi.Bool(c.Upgrade.AllowDowngrade),
-		}, &u, b.parent(), version, pulumi.DependsOn(deps),
+		}), &u, b.parent(), version, pulumi.DependsOn(deps),
 			// A new VM is a new node: its record starts again.
 			pulumi.ReplaceWith([]pulumi.Resource{b.vms[n.Name]}),
 		); err != nil {
@@ -219,15 +214,10 @@ func (b *builder) retires(r running, provider pulumi.ResourceOption) ([]pulumi.R
 
 	for _, n := range c.Nodes {
 		var res pulumi.CustomResourceState
-		if err := b.ctx.RegisterResource(nodeRetireToken, b.child(n.Name+"-retire"), pulumi.Map{
-			"talosconfig":  r.talosconfig,
-			"kubeconfig":   r.kubeconfig,
-			"node":         pulumi.String(n.Name),
-			"address":      b.nodeIPs[n.Name],
-			"controlPlane": pulumi.Bool(n.Role == spec.RoleControlPlane),
+		if err := b.ctx.RegisterResource(nodeRetireToken, b.child(n.Name+"-retire"), b.nodeInputs(r, n, pulumi.Map{
 			"drainTimeout": pulumi.String(c.Upgrade.DrainTimeout.String()),
 			"timeout":      pulumi.String(c.Upgrade.Timeout.String()),
-		}, &res, b.parent(), provider, pulumi.DependsOn(append([]pulumi.Resource{r.applies[n.Name]}, r.ready...)),
+		}), &res, b.parent(), provider, pulumi.DependsOn(append([]pulumi.Resource{r.applies[n.Name]}, r.ready...)),
 			pulumi.ReplaceWith([]pulumi.Resource{b.vms[n.Name]}),
 		); err != nil {
 			return nil, errorf("registering the retirement of node %s: %w", n.Name, err)
@@ -237,6 +227,16 @@ func (b *builder) retires(r running, provider pulumi.ResourceOption) ([]pulumi.R
 	}
 
 	return out, nil
+}
+
+// nodeInputs are the inputs every per-node lifecycle resource takes (how to reach the cluster and
+// the node), with the resource's own.
+func (b *builder) nodeInputs(r running, n spec.Node, own pulumi.Map) pulumi.Map {
+	own["talosconfig"], own["kubeconfig"] = r.talosconfig, r.kubeconfig
+	own["node"], own["address"] = pulumi.String(n.Name), b.nodeIPs[n.Name]
+	own["controlPlane"] = pulumi.Bool(n.Role == spec.RoleControlPlane)
+
+	return own
 }
 
 // reconfigure registers, after the OS upgrades, the Kubernetes upgrade and then one NodeConfig
@@ -262,17 +262,12 @@ func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers
 		deps := append([]pulumi.Resource{&k8s, r.applies[n.Name]}, after...)
 
 		var res pulumi.CustomResourceState
-		if err := b.ctx.RegisterResource(nodeConfigToken, b.child(n.Name+"-node-config"), pulumi.Map{
-			"talosconfig":   r.talosconfig,
-			"kubeconfig":    r.kubeconfig,
-			"node":          pulumi.String(n.Name),
-			"address":       b.nodeIPs[n.Name],
-			"controlPlane":  pulumi.Bool(n.Role == spec.RoleControlPlane),
+		if err := b.ctx.RegisterResource(nodeConfigToken, b.child(n.Name+"-node-config"), b.nodeInputs(r, n, pulumi.Map{
 			"controlPlanes": cps,
 			"configuration": pulumi.ToSecret(r.configOf[n.Name]),
 			"checkReady":    pulumi.Bool(c.Health.RequireNodesReady),
 			"timeout":       pulumi.String(c.Upgrade.Timeout.String()),
-		}, &res, b.parent(), provider, pulumi.DependsOn(deps),
+		}), &res, b.parent(), provider, pulumi.DependsOn(deps),
 			// A new VM is configured by its ConfigurationApply: the record starts again.
 			pulumi.ReplaceWith([]pulumi.Resource{b.vms[n.Name]}),
 		); err != nil {
