@@ -96,14 +96,14 @@ func buildContract(p *problems, asked, talosMinor string) string {
 		return ContractFor(talosMinor)
 	}
 
-	n := minorNumber(asked)
+	n := MinorNumber(asked)
 
 	switch {
 	case n == 0 || "v1."+strconv.Itoa(n) != asked:
 		p.errorf("configContract", "%q is not a configuration contract; use a Talos minor such as \"v1.13\", or leave it unset for the minor of talosVersion", asked)
-	case !supported(asked) || n > minorNumber(NewestContract):
+	case !supported(asked) || n > MinorNumber(NewestContract):
 		p.errorf("configContract", "%s is not a contract the component writes; use v1.10 to %s", asked, NewestContract)
-	case talosMinor != "" && n > minorNumber(talosMinor):
+	case talosMinor != "" && n > MinorNumber(talosMinor):
 		p.errorf("configContract", "%s is newer than Talos %s, which would not understand it; use at most %s", asked, talosMinor, talosMinor)
 	}
 

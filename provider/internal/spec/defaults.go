@@ -79,15 +79,15 @@ const NewestContract = "v1.14"
 
 // ContractFor is the configuration contract a cluster created on a Talos minor gets.
 func ContractFor(talosMinor string) string {
-	if minorNumber(talosMinor) > minorNumber(NewestContract) {
+	if MinorNumber(talosMinor) > MinorNumber(NewestContract) {
 		return NewestContract
 	}
 
 	return talosMinor
 }
 
-// minorNumber is 12 for "v1.12" (0 when malformed).
-func minorNumber(minor string) int {
+// MinorNumber is 12 for a Talos minor or configuration contract "v1.12" (0 when malformed).
+func MinorNumber(minor string) int {
 	var major, n int
 	if _, err := fmt.Sscanf(minor, "v%d.%d", &major, &n); err != nil || major != 1 {
 		return 0

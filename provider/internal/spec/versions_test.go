@@ -36,7 +36,7 @@ func TestSupportedTalosMatchesMachinery(t *testing.T) {
 			}
 		}
 
-		if minorNumber(minor) > minorNumber(newest) {
+		if MinorNumber(minor) > MinorNumber(newest) {
 			newest = minor
 		}
 	}

@@ -17,21 +17,7 @@ const linkAlias = "net0"
 // MultiDocument reports whether a configuration contract (a Talos minor, "v1.12") configures
 // the network through its own documents (HostnameConfig, LinkConfig, Layer2VIPConfig…) rather
 // than `.machine.network`, deprecated from Talos v1.12.
-func MultiDocument(contract string) bool { return minorOf(contract) >= 12 }
-
-// minorOf is the minor of a Talos 1.x contract ("v1.12" → 12; 0 when malformed, 99 for 2.x).
-func minorOf(contract string) int {
-	var major, minor int
-	if _, err := fmt.Sscanf(strings.TrimPrefix(contract, "v"), "%d.%d", &major, &minor); err != nil {
-		return 0
-	}
-
-	if major > 1 {
-		return 99
-	}
-
-	return minor
-}
+func MultiDocument(contract string) bool { return spec.MinorNumber(contract) >= 12 }
 
 // documents are the network, time and volume documents of contract v1.12 and later, replacing
 // `.machine.network`, `.machine.time` and `.machine.disks`.

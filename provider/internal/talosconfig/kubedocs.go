@@ -11,7 +11,7 @@ import (
 // documents (KubeNodeConfig, KubeNetworkConfig, KubeAPIServerConfig…) and installs through
 // UnattendedInstallConfig: from Talos v1.14, which rejects the old `cluster.*`,
 // `machine.kubelet` and `machine.install` fields beside them.
-func KubeDocuments(contract string) bool { return minorOf(contract) >= 14 }
+func KubeDocuments(contract string) bool { return spec.MinorNumber(contract) >= 14 }
 
 // nodePatchKube is NodePatch for contract v1.14 and later: the v1alpha1 part keeps only the
 // certificate SANs and etcd's subnet; the installer, the Kubernetes node, network and API server
