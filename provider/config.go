@@ -134,7 +134,8 @@ func secretsOf(m machine.MachineSecrets) machineconfig.Secrets {
 // configurations are the ones applied (b.configs), so each is generated once.
 func (b *builder) configCheck() pulumi.ResourceArrayOutput {
 	c := b.cluster
-	manifests := b.manifestsPatch()
+	b.manifests = b.manifestsPatch()
+	manifests := b.manifests
 	b.configs = map[string]pulumi.StringOutput{}
 
 	var cpIPs []string

@@ -92,6 +92,8 @@ type builder struct {
 	// configs are the checked configurations by node, when they are the ones to apply (static
 	// addresses: nothing in them comes from the VMs).
 	configs map[string]pulumi.StringOutput
+	// manifests is the control planes' manifests patch, in the cluster's contract.
+	manifests pulumi.StringOutput
 }
 
 func (b *builder) child(suffix string) string { return plan.ResourceName(b.name, suffix) }

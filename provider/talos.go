@@ -18,7 +18,7 @@ func (b *builder) talos() error {
 	secrets := b.secrets
 
 	endpointURL := b.endpointHost().ApplyT(talosconfig.ClusterEndpoint).(pulumi.StringOutput)
-	manifests := b.manifestsPatch()
+	manifests := b.manifests
 
 	var cpApplies []pulumi.Resource
 
