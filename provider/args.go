@@ -27,6 +27,7 @@ type TalosProxmoxClusterArgs struct {
 	WorkerConfigPatches            pulumi.StringArrayInput `pulumi:"workerConfigPatches,optional"`
 	InlineManifests                []InlineManifest        `pulumi:"inlineManifests,optional"`
 	ExtraManifests                 []string                `pulumi:"extraManifests,optional"`
+	ExtraManifestNamespaces        map[string]string       `pulumi:"extraManifestNamespaces,optional"`
 	Cilium                         *Cilium                 `pulumi:"cilium,optional"`
 	HelmCharts                     []HelmChart             `pulumi:"helmCharts,optional"`
 	Health                         *Health                 `pulumi:"health,optional"`
@@ -86,6 +87,12 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.ExtraManifests, "URLs of Kubernetes manifests Talos downloads and applies at bootstrap. "+
 		"An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), "+
 		"so they must also be reachable from where Pulumi runs.")
+	an.Describe(&a.ExtraManifestNamespaces, "Namespaces for extra manifests written for `kubectl apply -n <namespace>`, "+
+		"such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests "+
+		"without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). "+
+		"A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies "+
+		"it with its namespaced objects that name none in that namespace (created when no manifest declares it). "+
+		"Requires the manifest sync (`manifestSync.enabled`).")
 	an.Describe(&a.Cilium, "Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is "+
 		"rendered by the component (no helm binary) with the Talos values and embedded in the control planes' "+
 		"configuration, so the cluster boots with its network ready. Set `{}` for the defaults.")

@@ -51,6 +51,7 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *passThrou
 		AllowSchedulingOnControlPlanes: a.AllowSchedulingOnControlPlanes,
 		ProxmoxClusterName:             a.ProxmoxClusterName,
 		ExtraManifests:                 a.ExtraManifests,
+		ExtraManifestNamespaces:        a.ExtraManifestNamespaces,
 		Nodes:                          map[string]spec.NodeInput{},
 	}
 

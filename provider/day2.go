@@ -195,6 +195,7 @@ func (b *builder) syncManifests(health *clusterHealth, provider pulumi.ResourceO
 		"kubeconfig":             health.Kubeconfig,
 		"manifests":              manifests,
 		"extraManifests":         extra,
+		"namespaces":             pulumi.ToStringMap(c.ExtraManifestNamespaces),
 		"pruneCrdsAndNamespaces": pulumi.Bool(c.ManifestSync.PruneCrdsAndNamespaces),
 		"force":                  pulumi.Bool(c.ManifestSync.Force),
 		"timeout":                pulumi.String(c.ManifestSync.Timeout.String()),

@@ -194,3 +194,39 @@ func TestConstructManifestSync(t *testing.T) {
 		}
 	}
 }
+
+// An extra manifest with a namespace is the sync's alone: Talos' configuration keeps only the
+// other URLs, and the sync gets every URL and the namespaces.
+func TestConstructNamespacedExtraManifest(t *testing.T) {
+	t.Parallel()
+
+	const plain, argo = "https://example.com/plain.yaml", "https://example.com/argocd/install.yaml"
+
+	in := strings.Replace(homelabJSON, "{", `{"extraManifests": ["`+plain+`", "`+argo+`"],
+		"extraManifestNamespaces": {"`+argo+`": "argocd"},`, 1)
+
+	r := &recorder{}
+	if _, err := construct(t, r, "homelab", inputsFromJSON(t, in)); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := r.named("homelab-cp-1-config").Inputs.Get("machineConfigurationInput").AsString()
+	if !strings.Contains(cfg, plain) || strings.Contains(cfg, argo) {
+		t.Errorf("cp-1's configuration should list %s and not %s:\n%s", plain, argo, cfg)
+	}
+
+	s := r.named("homelab-manifests")
+
+	var urls []string
+	for _, v := range s.Inputs.Get("extraManifests").AsArray().AsSlice() {
+		urls = append(urls, v.AsString())
+	}
+
+	if !slices.Equal(urls, []string{plain, argo}) {
+		t.Errorf("the sync's extra manifests are %v", urls)
+	}
+
+	if ns := s.Inputs.Get("namespaces").AsMap().Get(argo).AsString(); ns != "argocd" {
+		t.Errorf("the sync's namespace for %s is %q", argo, ns)
+	}
+}

@@ -28,8 +28,30 @@ const Name = "talos-proxmox"
 //go:embed VERSION
 var versionFile string
 
-// Version is the provider version, from provider/VERSION.
-var Version = strings.TrimSpace(versionFile)
+// releaseVersion is set when a release is linked (`make release VERSION=x.y.z` passes
+// -ldflags "-X github.com/talos-proxmox/pulumi-talos-proxmox/provider.releaseVersion=x.y.z");
+// empty in development builds.
+var releaseVersion string
+
+// Version is the provider version: the release's when the binary was built by `make release`,
+// else provider/VERSION.
+var Version = pickVersion(releaseVersion, versionFile)
+
+func pickVersion(release, file string) string {
+	if release != "" {
+		return release
+	}
+
+	return strings.TrimSpace(file)
+}
+
+// Repository is where the project lives; its GitHub releases carry the plugin archives.
+const Repository = "https://github.com/talos-proxmox/pulumi-talos-proxmox"
+
+// PluginDownloadURL tells the Pulumi engine where to download the plugin when a program needs a
+// version that is not installed: the GitHub releases of Repository, tag v<version>, asset
+// pulumi-resource-talos-proxmox-v<version>-<os>-<arch>.tar.gz (what `make release` builds).
+const PluginDownloadURL = "github://api.github.com/talos-proxmox/pulumi-talos-proxmox"
 
 // Provider returns the component provider.
 func Provider() (p.Provider, error) {
@@ -37,8 +59,10 @@ func Provider() (p.Provider, error) {
 		WithDisplayName("Talos on Proxmox").
 		WithDescription("Talos Linux Kubernetes clusters on Proxmox VE, as one Pulumi component.").
 		WithKeywords("kubernetes", "talos", "proxmox", "category/infrastructure", "kind/component").
-		WithHomepage("https://github.com/talos-proxmox/pulumi-talos-proxmox").
-		WithRepository("https://github.com/talos-proxmox/pulumi-talos-proxmox").
+		WithHomepage(Repository).
+		WithRepository(Repository).
+		WithPublisher("talos-proxmox").
+		WithPluginDownloadURL(PluginDownloadURL).
 		WithNamespace("talos-proxmox").
 		WithLanguageMap(map[string]any{
 			"go": map[string]any{

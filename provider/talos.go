@@ -137,7 +137,7 @@ func (b *builder) manifestsPatch() pulumi.StringOutput {
 		names[i] = m.Name
 	}
 
-	extra := b.cluster.ExtraManifests
+	extra := b.cluster.TalosExtraManifests()
 
 	helm := b.helm
 

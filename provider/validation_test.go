@@ -264,6 +264,18 @@ var badInputs = []struct {
 		a.InlineManifests = []InlineManifest{{Name: "x", Contents: pulumi.String("apiVersion: v1\nmetadata: {name: x}\n")}}
 	}, "inlineManifests[0].contents:", "kind"},
 	{"extra manifest not a url", func(a *TalosProxmoxClusterArgs) { a.ExtraManifests = []string{"crds.yaml"} }, "extraManifests[0]:", "http"},
+	{"namespace for a url not listed", func(a *TalosProxmoxClusterArgs) {
+		a.ExtraManifestNamespaces = map[string]string{"https://example.com/a.yaml": "argocd"}
+	}, `extraManifestNamespaces["https://example.com/a.yaml"]:`, "not one of extraManifests"},
+	{"extra manifest namespace not a name", func(a *TalosProxmoxClusterArgs) {
+		a.ExtraManifests = []string{"https://example.com/a.yaml"}
+		a.ExtraManifestNamespaces = map[string]string{"https://example.com/a.yaml": "Argo_CD"}
+	}, `extraManifestNamespaces["https://example.com/a.yaml"]:`, "not a namespace name"},
+	{"extra manifest namespace without the sync", func(a *TalosProxmoxClusterArgs) {
+		a.ExtraManifests = []string{"https://example.com/a.yaml"}
+		a.ExtraManifestNamespaces = map[string]string{"https://example.com/a.yaml": "argocd"}
+		a.ManifestSync = &ManifestSync{Enabled: ptr(false)}
+	}, `extraManifestNamespaces["https://example.com/a.yaml"]:`, "manifestSync.enabled"},
 	{"bad endpoint", func(a *TalosProxmoxClusterArgs) { a.Endpoint = "https://10.0.0.10:6443" }, "endpoint:", "host only"},
 	{"bad proxmox cluster name", func(a *TalosProxmoxClusterArgs) { a.ProxmoxClusterName = "my cluster" }, "proxmoxClusterName:", "label value"},
 	{"health timeout not a duration", func(a *TalosProxmoxClusterArgs) { a.Health = &Health{Timeout: "10 minutes"} }, "health.timeout:", "duration"},

@@ -192,7 +192,8 @@ func (s *Server) Close() error {
 	return err
 }
 
-func serve(ctx context.Context, h http.Handler) (*Server, error) {
+// Serve serves h on a loopback port until ctx ends or Close, counting the requests.
+func Serve(ctx context.Context, h http.Handler) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -227,7 +228,7 @@ func Repository(ctx context.Context, archives ...string) (*Server, error) {
 		return nil, err
 	}
 
-	s, err := serve(ctx, http.FileServer(http.Dir(dir)))
+	s, err := Serve(ctx, http.FileServer(http.Dir(dir)))
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err

@@ -26,6 +26,7 @@ type ManifestSyncArgs struct {
 	Kubeconfig             string            `pulumi:"kubeconfig" provider:"secret"`
 	Manifests              map[string]string `pulumi:"manifests" provider:"secret"`
 	ExtraManifests         []string          `pulumi:"extraManifests,optional"`
+	Namespaces             map[string]string `pulumi:"namespaces,optional"`
 	PruneCrdsAndNamespaces bool              `pulumi:"pruneCrdsAndNamespaces,optional"`
 	Force                  bool              `pulumi:"force,optional"`
 	Timeout                string            `pulumi:"timeout"`
@@ -53,6 +54,7 @@ func (a *ManifestSyncArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
 	an.Describe(&a.Manifests, "Manifests by name (as in the control planes' inlineManifests).")
 	an.Describe(&a.ExtraManifests, "URLs of extra manifests, fetched by the sync as Talos fetches them.")
+	an.Describe(&a.Namespaces, "Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).")
 	an.Describe(&a.PruneCrdsAndNamespaces, "Also delete CustomResourceDefinitions and Namespaces that left the configuration.")
 	an.Describe(&a.Force, "Delete and recreate objects whose immutable fields changed.")
 	an.Describe(&a.Timeout, "How long a sync may take (a duration).")
@@ -78,7 +80,7 @@ func (a ManifestSyncArgs) desired(ctx context.Context) ([]day2.Object, error) {
 			return nil, fmt.Errorf("extraManifests: %w", err)
 		}
 
-		ms = append(ms, day2.Manifest{Name: url, Contents: contents})
+		ms = append(ms, day2.Manifest{Name: url, Contents: contents, Namespace: a.Namespaces[url]})
 	}
 
 	return day2.ParseManifests(ms)

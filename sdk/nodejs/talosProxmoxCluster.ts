@@ -92,6 +92,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["configPatches"] = args?.configPatches;
             resourceInputs["controlPlaneConfigPatches"] = args?.controlPlaneConfigPatches;
             resourceInputs["endpoint"] = args?.endpoint;
+            resourceInputs["extraManifestNamespaces"] = args?.extraManifestNamespaces;
             resourceInputs["extraManifests"] = args?.extraManifests;
             resourceInputs["health"] = args?.health;
             resourceInputs["helmCharts"] = args?.helmCharts;
@@ -165,6 +166,10 @@ export interface TalosProxmoxClusterArgs {
      * Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
      */
     endpoint?: string;
+    /**
+     * Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
+     */
+    extraManifestNamespaces?: {[key: string]: string};
     /**
      * URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
      */

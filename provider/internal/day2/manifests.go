@@ -22,6 +22,9 @@ import (
 type Manifest struct {
 	Name     string
 	Contents string
+	// Namespace, when set, is where the manifest's namespaced objects that name none go (as
+	// with `kubectl apply -n`); see namespaced.
+	Namespace string
 }
 
 // Object is one Kubernetes object of a manifest.
@@ -47,13 +50,23 @@ func ParseManifests(manifests []Manifest) ([]Object, error) {
 
 	seen := map[string]string{}
 
-	for _, m := range manifests {
+	decoded := make([][]*unstructured.Unstructured, len(manifests))
+
+	for i, m := range manifests {
 		objs, err := decode(m.Contents)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("manifest %s: %w", m.Name, err))
 
 			continue
 		}
+
+		decoded[i] = objs
+	}
+
+	namespaced(manifests, decoded)
+
+	for i, m := range manifests {
+		objs := decoded[i]
 
 		for _, o := range objs {
 			key, err := objectKey(o)

@@ -45,6 +45,9 @@ type Cluster struct {
 	Nodes           []Node
 	InlineManifests []InlineManifest
 	ExtraManifests  []string
+	// ExtraManifestNamespaces are the extra manifests the manifest sync applies, by URL, with the
+	// namespace for their namespaced objects; Talos gets only the others (TalosExtraManifests).
+	ExtraManifestNamespaces map[string]string
 	// Cilium is set when the `cilium` input is: CNI none, kube-proxy off.
 	Cilium bool
 	// HelmReleases are the charts rendered into inline manifests, Cilium first.

@@ -24,6 +24,7 @@ type Input struct {
 	WorkerConfigPatches       []Patch
 	InlineManifests           []InlineManifestInput
 	ExtraManifests            []string
+	ExtraManifestNamespaces   map[string]string
 	Cilium                    *CiliumInput
 	HelmCharts                []HelmChartInput
 	Health                    HealthInput

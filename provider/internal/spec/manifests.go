@@ -2,11 +2,13 @@ package spec
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	"go.yaml.in/yaml/v4"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
 )
@@ -62,6 +64,32 @@ func buildManifests(p *problems, in Input, c *Cluster) {
 	}
 
 	c.ExtraManifests = slices.Clone(in.ExtraManifests)
+
+	for _, u := range slices.Sorted(maps.Keys(in.ExtraManifestNamespaces)) {
+		ns, path := in.ExtraManifestNamespaces[u], fmt.Sprintf("extraManifestNamespaces[%q]", u)
+
+		switch {
+		case !slices.Contains(in.ExtraManifests, u):
+			p.errorf(path, "%q is not one of extraManifests; list the URL in extraManifests too, or remove this entry", u)
+		case len(validation.IsDNS1123Label(ns)) > 0:
+			p.errorf(path, "%q is not a namespace name; use lower-case letters, digits and '-' (at most 63), such as \"argocd\"", ns)
+		case in.ManifestSync.Enabled != nil && !*in.ManifestSync.Enabled:
+			p.errorf(path, "needs the manifest sync, which applies such manifests after bootstrap (Talos cannot set their namespace); set manifestSync.enabled to true or remove this entry")
+		}
+	}
+
+	if len(in.ExtraManifestNamespaces) > 0 {
+		c.ExtraManifestNamespaces = maps.Clone(in.ExtraManifestNamespaces)
+	}
+}
+
+// TalosExtraManifests are the extra manifest URLs Talos downloads and applies itself: those
+// without a namespace of their own (ExtraManifestNamespaces).
+func (c *Cluster) TalosExtraManifests() []string {
+	return slices.DeleteFunc(slices.Clone(c.ExtraManifests), func(u string) bool {
+		_, ok := c.ExtraManifestNamespaces[u]
+		return ok
+	})
 }
 
 // checkManifestYAML returns why a Kubernetes manifest stream is unusable, or "".

@@ -77,6 +77,8 @@ type talosProxmoxClusterArgs struct {
 	ControlPlaneConfigPatches []string `pulumi:"controlPlaneConfigPatches"`
 	// Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
 	Endpoint *string `pulumi:"endpoint"`
+	// Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
+	ExtraManifestNamespaces map[string]string `pulumi:"extraManifestNamespaces"`
 	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
 	ExtraManifests []string `pulumi:"extraManifests"`
 	// The health gate after bootstrap and every change: its timeout and checks.
@@ -125,6 +127,8 @@ type TalosProxmoxClusterArgs struct {
 	ControlPlaneConfigPatches pulumi.StringArrayInput
 	// Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
 	Endpoint *string
+	// Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
+	ExtraManifestNamespaces map[string]string
 	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
 	ExtraManifests []string
 	// The health gate after bootstrap and every change: its timeout and checks.

@@ -59,6 +59,10 @@ export class ManifestSync extends pulumi.CustomResource {
      */
     declare public readonly manifests: pulumi.Output<{[key: string]: string}>;
     /**
+     * Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
+     */
+    declare public readonly namespaces: pulumi.Output<{[key: string]: string} | undefined>;
+    /**
      * Also delete CustomResourceDefinitions and Namespaces that left the configuration.
      */
     declare public readonly pruneCrdsAndNamespaces: pulumi.Output<boolean | undefined>;
@@ -91,6 +95,7 @@ export class ManifestSync extends pulumi.CustomResource {
             resourceInputs["force"] = args?.force;
             resourceInputs["kubeconfig"] = args?.kubeconfig ? pulumi.secret(args.kubeconfig) : undefined;
             resourceInputs["manifests"] = args?.manifests ? pulumi.secret(args.manifests) : undefined;
+            resourceInputs["namespaces"] = args?.namespaces;
             resourceInputs["pruneCrdsAndNamespaces"] = args?.pruneCrdsAndNamespaces;
             resourceInputs["timeout"] = args?.timeout;
             resourceInputs["applied"] = undefined /*out*/;
@@ -102,6 +107,7 @@ export class ManifestSync extends pulumi.CustomResource {
             resourceInputs["force"] = undefined /*out*/;
             resourceInputs["kubeconfig"] = undefined /*out*/;
             resourceInputs["manifests"] = undefined /*out*/;
+            resourceInputs["namespaces"] = undefined /*out*/;
             resourceInputs["pruneCrdsAndNamespaces"] = undefined /*out*/;
             resourceInputs["timeout"] = undefined /*out*/;
         }
@@ -132,6 +138,10 @@ export interface ManifestSyncArgs {
      * Manifests by name (as in the control planes' inlineManifests).
      */
     manifests: pulumi.Input<{[key: string]: pulumi.Input<string>}>;
+    /**
+     * Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
+     */
+    namespaces?: pulumi.Input<{[key: string]: pulumi.Input<string>} | undefined>;
     /**
      * Also delete CustomResourceDefinitions and Namespaces that left the configuration.
      */

@@ -30,6 +30,7 @@ class TalosProxmoxClusterArgs:
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  endpoint: Optional[_builtins.str] = None,
+                 extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
                  health: Optional['HealthArgs'] = None,
                  helm_charts: Optional[Sequence['HelmChartArgs']] = None,
@@ -55,6 +56,7 @@ class TalosProxmoxClusterArgs:
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
+        :param Mapping[str, _builtins.str] extra_manifest_namespaces: Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
         :param 'HealthArgs' health: The health gate after bootstrap and every change: its timeout and checks.
         :param Sequence['HelmChartArgs'] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through the manifest sync (see `manifestSync`).
@@ -84,6 +86,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "control_plane_config_patches", control_plane_config_patches)
         if endpoint is not None:
             pulumi.set(__self__, "endpoint", endpoint)
+        if extra_manifest_namespaces is not None:
+            pulumi.set(__self__, "extra_manifest_namespaces", extra_manifest_namespaces)
         if extra_manifests is not None:
             pulumi.set(__self__, "extra_manifests", extra_manifests)
         if health is not None:
@@ -218,6 +222,18 @@ class TalosProxmoxClusterArgs:
     @endpoint.setter
     def endpoint(self, value: Optional[_builtins.str]):
         pulumi.set(self, "endpoint", value)
+
+    @_builtins.property
+    @pulumi.getter(name="extraManifestNamespaces")
+    def extra_manifest_namespaces(self) -> Optional[Mapping[str, _builtins.str]]:
+        """
+        Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
+        """
+        return pulumi.get(self, "extra_manifest_namespaces")
+
+    @extra_manifest_namespaces.setter
+    def extra_manifest_namespaces(self, value: Optional[Mapping[str, _builtins.str]]):
+        pulumi.set(self, "extra_manifest_namespaces", value)
 
     @_builtins.property
     @pulumi.getter(name="extraManifests")
@@ -389,6 +405,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  endpoint: Optional[_builtins.str] = None,
+                 extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
                  health: Optional[Union['HealthArgs', 'HealthArgsDict']] = None,
                  helm_charts: Optional[Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']]] = None,
@@ -417,6 +434,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
+        :param Mapping[str, _builtins.str] extra_manifest_namespaces: Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
         :param Union['HealthArgs', 'HealthArgsDict'] health: The health gate after bootstrap and every change: its timeout and checks.
         :param Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through the manifest sync (see `manifestSync`).
@@ -464,6 +482,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  endpoint: Optional[_builtins.str] = None,
+                 extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
                  health: Optional[Union['HealthArgs', 'HealthArgsDict']] = None,
                  helm_charts: Optional[Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']]] = None,
@@ -499,6 +518,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["config_patches"] = config_patches
             __props__.__dict__["control_plane_config_patches"] = control_plane_config_patches
             __props__.__dict__["endpoint"] = endpoint
+            __props__.__dict__["extra_manifest_namespaces"] = extra_manifest_namespaces
             __props__.__dict__["extra_manifests"] = extra_manifests
             __props__.__dict__["health"] = health
             __props__.__dict__["helm_charts"] = helm_charts

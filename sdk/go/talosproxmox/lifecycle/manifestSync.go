@@ -28,6 +28,8 @@ type ManifestSync struct {
 	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
 	// Manifests by name (as in the control planes' inlineManifests).
 	Manifests pulumi.StringMapOutput `pulumi:"manifests"`
+	// Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
+	Namespaces pulumi.StringMapOutput `pulumi:"namespaces"`
 	// Also delete CustomResourceDefinitions and Namespaces that left the configuration.
 	PruneCrdsAndNamespaces pulumi.BoolPtrOutput `pulumi:"pruneCrdsAndNamespaces"`
 	// How long a sync may take (a duration).
@@ -103,6 +105,8 @@ type manifestSyncArgs struct {
 	Kubeconfig string `pulumi:"kubeconfig"`
 	// Manifests by name (as in the control planes' inlineManifests).
 	Manifests map[string]string `pulumi:"manifests"`
+	// Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
+	Namespaces map[string]string `pulumi:"namespaces"`
 	// Also delete CustomResourceDefinitions and Namespaces that left the configuration.
 	PruneCrdsAndNamespaces *bool `pulumi:"pruneCrdsAndNamespaces"`
 	// How long a sync may take (a duration).
@@ -119,6 +123,8 @@ type ManifestSyncArgs struct {
 	Kubeconfig pulumi.StringInput
 	// Manifests by name (as in the control planes' inlineManifests).
 	Manifests pulumi.StringMapInput
+	// Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
+	Namespaces pulumi.StringMapInput
 	// Also delete CustomResourceDefinitions and Namespaces that left the configuration.
 	PruneCrdsAndNamespaces pulumi.BoolPtrInput
 	// How long a sync may take (a duration).
@@ -240,6 +246,11 @@ func (o ManifestSyncOutput) Kubeconfig() pulumi.StringOutput {
 // Manifests by name (as in the control planes' inlineManifests).
 func (o ManifestSyncOutput) Manifests() pulumi.StringMapOutput {
 	return o.ApplyT(func(v *ManifestSync) pulumi.StringMapOutput { return v.Manifests }).(pulumi.StringMapOutput)
+}
+
+// Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
+func (o ManifestSyncOutput) Namespaces() pulumi.StringMapOutput {
+	return o.ApplyT(func(v *ManifestSync) pulumi.StringMapOutput { return v.Namespaces }).(pulumi.StringMapOutput)
 }
 
 // Also delete CustomResourceDefinitions and Namespaces that left the configuration.

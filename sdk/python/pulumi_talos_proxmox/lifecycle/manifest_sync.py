@@ -24,6 +24,7 @@ class ManifestSyncArgs:
                  timeout: pulumi.Input[_builtins.str],
                  extra_manifests: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  force: pulumi.Input[Optional[_builtins.bool]] = None,
+                 namespaces: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  prune_crds_and_namespaces: pulumi.Input[Optional[_builtins.bool]] = None):
         """
         The set of arguments for constructing a ManifestSync resource.
@@ -33,6 +34,7 @@ class ManifestSyncArgs:
         :param pulumi.Input[_builtins.str] timeout: How long a sync may take (a duration).
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] extra_manifests: URLs of extra manifests, fetched by the sync as Talos fetches them.
         :param pulumi.Input[_builtins.bool] force: Delete and recreate objects whose immutable fields changed.
+        :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] namespaces: Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
         :param pulumi.Input[_builtins.bool] prune_crds_and_namespaces: Also delete CustomResourceDefinitions and Namespaces that left the configuration.
         """
         pulumi.set(__self__, "kubeconfig", kubeconfig)
@@ -42,6 +44,8 @@ class ManifestSyncArgs:
             pulumi.set(__self__, "extra_manifests", extra_manifests)
         if force is not None:
             pulumi.set(__self__, "force", force)
+        if namespaces is not None:
+            pulumi.set(__self__, "namespaces", namespaces)
         if prune_crds_and_namespaces is not None:
             pulumi.set(__self__, "prune_crds_and_namespaces", prune_crds_and_namespaces)
 
@@ -106,6 +110,18 @@ class ManifestSyncArgs:
         pulumi.set(self, "force", value)
 
     @_builtins.property
+    @pulumi.getter
+    def namespaces(self) -> pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]]:
+        """
+        Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
+        """
+        return pulumi.get(self, "namespaces")
+
+    @namespaces.setter
+    def namespaces(self, value: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]]):
+        pulumi.set(self, "namespaces", value)
+
+    @_builtins.property
     @pulumi.getter(name="pruneCrdsAndNamespaces")
     def prune_crds_and_namespaces(self) -> pulumi.Input[Optional[_builtins.bool]]:
         """
@@ -128,6 +144,7 @@ class ManifestSync(pulumi.CustomResource):
                  force: pulumi.Input[Optional[_builtins.bool]] = None,
                  kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  manifests: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
+                 namespaces: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  prune_crds_and_namespaces: pulumi.Input[Optional[_builtins.bool]] = None,
                  timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  __props__=None):
@@ -140,6 +157,7 @@ class ManifestSync(pulumi.CustomResource):
         :param pulumi.Input[_builtins.bool] force: Delete and recreate objects whose immutable fields changed.
         :param pulumi.Input[_builtins.str] kubeconfig: Admin kubeconfig of the cluster.
         :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] manifests: Manifests by name (as in the control planes' inlineManifests).
+        :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] namespaces: Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
         :param pulumi.Input[_builtins.bool] prune_crds_and_namespaces: Also delete CustomResourceDefinitions and Namespaces that left the configuration.
         :param pulumi.Input[_builtins.str] timeout: How long a sync may take (a duration).
         """
@@ -171,6 +189,7 @@ class ManifestSync(pulumi.CustomResource):
                  force: pulumi.Input[Optional[_builtins.bool]] = None,
                  kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  manifests: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
+                 namespaces: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  prune_crds_and_namespaces: pulumi.Input[Optional[_builtins.bool]] = None,
                  timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  __props__=None):
@@ -190,6 +209,7 @@ class ManifestSync(pulumi.CustomResource):
             if manifests is None and not opts.urn:
                 raise TypeError("Missing required property 'manifests'")
             __props__.__dict__["manifests"] = None if manifests is None else pulumi.Output.secret(manifests)
+            __props__.__dict__["namespaces"] = namespaces
             __props__.__dict__["prune_crds_and_namespaces"] = prune_crds_and_namespaces
             if timeout is None and not opts.urn:
                 raise TypeError("Missing required property 'timeout'")
@@ -226,6 +246,7 @@ class ManifestSync(pulumi.CustomResource):
         __props__.__dict__["force"] = None
         __props__.__dict__["kubeconfig"] = None
         __props__.__dict__["manifests"] = None
+        __props__.__dict__["namespaces"] = None
         __props__.__dict__["prune_crds_and_namespaces"] = None
         __props__.__dict__["timeout"] = None
         return ManifestSync(resource_name, opts=opts, __props__=__props__)
@@ -277,6 +298,14 @@ class ManifestSync(pulumi.CustomResource):
         Manifests by name (as in the control planes' inlineManifests).
         """
         return pulumi.get(self, "manifests")
+
+    @_builtins.property
+    @pulumi.getter
+    def namespaces(self) -> pulumi.Output[Optional[Mapping[str, _builtins.str]]]:
+        """
+        Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
+        """
+        return pulumi.get(self, "namespaces")
 
     @_builtins.property
     @pulumi.getter(name="pruneCrdsAndNamespaces")
