@@ -75,6 +75,21 @@ func (p *Pulumi) InstallPlugins(ctx context.Context, plugins []Plugin) error {
 // per value); JSON lists become YAML lists (so typed `array` config reads them), secrets are
 // encrypted.
 func (p *Pulumi) SetConfig(ctx context.Context, config map[string]ConfigValue) error {
+	doc, err := ConfigJSON(config)
+	if err != nil {
+		return err
+	}
+
+	if out, err := p.Run(ctx, "config", "set-all", "--json", doc); err != nil {
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+
+	return nil
+}
+
+// ConfigJSON is config as the document `pulumi config set-all --json` takes: JSON lists become
+// YAML lists (so typed `array` config reads them), secrets are marked to be encrypted.
+func ConfigJSON(config map[string]ConfigValue) (string, error) {
 	type entry struct {
 		Value       *string `json:"value"`
 		ObjectValue any     `json:"objectValue,omitempty"`
@@ -94,14 +109,7 @@ func (p *Pulumi) SetConfig(ctx context.Context, config map[string]ConfigValue) e
 		all[k] = e
 	}
 
-	doc, err := json.Marshal(all)
-	if err != nil {
-		return err
-	}
+	doc, err := json.MarshalIndent(all, "", "  ")
 
-	if out, err := p.Run(ctx, "config", "set-all", "--json", string(doc)); err != nil {
-		return fmt.Errorf("%w\n%s", err, out)
-	}
-
-	return nil
+	return string(doc), err
 }
