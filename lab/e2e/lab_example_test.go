@@ -33,10 +33,10 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 	l, p := onLab(t, e, lab.Options{Subnet: 3}, nil)
 	ctx := t.Context()
 
-	out, err := p.Run(ctx, "up", "--yes", "--skip-preview")
-	if err != nil {
-		t.Fatalf("up: %v\n%s", err, out)
-	}
+	out, logs := upWithLogs(t, p)
+	noSecretLeaks(t, p, map[string]string{"the up's output": out, "the engine's and plugins' logs (-v=8)": logs})
+	talosconfigUsesNodes(t, mustRun(t, p, "stack", "output", "talosconfig", "--show-secrets"), l)
+	loopbackOnly(t)
 
 	// The demo runs this program: a new user must see no warning to worry about (the example
 	// spreads its control planes over three hosts; the lab's proxmoxve plugin warns about nothing

@@ -53,9 +53,8 @@ func upPreviewDestroy(t *testing.T, l *lab.Lab, p *lab.Pulumi) {
 
 	ctx := t.Context()
 
-	if out, err := p.Run(ctx, "up", "--yes", "--skip-preview"); err != nil {
-		t.Fatalf("up: %v\n%s", err, out)
-	}
+	out, logs := upWithLogs(t, p)
+	noSecretLeaks(t, p, map[string]string{"the up's output": out, "the engine's and plugins' logs (-v=8)": logs})
 
 	if n := len(l.PVE.VMs()); n != 5 {
 		t.Errorf("the fake has %d VMs after up, want 5", n)
