@@ -6,7 +6,7 @@
 #
 # Go modules: the provider (repository root), the lab and its end-to-end tests (lab/, never
 # imported by the provider), the lab's bridged bpg provider (lab/proxmoxve) and its contract tests
-# (lab/pvecontract), the examples (examples/go, examples/automation) and tools/*.
+# (lab/pvecontract), the examples (examples/go, examples/automation, examples/fleet) and tools/*.
 
 SHELL        := bash
 .SHELLFLAGS  := -euo pipefail -c
@@ -22,7 +22,7 @@ PULUMI       := $(TOOLCHAIN)/pulumi
 LINT         := $(shell tools/lint/build.sh --print-dir)/golangci-lint
 FUZZTIME     ?= 30s
 # Go modules that unit tests cover, besides the root; golangci-lint covers these and more.
-MODULES      := lab lab/proxmoxve lab/pvecontract examples/automation
+MODULES      := lab lab/proxmoxve lab/pvecontract examples/automation examples/fleet
 # tools/kube (one main.go dispatching to k8s.io/kubernetes) is left to gofmt: golangci-lint would
 # type-check all of Kubernetes for it, about 7 minutes cold.
 LINT_MODULES := $(MODULES) examples/go tools/sdkgen tools/sdkcheck
@@ -40,6 +40,8 @@ export TALOS_PROXMOX_VERSION               := $(VERSION)
 export TALOS_LAB_BIN                       := $(CURDIR)/bin/lab
 # The lab's Kubernetes control plane (kube-apiserver, -controller-manager, -scheduler in one binary).
 export TALOS_KUBE_BIN                      := $(shell tools/kube/build.sh --print-dir)/kube
+# An S3-compatible server (versitygw) for the state-backend test.
+export TALOS_S3_BIN                        := $(shell tools/versitygw/build.sh --print-dir)/versitygw
 # Helm charts the component renders are cached here, not in the user's cache.
 export TALOS_PROXMOX_HELM_CACHE            := $(CACHE)/helm
 
@@ -48,13 +50,14 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## Build the pinned Pulumi CLI, language hosts, golangci-lint and the lab's Kubernetes (cached by version)
-	@# The three builds run side by side: cold, much of each is module download and linking, which
+tools: ## Build the pinned Pulumi CLI, language hosts, golangci-lint, the lab's Kubernetes and versitygw (cached by version)
+	@# The builds run side by side: cold, much of each is module download and linking, which
 	@# leave a core idle. Each one's own messages go to stderr; a failure fails the target.
 	@tools/toolchain/build.sh >/dev/null & t=$$!; \
 	 tools/lint/build.sh >/dev/null & l=$$!; \
 	 tools/kube/build.sh >/dev/null & k=$$!; \
-	 rc=0; wait $$t || rc=1; wait $$l || rc=1; wait $$k || rc=1; exit $$rc
+	 tools/versitygw/build.sh >/dev/null & s=$$!; \
+	 rc=0; wait $$t || rc=1; wait $$l || rc=1; wait $$k || rc=1; wait $$s || rc=1; exit $$rc
 
 .PHONY: toolchain
 toolchain: ## Build the pinned Pulumi CLI and language hosts (cached by version)
@@ -67,6 +70,10 @@ lint-tools: ## Build the pinned golangci-lint (cached by version)
 .PHONY: kube
 kube: ## Build the pinned Kubernetes control plane for the lab (cached by version)
 	@tools/kube/build.sh >/dev/null
+
+.PHONY: versitygw
+versitygw: ## Build the pinned versitygw, the S3 server the state-backend test keeps state in (cached by version)
+	@tools/versitygw/build.sh >/dev/null
 
 .PHONY: provider
 provider: ## Build the plugin into bin/
@@ -118,7 +125,7 @@ fuzz: ## Fuzz input validation for FUZZTIME
 	$(GO) test ./provider/internal/spec -run '^$$' -fuzz FuzzBuild -fuzztime $(FUZZTIME)
 
 .PHONY: e2e
-e2e: toolchain kube provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab
+e2e: toolchain kube versitygw provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab
 	$(GO) -C lab test -count=1 -timeout 40m -parallel 3 -tags e2e ./e2e/...
 
 .PHONY: test
@@ -135,6 +142,19 @@ bench: toolchain kube provider lab ## Benchmarks: Construct of 3/50/100 nodes; C
 .PHONY: demo
 demo: toolchain kube provider lab ## Set up and run the demo: pulumi up of the example cluster on the local lab
 	$(GO) -C lab run ./cmd/lab-demo -example $(CURDIR)/examples/yaml -workdir $(CACHE)/demo
+
+# Where `make lab-up` keeps the lab's Pulumi home, state, env.sh and stack-config.json.
+TALOS_LAB_DIR ?= $(CACHE)/lab
+
+.PHONY: lab-up
+lab-up: toolchain kube provider lab ## Start the lab for your own programs; it runs until Ctrl-C or `make lab-down` (docs/lab.md)
+	$(GO) -C lab build -o $(CURDIR)/bin/talos-lab ./cmd/lab
+	exec bin/talos-lab up -dir $(TALOS_LAB_DIR)
+
+.PHONY: lab-down
+lab-down: ## Stop the lab `make lab-up` started
+	$(GO) -C lab build -o $(CURDIR)/bin/talos-lab ./cmd/lab
+	bin/talos-lab down -dir $(TALOS_LAB_DIR)
 
 .PHONY: clean
 clean: ## Remove build output and local Pulumi state
