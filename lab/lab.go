@@ -110,10 +110,12 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 		DHCPPool: dhcpPool(opts.Subnet)})
 
 	pveOpts := pvefake.Options{
-		Addr:    "127.0.0.1:0",
-		Nodes:   opts.Hosts,
-		Tokens:  map[string]string{tokenID: tokenSecret},
-		OnEvent: ctrl.Handle,
+		Addr:  "127.0.0.1:0",
+		Nodes: opts.Hosts,
+		// The examples pass their GPU through the mapping "gpu".
+		PCIMappings: []string{"gpu"},
+		Tokens:      map[string]string{tokenID: tokenSecret},
+		OnEvent:     ctrl.Handle,
 	}
 	if opts.PVE != nil {
 		opts.PVE(&pveOpts)

@@ -27,7 +27,16 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 
 	c, specErr := spec.Build(in)
 
+	// Proxmox is asked about the hosts, datastores, VM ids and PCI mappings while the charts
+	// render; what it lacks is reported with the other problems, before anything is registered.
+	inventoryDone := make(chan []error, 1)
+	go func() { inventoryDone <- inventoryProblems(ctx, c, specErr, opts) }()
+
 	helm, helmWarnings, err := validateAndRender(ctx.Context(), c, specErr)
+	if inv := <-inventoryDone; len(inv) > 0 {
+		err = withProblems(err, inv)
+	}
+
 	if err != nil {
 		return nil, err
 	}

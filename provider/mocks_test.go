@@ -47,6 +47,66 @@ type recorder struct {
 	regs    []registration
 	invokes []invoke
 	nextVM  int
+	// proxmox answers the proxmoxve inventory functions (default: labInventory).
+	proxmox *mockInventory
+}
+
+// mockInventory is what the mock Proxmox cluster holds.
+type mockInventory struct {
+	Nodes       []string
+	Datastores  map[string][]string // datastore → content types, the same on every node
+	VMs         []map[string]any
+	PCIMappings []string
+}
+
+// labInventory is the lab's inventory: three hosts, local (import, iso, snippets), local-lvm
+// (images, rootdir) and a shared nfs, the PCI mapping gpu, no VM.
+func labInventory() *mockInventory {
+	return &mockInventory{
+		Nodes:       []string{"pve1", "pve2", "pve3"},
+		Datastores:  map[string][]string{"local": {"iso", "import", "snippets", "vztmpl"}, "local-lvm": {"images", "rootdir"}, "nfs": {"iso", "import", "images"}},
+		PCIMappings: []string{"gpu"},
+	}
+}
+
+func (m *mockInventory) answer(token string, args property.Map) (property.Map, bool) {
+	switch token {
+	case "proxmoxve:Cluster/getNodes:getNodes":
+		return property.NewMap(map[string]property.Value{"names": property.New(strs(m.Nodes))}), true
+	case "proxmoxve:Storage/getDatastores:getDatastores":
+		var stores []property.Value
+		for id, content := range m.Datastores {
+			stores = append(stores, property.New(map[string]property.Value{
+				"id": property.New(id), "nodeName": property.New(args.Get("nodeName").AsString()),
+				"type": property.New("dir"), "contentTypes": property.New(strs(content)),
+			}))
+		}
+
+		return property.NewMap(map[string]property.Value{"datastores": property.New(stores)}), true
+	case "proxmoxve:VM/getVirtualMachines:getVirtualMachines":
+		var vms []property.Value
+		for _, v := range m.VMs {
+			vms = append(vms, property.New(map[string]property.Value{
+				"vmId": property.New(float64(v["vmId"].(int))), "name": property.New(v["name"].(string)),
+				"nodeName": property.New(v["nodeName"].(string)), "tags": property.New(strs(v["tags"].([]string))),
+			}))
+		}
+
+		return property.NewMap(map[string]property.Value{"vms": property.New(vms)}), true
+	case "proxmoxve:Hardware/getMappings:getMappings":
+		return property.NewMap(map[string]property.Value{"ids": property.New(strs(m.PCIMappings))}), true
+	}
+
+	return property.Map{}, false
+}
+
+func strs(items []string) []property.Value {
+	out := make([]property.Value, len(items))
+	for i, s := range items {
+		out[i] = property.New(s)
+	}
+
+	return out
 }
 
 func (r *recorder) monitor() *integration.MockResourceMonitor {
@@ -108,7 +168,16 @@ func (r *recorder) newResource(args integration.MockResourceArgs) (string, prope
 func (r *recorder) call(args integration.MockCallArgs) (property.Map, error) {
 	r.mu.Lock()
 	r.invokes = append(r.invokes, invoke{Token: string(args.Token), Args: args.Args})
+	inv := r.proxmox
 	r.mu.Unlock()
+
+	if inv == nil {
+		inv = labInventory()
+	}
+
+	if out, ok := inv.answer(string(args.Token), args.Args); ok {
+		return out, nil
+	}
 
 	switch args.Token {
 	case "talos:machine/getConfiguration:getConfiguration":

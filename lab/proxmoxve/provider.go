@@ -39,6 +39,15 @@ const (
 	FileToken           = "proxmoxve:Download/file:File"
 )
 
+// Tokens of the functions this stand-in backs: the read-only ones the component's inventory check
+// calls at preview.
+const (
+	GetNodesToken           = "proxmoxve:Cluster/getNodes:getNodes"
+	GetDatastoresToken      = "proxmoxve:Storage/getDatastores:getDatastores"
+	GetVirtualMachinesToken = "proxmoxve:VM/getVirtualMachines:getVirtualMachines"
+	GetMappingsToken        = "proxmoxve:Hardware/getMappings:getMappings"
+)
+
 // Schema is the published pulumi-proxmoxve v7.13.0 package schema, byte for byte.
 //
 //go:embed proxmoxve-v7.13.0.schema.json
@@ -50,11 +59,11 @@ type dispatcher interface {
 }
 
 // Info builds the bridge's provider info: bpg's SDKv2 and plugin-framework halves muxed into one
-// shim (as bpg's own main.go muxes them for Terraform), the two resource mappings, and metadata
+// shim (as bpg's own main.go muxes them for Terraform), the resource and function mappings, and metadata
 // carrying the mux dispatch table that pf/tfbridge.MainWithMuxer requires.
 //
-// Only the two resources in the mappings are backed. The other resources and functions in the
-// served schema exist on the wire but fail when used.
+// Only the two resources and four functions in the mappings are backed. The other resources and
+// functions in the served schema exist on the wire but fail when used.
 func Info(ctx context.Context) (tfbridge.ProviderInfo, error) {
 	p := pftfbridge.MuxShimWithPF(ctx,
 		shimv2.NewProvider(bpgsdk.ProxmoxVirtualEnvironment()),
@@ -73,6 +82,13 @@ func Info(ctx context.Context) (tfbridge.ProviderInfo, error) {
 			// before that rename and warns about nothing, so the lab maps to the new name: a
 			// warning the real plugin never prints would be the lab's own noise.
 			"proxmox_download_file": {Tok: FileToken},
+		},
+		DataSources: map[string]*tfbridge.DataSourceInfo{
+			"proxmox_virtual_environment_nodes": {Tok: GetNodesToken},           // SDKv2 half
+			"proxmox_virtual_environment_vms":   {Tok: GetVirtualMachinesToken}, // SDKv2 half
+			// PF half, under the names without bpg v0.111.1's deprecation warning (as above).
+			"proxmox_datastores":        {Tok: GetDatastoresToken},
+			"proxmox_hardware_mappings": {Tok: GetMappingsToken},
 		},
 	}
 

@@ -196,3 +196,36 @@ func (s *Server) getPoolLegacy(c *call) (any, *apiError) {
 
 	return map[string]any{"comment": p.comment, "members": s.poolMembers(p)}, nil
 }
+
+// listMappings serves GET /cluster/mapping/{type} (pci, usb, dir): the PCI mappings of
+// Options.PCIMappings, each with one entry per node; with check-node, an empty list of checks.
+// usb and dir hold none.
+func (s *Server) listMappings(c *call) (any, *apiError) {
+	typ := c.vars["type"]
+	if !slices.Contains([]string{"pci", "usb", "dir"}, typ) {
+		return nil, errf("Method 'GET /cluster/mapping/%s' not implemented", typ)
+	}
+
+	out := []map[string]any{}
+	if typ != "pci" {
+		return out, nil
+	}
+
+	_, check := c.param("check-node")
+
+	for i, id := range s.opts.PCIMappings {
+		var entries []string
+		for _, n := range s.nodes {
+			entries = append(entries, fmt.Sprintf("id=10de:2204,iommugroup=%d,node=%s,path=0000:0%d:00.0", 10+i, n, i+1))
+		}
+
+		m := map[string]any{"id": id, "type": "pci", "description": "", "map": entries}
+		if check {
+			m["checks"] = []any{}
+		}
+
+		out = append(out, m)
+	}
+
+	return out, nil
+}

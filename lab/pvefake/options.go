@@ -70,6 +70,9 @@ type Options struct {
 	SharedStorages []Storage
 	// Pools are resource pools that exist from the start.
 	Pools []string
+	// PCIMappings are the cluster's PCI resource mappings (Datacenter → Resource Mappings), each
+	// with an entry for every node.
+	PCIMappings []string
 	// Version is the PVE version reported by GET /version (default 8.4.1; import needs >= 8.4).
 	Version string
 	// FirstVMID is the lowest id cluster/nextid returns (default 100).

@@ -261,6 +261,7 @@ func (s *Server) routeTable() []route {
 		newRoute("GET", "/pools/{poolid}", s.getPoolLegacy, "type"),
 		newRoute("GET", "/storage", s.listStorageConfig, "type"),
 		newRoute("GET", "/nodes", s.listNodes),
+		newRoute("GET", "/cluster/mapping/{type}", s.listMappings, "check-node"),
 		newRoute("GET", "/nodes/{node}/storage", s.listNodeStorages, "content", "enabled", "format", "storage", "target"),
 		newRoute("GET", "/nodes/{node}/storage/{storage}/status", s.getStorageStatus),
 		newRoute("GET", "/nodes/{node}/query-url-metadata", s.queryURLMetadata, "url", "verify-certificates"),

@@ -1,0 +1,362 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/cluster"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/hardware"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/storage"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+)
+
+// inventoryTimeout bounds the inventory check: a preview against an unreachable Proxmox API
+// fails with an error naming it instead of hanging.
+const inventoryTimeout = 60 * time.Second
+
+// inventory is what the Proxmox cluster holds, as the proxmoxve provider's read-only functions
+// report it: the same provider (and credentials) the cluster's VMs are created with.
+type inventory struct {
+	Nodes       []string
+	Datastores  map[string][]storage.GetDatastoresDatastore // by host
+	VMs         []vm.GetVirtualMachinesVm                   // only when a node pins vmId
+	PCIMappings []string                                    // only when a node uses a mapping
+}
+
+// checkInventory asks Proxmox about the hosts, datastores, VM ids and PCI mappings the cluster
+// names and returns what does not exist or cannot serve, with property paths. An error means
+// Proxmox could not be asked (unreachable, refused, too slow).
+func checkInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.ResourceOption) ([]error, error) {
+	invokeOpts := proxmoxProvider(opts)
+
+	type result struct {
+		inv *inventory
+		err error
+	}
+
+	done := make(chan result, 1)
+	go func() {
+		inv, err := queryInventory(ctx, c, invokeOpts)
+		done <- result{inv, err}
+	}()
+
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("checking the Proxmox inventory (hosts, datastores, VM ids, PCI mappings) through "+
+				"the proxmoxve provider failed: %w; check proxmoxve:endpoint, proxmoxve:apiToken and that the API is reachable", r.err)
+		}
+
+		return r.inv.problems(c), nil
+	case <-time.After(inventoryTimeout):
+		return nil, fmt.Errorf("the Proxmox API did not answer the inventory check (hosts, datastores, VM ids, PCI "+
+			"mappings) within %s; check proxmoxve:endpoint and that the API is reachable from here", inventoryTimeout)
+	}
+}
+
+// proxmoxProvider is the invoke option that reaches the proxmoxve provider the component's
+// children use: the one passed to the component, else the default provider.
+func proxmoxProvider(opts []pulumi.ResourceOption) []pulumi.InvokeOption {
+	ro, err := pulumi.NewResourceOptions(opts...)
+	if err != nil {
+		return nil
+	}
+
+	candidates := slices.Clone(ro.Providers)
+	if ro.Provider != nil {
+		candidates = append(candidates, ro.Provider)
+	}
+
+	for _, p := range candidates {
+		urn := make(chan string, 1)
+		p.URN().ApplyT(func(u pulumi.URN) int { urn <- string(u); return 0 })
+
+		select {
+		case u := <-urn:
+			if resource.URN(u).Type() == "pulumi:providers:proxmoxve" {
+				return []pulumi.InvokeOption{pulumi.Provider(p)}
+			}
+		case <-time.After(5 * time.Second):
+		}
+	}
+
+	return nil
+}
+
+func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOption) (*inventory, error) {
+	var nodes *cluster.GetNodesResult
+
+	err := retried(func() (err error) { nodes, err = cluster.GetNodes(ctx, opts...); return err })
+	if err != nil {
+		return nil, fmt.Errorf("proxmoxve:Cluster/getNodes: %w", err)
+	}
+
+	inv := &inventory{Nodes: nodes.Names, Datastores: map[string][]storage.GetDatastoresDatastore{}}
+
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+	)
+
+	run := func(f func() error) {
+		wg.Go(func() {
+			if err := f(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+
+	for _, host := range usedHosts(c) {
+		if !slices.Contains(inv.Nodes, host) {
+			continue
+		}
+
+		run(func() error {
+			var ds *storage.GetDatastoresResult
+
+			err := retried(func() (err error) {
+				ds, err = storage.GetDatastores(ctx, &storage.GetDatastoresArgs{NodeName: host}, opts...)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("proxmoxve:Storage/getDatastores on %s: %w", host, err)
+			}
+
+			mu.Lock()
+			inv.Datastores[host] = ds.Datastores
+			mu.Unlock()
+
+			return nil
+		})
+	}
+
+	if slices.ContainsFunc(c.Nodes, func(n spec.Node) bool { return n.VMID != 0 }) {
+		run(func() error {
+			var vms *vm.GetVirtualMachinesResult
+
+			err := retried(func() (err error) {
+				vms, err = vm.GetVirtualMachines(ctx, &vm.GetVirtualMachinesArgs{}, opts...)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("proxmoxve:VM/getVirtualMachines: %w", err)
+			}
+
+			mu.Lock()
+			inv.VMs = vms.Vms
+			mu.Unlock()
+
+			return nil
+		})
+	}
+
+	if slices.ContainsFunc(c.Nodes, func(n spec.Node) bool {
+		return slices.ContainsFunc(n.PCIDevices, func(d spec.PCIDevice) bool { return d.Mapping != "" })
+	}) {
+		run(func() error {
+			var m *hardware.GetMappingsResult
+
+			err := retried(func() (err error) {
+				m, err = hardware.GetMappings(ctx, &hardware.GetMappingsArgs{Type: "pci"}, opts...)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("proxmoxve:Hardware/getMappings: %w", err)
+			}
+
+			mu.Lock()
+			inv.PCIMappings = m.Ids
+			mu.Unlock()
+
+			return nil
+		})
+	}
+
+	wg.Wait()
+
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+
+	return inv, nil
+}
+
+// retried runs a read-only inventory call up to 4 times, 0.25 s, 0.5 s and 1 s apart: a Proxmox
+// API under load answers 500 or 503 now and then (cfs-lock timeouts, pveproxy restarts), and the
+// proxmoxve provider's functions do not retry. A Proxmox that keeps failing fails the check.
+func retried(call func() error) error {
+	var err error
+
+	for attempt, wait := 0, 250*time.Millisecond; attempt < 4; attempt, wait = attempt+1, wait*2 {
+		if err = call(); err == nil {
+			return nil
+		}
+
+		if attempt < 3 {
+			time.Sleep(wait)
+		}
+	}
+
+	return err
+}
+
+func usedHosts(c *spec.Cluster) []string {
+	var hosts []string
+	for _, n := range c.Nodes {
+		if !slices.Contains(hosts, n.HostNode) {
+			hosts = append(hosts, n.HostNode)
+		}
+	}
+
+	return hosts
+}
+
+// problems are the cluster's references that the inventory cannot serve. With no node reported
+// (a provider that answers nothing, e.g. unknown configuration at preview), nothing is checked.
+func (inv *inventory) problems(c *spec.Cluster) []error {
+	if len(inv.Nodes) == 0 {
+		return nil
+	}
+
+	var errs []error
+
+	add := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+
+	imageChecked := map[string]bool{}
+	imageProblems := map[string][]string{} // problem (with %s for the hosts) → hosts
+	var imageOrder []string
+
+	imageAdd := func(_, format string, args ...any) {
+		// args[1] is the host: every image problem names it second.
+		host := args[1].(string)
+		args[1] = "%[1]s"
+		key := fmt.Sprintf(format, args...)
+		if _, seen := imageProblems[key]; !seen {
+			imageOrder = append(imageOrder, key)
+		}
+		imageProblems[key] = append(imageProblems[key], host)
+	}
+
+	for _, n := range c.Nodes {
+		at := "nodes." + n.Name
+		if !slices.Contains(inv.Nodes, n.HostNode) {
+			add(at+".hostNode", "%q is not a node of this Proxmox cluster (nodes: %s); use one of them", n.HostNode, strings.Join(inv.Nodes, ", "))
+			continue
+		}
+
+		if !imageChecked[n.HostNode] {
+			imageChecked[n.HostNode] = true
+			inv.checkDatastore(imageAdd, "image.datastoreId", n.HostNode, c.Image.DatastoreID, string(c.Image.ContentType))
+		}
+
+		inv.checkDatastore(add, at+".datastoreId", n.HostNode, n.DatastoreID, "images")
+
+		for i, d := range n.DataDisks {
+			if d.DatastoreID != n.DatastoreID {
+				inv.checkDatastore(add, fmt.Sprintf("%s.dataDisks[%d].datastoreId", at, i), n.HostNode, d.DatastoreID, "images")
+			}
+		}
+
+		if n.VMID != 0 {
+			if i := slices.IndexFunc(inv.VMs, func(v vm.GetVirtualMachinesVm) bool { return v.VmId == n.VMID }); i >= 0 {
+				if v := inv.VMs[i]; v.Name != n.Name || !slices.Contains(v.Tags, c.Name) {
+					add(at+".vmId", "%d is taken by VM %q on %s, which is not this cluster's %s; choose a free id, or remove vmId to let Proxmox choose",
+						n.VMID, v.Name, v.NodeName, n.Name)
+				}
+			}
+		}
+
+		for i, d := range n.PCIDevices {
+			if d.Mapping != "" && !slices.Contains(inv.PCIMappings, d.Mapping) {
+				add(fmt.Sprintf("%s.pciDevices[%d].mapping", at, i), "%q is not a PCI resource mapping of this Proxmox cluster (mappings: %s); "+
+					"create it under Datacenter → Resource Mappings, or pass the device by id", d.Mapping, listOrNone(inv.PCIMappings))
+			}
+		}
+	}
+
+	for _, key := range imageOrder {
+		add("image.datastoreId", key, strings.Join(imageProblems[key], ", "))
+	}
+
+	return errs
+}
+
+// checkDatastore reports a datastore that host does not have, that is disabled or inactive, or
+// that cannot hold content.
+func (inv *inventory) checkDatastore(add func(string, string, ...any), path, host, id, content string) {
+	stores := inv.Datastores[host]
+
+	i := slices.IndexFunc(stores, func(d storage.GetDatastoresDatastore) bool { return d.Id == id })
+	if i < 0 {
+		var ids []string
+		for _, d := range stores {
+			ids = append(ids, d.Id)
+		}
+
+		add(path, "datastore %q does not exist on %s (datastores: %s)", id, host, listOrNone(ids))
+
+		return
+	}
+
+	d := stores[i]
+
+	switch {
+	case d.Enabled != nil && !*d.Enabled, d.Active != nil && !*d.Active:
+		add(path, "datastore %q is disabled or inactive on %s; enable it or choose another", id, host)
+	case !slices.Contains(d.ContentTypes, content):
+		add(path, "datastore %q on %s cannot hold %s content (it holds %s); enable %q on it under Datacenter → Storage, or choose another",
+			id, host, content, listOrNone(d.ContentTypes), content)
+	}
+}
+
+func listOrNone(items []string) string {
+	if len(items) == 0 {
+		return "none"
+	}
+
+	return strings.Join(items, ", ")
+}
+
+// inventoryProblems runs the inventory check unless the inputs failed in a way that leaves no
+// cluster to check; a failure to ask Proxmox is one problem among the others.
+func inventoryProblems(ctx *pulumi.Context, c *spec.Cluster, specErr error, opts []pulumi.ResourceOption) []error {
+	var invalid *spec.ValidationError
+	if c == nil || (specErr != nil && !errors.As(specErr, &invalid)) {
+		return nil
+	}
+
+	problems, err := checkInventory(ctx, c, opts)
+	if err != nil {
+		return []error{err}
+	}
+
+	return problems
+}
+
+// withProblems adds problems to err: to its ValidationError, or as a new one.
+func withProblems(err error, problems []error) error {
+	var invalid *spec.ValidationError
+
+	switch {
+	case err == nil:
+		return &spec.ValidationError{Errors: problems}
+	case errors.As(err, &invalid):
+		invalid.Add(problems...)
+		return invalid
+	default:
+		return errors.Join(append([]error{err}, problems...)...)
+	}
+}

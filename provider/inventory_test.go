@@ -1,0 +1,86 @@
+package provider
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Construct asks Proxmox (the proxmoxve provider's functions) about what the cluster names and
+// reports, with the input problems and before registering anything, a host that is not a node, a
+// datastore a host lacks or that cannot hold the content, a PCI mapping that does not exist and a
+// pinned VM id someone else's VM holds; the cluster's own VM under that id is fine.
+func TestConstructChecksTheInventory(t *testing.T) {
+	t.Parallel()
+
+	inv := labInventory()
+	inv.Nodes = []string{"pve1", "pve3"}
+	inv.Datastores = map[string][]string{"local": {"iso", "snippets"}, "local-lvm": {"images"}}
+	inv.PCIMappings = []string{"nic"}
+	inv.VMs = []map[string]any{
+		{"vmId": 111, "name": "nas", "nodeName": "pve3", "tags": []string{"storage"}},
+		{"vmId": 113, "name": "cp-3", "nodeName": "pve1", "tags": []string{"controlplane", "homelab", "talos"}},
+	}
+
+	r := &recorder{proxmox: inv}
+
+	in := strings.Replace(homelabJSON, `"cp-3": {"hostNode": "pve1"`, `"cp-3": {"hostNode": "pve1", "memoryMib": 0`, 1)
+
+	_, err := construct(t, r, "homelab", inputsFromJSON(t, in))
+	if err == nil {
+		t.Fatal("construct accepted a cluster Proxmox cannot serve")
+	}
+
+	msg := err.Error()
+	for _, want := range []string{
+		`nodes.cp-2.hostNode: "pve2" is not a node of this Proxmox cluster (nodes: pve1, pve3)`,
+		`nodes.worker-2.hostNode: "pve2" is not a node`,
+		`image.datastoreId: datastore "local" on pve1 cannot hold import content (it holds iso, snippets)`,
+		`nodes.cp-1.vmId: 111 is taken by VM "nas" on pve3`,
+		`nodes.cp-3.memoryMib:`, // an input problem, reported in the same error
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error has no %q:\n%s", want, msg)
+		}
+	}
+
+	if strings.Contains(msg, "cp-3.vmId") {
+		t.Errorf("the cluster's own VM under its pinned id is reported as taken:\n%s", msg)
+	}
+
+	if regs := r.custom(); len(regs) != 0 {
+		t.Errorf("%d resources were registered before the error", len(regs))
+	}
+
+	// The mapping is checked when its host exists.
+	inv = labInventory()
+	inv.PCIMappings = []string{"nic"}
+
+	_, err = construct(t, &recorder{proxmox: inv}, "homelab", inputsFromJSON(t, homelabJSON))
+	if err == nil || !strings.Contains(err.Error(), `nodes.worker-2.pciDevices[0].mapping: "gpu" is not a PCI resource mapping of this Proxmox cluster (mappings: nic)`) {
+		t.Errorf("a missing PCI mapping: %v", err)
+	}
+}
+
+// A read that fails twice (a Proxmox under load) is asked again; one that keeps failing fails
+// after four attempts.
+func TestInventoryReadsAreRetried(t *testing.T) {
+	t.Parallel()
+
+	calls := 0
+	if err := retried(func() error {
+		calls++
+		if calls < 3 {
+			return errors.New("HTTP 500: cfs-lock timeout")
+		}
+
+		return nil
+	}); err != nil || calls != 3 {
+		t.Errorf("a read that failed twice: %v after %d calls", err, calls)
+	}
+
+	calls = 0
+	if err := retried(func() error { calls++; return errors.New("connection refused") }); err == nil || calls != 4 {
+		t.Errorf("a read that keeps failing: %v after %d calls", err, calls)
+	}
+}
