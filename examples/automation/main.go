@@ -1,6 +1,8 @@
 // Command automation manages Talos clusters on Proxmox from a Go program with the Pulumi
 // Automation API. The TalosProxmoxCluster component runs in-process (its constructor used as a
-// library): no talos-proxmox plugin is installed. One stack is one cluster; pass several
+// library); its day-2 resources (health gate, upgrades, membership, manifest sync) are served by
+// the talos-proxmox plugin, which must be installed at the component's version. One stack is one
+// cluster; pass several
 // -stack flags to manage several clusters in one run.
 //
 //	automation [-workdir DIR] -stack homelab [-stack lab] up|preview|refresh|destroy|kubeconfig
