@@ -2,8 +2,7 @@
 // Automation API. The TalosProxmoxCluster component runs in-process (its constructor used as a
 // library); its day-2 resources (health gate, upgrades, membership, manifest sync) are served by
 // the talos-proxmox plugin, which must be installed at the component's version. One stack is one
-// cluster; pass several
-// -stack flags to manage several clusters in one run.
+// cluster; pass several -stack flags to manage several clusters in one run.
 //
 //	automation [-workdir DIR] -stack homelab [-stack lab] up|preview|refresh|destroy|kubeconfig
 //
