@@ -19,8 +19,13 @@ import (
 )
 
 // inventoryTimeout bounds the inventory check: a preview against an unreachable Proxmox API
-// fails with an error naming it instead of hanging.
-const inventoryTimeout = 60 * time.Second
+// fails with an error naming it instead of hanging. With input problems already found, the check
+// gets inventoryTimeoutWithProblems and its own failure is not reported: the input problems are
+// what to fix first, and they need no Proxmox.
+const (
+	inventoryTimeout             = 60 * time.Second
+	inventoryTimeoutWithProblems = 10 * time.Second
+)
 
 // inventory is what the Proxmox cluster holds, as the proxmoxve provider's read-only functions
 // report it: the same provider (and credentials) the cluster's VMs are created with.
@@ -34,7 +39,7 @@ type inventory struct {
 // checkInventory asks Proxmox about the hosts, datastores, VM ids and PCI mappings the cluster
 // names and returns what does not exist or cannot serve, with property paths. An error means
 // Proxmox could not be asked (unreachable, refused, too slow).
-func checkInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.ResourceOption) ([]error, error) {
+func checkInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.ResourceOption, timeout time.Duration) ([]error, error) {
 	invokeOpts := proxmoxProvider(opts)
 
 	type result struct {
@@ -56,9 +61,9 @@ func checkInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.Resource
 		}
 
 		return r.inv.problems(c), nil
-	case <-time.After(inventoryTimeout):
+	case <-time.After(timeout):
 		return nil, fmt.Errorf("the Proxmox API did not answer the inventory check (hosts, datastores, VM ids, PCI "+
-			"mappings) within %s; check proxmoxve:endpoint and that the API is reachable from here", inventoryTimeout)
+			"mappings) within %s; check proxmoxve:endpoint and that the API is reachable from here", timeout)
 	}
 }
 
@@ -331,14 +336,20 @@ func listOrNone(items []string) string {
 }
 
 // inventoryProblems runs the inventory check unless the inputs failed in a way that leaves no
-// cluster to check; a failure to ask Proxmox is one problem among the others.
+// cluster to check. A failure to ask Proxmox is a problem when the inputs are valid; with input
+// problems it is left out (see inventoryTimeoutWithProblems).
 func inventoryProblems(ctx *pulumi.Context, c *spec.Cluster, specErr error, opts []pulumi.ResourceOption) []error {
 	var invalid *spec.ValidationError
 	if c == nil || (specErr != nil && !errors.As(specErr, &invalid)) {
 		return nil
 	}
 
-	problems, err := checkInventory(ctx, c, opts)
+	if specErr != nil {
+		problems, _ := checkInventory(ctx, c, opts, inventoryTimeoutWithProblems)
+		return problems
+	}
+
+	problems, err := checkInventory(ctx, c, opts, inventoryTimeout)
 	if err != nil {
 		return []error{err}
 	}

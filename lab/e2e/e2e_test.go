@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 )
 
 // env is a Pulumi environment isolated in a temporary directory: file backend, own
@@ -74,6 +76,17 @@ func (e *env) yamlProgram(resources string) {
 
 	if out, err := e.pulumi("stack", "init", "dev"); err != nil {
 		e.t.Fatalf("stack init: %v\n%s", err, out)
+	}
+
+	// Every program with the component has the proxmoxve plugin its children use (Pulumi installs
+	// it on demand for users); the component's inventory check calls it at preview. Here it is the
+	// lab's build, unconfigured: no Proxmox answers.
+	for _, pl := range lab.Plugins(e.plugin, e.version, os.Getenv("TALOS_LAB_BIN")) {
+		if pl.Name == "proxmoxve" {
+			if out, err := e.pulumi("plugin", "install", "resource", pl.Name, pl.Version, "--file", pl.File); err != nil {
+				e.t.Fatalf("installing the proxmoxve plugin: %v\n%s", err, out)
+			}
+		}
 	}
 }
 
