@@ -77,7 +77,8 @@ versitygw: ## Build the pinned versitygw, the S3 server the state-backend test k
 
 .PHONY: provider
 provider: ## Build the plugin into bin/
-	$(GO) build -o $(PLUGIN) ./provider/cmd/pulumi-resource-talos-proxmox
+	@# Built as a release builds it (static, -trimpath), so the release test reuses the compiled packages.
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(PLUGIN) ./provider/cmd/pulumi-resource-talos-proxmox
 
 .PHONY: lab
 lab: ## Build the lab's plugins into bin/lab/ (never shipped): talos stand-in, bridged bpg proxmoxve
@@ -130,6 +131,11 @@ e2e: toolchain kube versitygw provider lab ## Tests through the real Pulumi CLI,
 
 .PHONY: test
 test: tools provider lab lint unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
+
+.PHONY: release
+release: toolchain ## Release packages of VERSION (make release VERSION=x.y.z; default provider/VERSION) into dist/: plugin archives for linux/darwin × amd64/arm64, Python wheel and sdist, npm tarball, Go SDK and its tag
+	rm -rf dist
+	PULUMI=$(PULUMI) tools/release/release.sh $(VERSION) dist
 
 .PHONY: bench
 bench: toolchain kube provider lab ## Benchmarks: Construct of 3/50/100 nodes; Cilium render vs helm template; one node's machine configuration; `up` of 3 and 9 nodes on the lab; a rolling Talos upgrade of 9 nodes; destroy of 5 nodes; the lab's time and memory to a Ready cluster of 3 and 9 nodes

@@ -62,6 +62,7 @@ func Provider() (p.Provider, error) {
 		WithHomepage(Repository).
 		WithRepository(Repository).
 		WithPublisher("talos-proxmox").
+		WithLicense("Apache-2.0").
 		WithPluginDownloadURL(PluginDownloadURL).
 		WithNamespace("talos-proxmox").
 		WithLanguageMap(map[string]any{

@@ -59,11 +59,10 @@ func namespaced(manifests []Manifest, decoded [][]*unstructured.Unstructured) {
 
 	for _, objs := range decoded {
 		for _, o := range objs {
-			gk := o.GroupVersionKind().GroupKind()
-			switch {
-			case gk == schema.GroupKind{Kind: "Namespace"}:
+			switch o.GroupVersionKind().GroupKind() {
+			case schema.GroupKind{Kind: "Namespace"}:
 				declared[o.GetName()] = true
-			case gk == schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
+			case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
 				group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
 				kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
 				scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
