@@ -24,67 +24,10 @@ cache_start lint 2,15 "$@"
 MOD=github.com/golangci/golangci-lint/v2
 PKG=$MOD/cmd/golangci-lint
 BIN=golangci-lint
-VERSION=$(awk -v m="$MOD" '$1 == "require" && $2 == m { print $3; exit } $1 == m && $2 ~ /^v/ { print $2; exit }' "$here/go.mod")
-[ -n "$VERSION" ] || die "$MOD is not required in tools/lint/go.mod"
-# The module's go.sum hash stands in for the commit (the proxy has no VCS info).
-SUM=$(awk -v m="$MOD" -v v="$VERSION" '$1 == m && $2 == v { print $3; exit }' "$here/go.sum")
-[ -n "$SUM" ] || die "$MOD $VERSION has no hash in tools/lint/go.sum"
+KEY_PREFIX=golangci-lint
 # As upstream's .goreleaser.yml: -s -w -X main.version/commit/date. main.date must be
 # non-empty or `golangci-lint version` reports the wrapper module's "(devel)"; it is
 # filled in at build time (@DATE@) with the release time the proxy records.
-LDFLAGS_TMPL="-s -w -X main.version=${VERSION#v} -X main.commit=$SUM -X main.date=@DATE@"
+LDFLAGS_TMPL="-s -w -X main.version=@VERSION_BARE@ -X main.commit=@SUM@ -X main.date=@DATE@"
 
-
-recipe() {
-	local f
-	printf 'pkg %s\nldflags %s\nbin %s\n' "$PKG" "$LDFLAGS_TMPL" "$BIN"
-	for f in go.mod go.sum tools.go; do
-		printf 'file %s\n' "$f"
-		cat "$here/$f"
-	done
-}
-
-os=$(uname -s | tr '[:upper:]' '[:lower:]')
-arch=$(uname -m)
-KEY="golangci-lint-$VERSION-$os-$arch-$(recipe | sha256 | cut -c1-12)"
-ROOT=${TALOS_PROXMOX_TOOLCHAIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pulumi-talos-proxmox/toolchain}
-KEYDIR=$ROOT/$KEY
-BINDIR=$KEYDIR/bin
-STAMP=$KEYDIR/stamp
-
-! $print_only || cache_done "$BINDIR"
-
-# --- build -------------------------------------------------------------------
-
-is_built() { [ -f "$STAMP" ] && [ -x "$BINDIR/$BIN" ] && [ "$(cat "$STAMP")" = "$(filesize "$BINDIR/$BIN")" ]; }
-
-if ! is_built; then
-	command -v "$GO" >/dev/null 2>&1 || die "'$GO' not found; a Go toolchain is needed"
-	mkdir -p "$BINDIR"
-	# Serialise concurrent runs on the same key (the second one then skips).
-	cache_lock "$KEYDIR" "$KEY"
-fi
-if ! is_built; then
-	rm -f "$STAMP"
-	unset GOOS GOARCH
-	export GOWORK=off
-	start=$(date +%s)
-	log "building $BIN $VERSION into $BINDIR ..."
-	tmp=$(mktemp -d "$KEYDIR/.tmp-XXXXXX")
-	trap 'rm -rf "$tmp"' EXIT
-	trap 'exit 130' INT
-	trap 'exit 143' TERM
-	date=$(cd "$here" && "$GO" list -mod=readonly -m -f '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' "$MOD" 2>/dev/null) || true
-	(cd "$here" && "$GO" build -mod=readonly -ldflags "${LDFLAGS_TMPL//@DATE@/${date:-unknown}}" -o "$tmp/$BIN" "$PKG")
-	chmod 0755 "$tmp/$BIN"
-	filesize "$tmp/$BIN" >"$tmp/stamp"
-	# rename(2) within one file system: bin/ never holds a half-written binary,
-	# and the stamp is written only after the binary is in place.
-	mv -f "$tmp/$BIN" "$BINDIR/$BIN"
-	mv -f "$tmp/stamp" "$STAMP"
-	log "built $BIN in $(($(date +%s) - start))s"
-else
-	log "$BIN $VERSION is up to date in $BINDIR"
-fi
-
-printf '%s\n' "$BINDIR" >&3
+go_tool_build
