@@ -179,3 +179,26 @@ func regexpMatch(t *testing.T, pattern, s string) bool {
 
 	return regexp.MustCompile(pattern).MatchString(s)
 }
+
+// The summary's error is the line that says what went wrong, not the headings above it.
+func TestShortError(t *testing.T) {
+	cli := errors.New("exit status 255\ncode: 255\nstdout: Updating (broken):\n" +
+		" +  pulumi:pulumi:Stack talos-fleet-broken creating (0s) error: an unhandled error occurred: 1 error occurred:\n" +
+		" +  pulumi:pulumi:Stack talos-fleet-broken **creating failed (0.02s)** 1 error\n" +
+		"Diagnostics:\n  pulumi:pulumi:Stack (talos-fleet-broken):\n" +
+		"    error: an unhandled error occurred: 1 error occurred:\n" +
+		"    \t* invalid TalosProxmoxCluster inputs (1 problem):\n" +
+		"      - nodes.cp-1.hostNode: \"pve9\" is not a node of this Proxmox cluster (nodes: pve1); use one of them\n")
+
+	if got, want := shortError(cli), `nodes.cp-1.hostNode: "pve9" is not a node of this Proxmox cluster (nodes: pve1); use one of them`; got != want {
+		t.Errorf("shortError = %q, want %q", got, want)
+	}
+
+	if got := shortError(errors.New("error: hostname lookup 'pve9' failed\nmore")); got != "hostname lookup 'pve9' failed" {
+		t.Errorf("shortError of a one-line error = %q", got)
+	}
+
+	if got := shortError(errors.New("not started: context canceled")); got != "not started: context canceled" {
+		t.Errorf("shortError without an error: line = %q", got)
+	}
+}

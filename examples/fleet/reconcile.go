@@ -148,18 +148,58 @@ func changes(counts map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
-// shortError is the line of err that says what went wrong: the CLI's first "error:" line when
-// err carries the CLI's output (Automation API errors do), else err's first line.
+// shortError is the line of err that says what went wrong. Automation API errors carry the CLI's
+// output, where an error is often a heading over a list ("error: an unhandled error occurred: 1
+// error occurred:", "* invalid … inputs (2 problems):", "- nodes.cp-1.hostNode: …"): the first
+// item that is not itself a heading is the answer; else the first "error:" message that is not a
+// heading; else err's first line.
 func shortError(err error) string {
 	text := err.Error()
+	fallback, heading := "", false
 
 	for line := range strings.Lines(text) {
-		if _, msg, ok := strings.Cut(line, "error: "); ok && strings.TrimSpace(msg) != "" {
-			return strings.TrimSpace(msg)
+		t := strings.TrimSpace(line)
+
+		if heading {
+			if item, ok := bullet(t); ok {
+				if !strings.HasSuffix(item, ":") {
+					return item
+				}
+
+				continue // a heading within the list
+			}
+
+			heading = false
 		}
+
+		if _, msg, ok := strings.Cut(t, "error: "); ok {
+			msg = strings.TrimSpace(msg)
+
+			switch {
+			case strings.HasSuffix(msg, ":"):
+				heading = true
+			case fallback == "" && msg != "":
+				fallback = msg
+			}
+		}
+	}
+
+	if fallback != "" {
+		return fallback
 	}
 
 	first, _, _ := strings.Cut(text, "\n")
 
 	return strings.TrimSpace(first)
+}
+
+// bullet is the text of a list item ("* …" or "- …").
+func bullet(line string) (string, bool) {
+	for _, mark := range []string{"* ", "- "} {
+		if item, ok := strings.CutPrefix(line, mark); ok {
+			return strings.TrimSpace(item), true
+		}
+	}
+
+	return "", false
 }
