@@ -33,7 +33,7 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 	l, p := onLab(t, e, lab.Options{Subnet: 3}, nil)
 	ctx := t.Context()
 
-	out, logs := upWithLogs(t, p)
+	out, logs := upWithLogs(t, p, 8)
 	noSecretLeaks(t, p, map[string]string{"the up's output": out, "the engine's and plugins' logs (-v=8)": logs})
 	talosconfigUsesNodes(t, mustRun(t, p, "stack", "output", "talosconfig", "--show-secrets"), l)
 	loopbackOnly(t)

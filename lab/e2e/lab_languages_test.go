@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,14 +48,15 @@ func onLab(tb testing.TB, e *env, opts lab.Options, program func(*lab.Lab) strin
 	return l, p
 }
 
-// upPreviewDestroy runs the lifecycle every example must pass on the lab.
-func upPreviewDestroy(t *testing.T, l *lab.Lab, p *lab.Pulumi) {
+// upPreviewDestroy runs the lifecycle every example must pass on the lab; logLevel is the
+// verbosity of the up whose logs the secrets check reads (see upWithLogs).
+func upPreviewDestroy(t *testing.T, l *lab.Lab, p *lab.Pulumi, logLevel int) {
 	t.Helper()
 
 	ctx := t.Context()
 
-	out, logs := upWithLogs(t, p)
-	noSecretLeaks(t, p, map[string]string{"the up's output": out, "the engine's and plugins' logs (-v=8)": logs})
+	out, logs := upWithLogs(t, p, logLevel)
+	noSecretLeaks(t, p, map[string]string{"the up's output": out, fmt.Sprintf("the engine's and plugins' logs (-v=%d)", logLevel): logs})
 
 	if n := len(l.PVE.VMs()); n != 5 {
 		t.Errorf("the fake has %d VMs after up, want 5", n)
@@ -160,7 +162,7 @@ func TestGoExampleOnTheLab(t *testing.T) {
 	}
 
 	l, p := onLab(t, e, lab.Options{Subnet: 6}, nil)
-	upPreviewDestroy(t, l, p)
+	upPreviewDestroy(t, l, p, 8)
 }
 
 // TestTypeScriptExampleOnTheLab: examples/typescript through the Node.js language host and the
@@ -201,7 +203,7 @@ func TestTypeScriptExampleOnTheLab(t *testing.T) {
 	run(t, e.dir, "npm", "install", "--no-audit", "--no-fund")
 
 	l, p := onLab(t, e, lab.Options{Subnet: 7}, nil)
-	upPreviewDestroy(t, l, p)
+	upPreviewDestroy(t, l, p, 2)
 }
 
 // TestPythonExampleOnTheLab: examples/python through the Python language host, in a virtualenv
@@ -231,5 +233,5 @@ func TestPythonExampleOnTheLab(t *testing.T) {
 	p.Env = append(p.Env, "VIRTUAL_ENV="+venv, "PATH="+filepath.Join(venv, "bin")+string(os.PathListSeparator)+e.bin+
 		string(os.PathListSeparator)+os.Getenv("PATH"))
 
-	upPreviewDestroy(t, l, p)
+	upPreviewDestroy(t, l, p, 2)
 }
