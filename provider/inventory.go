@@ -97,11 +97,11 @@ func proxmoxProvider(opts []pulumi.ResourceOption) []pulumi.InvokeOption {
 }
 
 func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOption) (*inventory, error) {
-	var nodes *cluster.GetNodesResult
-
-	err := retried(func() (err error) { nodes, err = cluster.GetNodes(ctx, opts...); return err })
+	nodes, err := retried("proxmoxve:Cluster/getNodes", func() (*cluster.GetNodesResult, error) {
+		return cluster.GetNodes(ctx, opts...)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("proxmoxve:Cluster/getNodes: %w", err)
+		return nil, err
 	}
 
 	inv := &inventory{Nodes: nodes.Names, Datastores: map[string][]storage.GetDatastoresDatastore{}}
@@ -112,79 +112,54 @@ func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOp
 		errs []error
 	)
 
-	run := func(f func() error) {
+	// run asks in the background; keep stores the answer under the lock.
+	run := func(ask func() (keep func(), err error)) {
 		wg.Go(func() {
-			if err := f(); err != nil {
-				mu.Lock()
+			keep, err := ask()
+
+			mu.Lock()
+			defer mu.Unlock()
+
+			if err != nil {
 				errs = append(errs, err)
-				mu.Unlock()
+				return
 			}
+
+			keep()
 		})
 	}
 
 	for _, host := range usedHosts(c) {
-		if !slices.Contains(inv.Nodes, host) {
-			continue
-		}
+		if slices.Contains(inv.Nodes, host) {
+			run(func() (func(), error) {
+				ds, err := retried("proxmoxve:Storage/getDatastores on "+host, func() (*storage.GetDatastoresResult, error) {
+					return storage.GetDatastores(ctx, &storage.GetDatastoresArgs{NodeName: host}, opts...)
+				})
 
-		run(func() error {
-			var ds *storage.GetDatastoresResult
-
-			err := retried(func() (err error) {
-				ds, err = storage.GetDatastores(ctx, &storage.GetDatastoresArgs{NodeName: host}, opts...)
-				return err
+				return func() { inv.Datastores[host] = ds.Datastores }, err
 			})
-			if err != nil {
-				return fmt.Errorf("proxmoxve:Storage/getDatastores on %s: %w", host, err)
-			}
-
-			mu.Lock()
-			inv.Datastores[host] = ds.Datastores
-			mu.Unlock()
-
-			return nil
-		})
+		}
 	}
 
 	if slices.ContainsFunc(c.Nodes, func(n spec.Node) bool { return n.VMID != 0 }) {
-		run(func() error {
-			var vms *vm.GetVirtualMachinesResult
-
-			err := retried(func() (err error) {
-				vms, err = vm.GetVirtualMachines(ctx, &vm.GetVirtualMachinesArgs{}, opts...)
-				return err
+		run(func() (func(), error) {
+			vms, err := retried("proxmoxve:VM/getVirtualMachines", func() (*vm.GetVirtualMachinesResult, error) {
+				return vm.GetVirtualMachines(ctx, &vm.GetVirtualMachinesArgs{}, opts...)
 			})
-			if err != nil {
-				return fmt.Errorf("proxmoxve:VM/getVirtualMachines: %w", err)
-			}
 
-			mu.Lock()
-			inv.VMs = vms.Vms
-			mu.Unlock()
-
-			return nil
+			return func() { inv.VMs = vms.Vms }, err
 		})
 	}
 
 	if slices.ContainsFunc(c.Nodes, func(n spec.Node) bool {
 		return slices.ContainsFunc(n.PCIDevices, func(d spec.PCIDevice) bool { return d.Mapping != "" })
 	}) {
-		run(func() error {
-			var m *hardware.GetMappingsResult
-
-			err := retried(func() (err error) {
-				m, err = hardware.GetMappings(ctx, &hardware.GetMappingsArgs{Type: "pci"}, opts...)
-				return err
+		run(func() (func(), error) {
+			m, err := retried("proxmoxve:Hardware/getMappings", func() (*hardware.GetMappingsResult, error) {
+				return hardware.GetMappings(ctx, &hardware.GetMappingsArgs{Type: "pci"}, opts...)
 			})
-			if err != nil {
-				return fmt.Errorf("proxmoxve:Hardware/getMappings: %w", err)
-			}
 
-			mu.Lock()
-			inv.PCIMappings = m.Ids
-			mu.Unlock()
-
-			return nil
+			return func() { inv.PCIMappings = m.Ids }, err
 		})
 	}
 
@@ -197,15 +172,17 @@ func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOp
 	return inv, nil
 }
 
-// retried runs a read-only inventory call up to 4 times, 0.25 s, 0.5 s and 1 s apart: a Proxmox
-// API under load answers 500 or 503 now and then (cfs-lock timeouts, pveproxy restarts), and the
-// proxmoxve provider's functions do not retry. A Proxmox that keeps failing fails the check.
-func retried(call func() error) error {
+// retried runs the read-only inventory call what up to 4 times, 0.25 s, 0.5 s and 1 s apart: a
+// Proxmox API under load answers 500 or 503 now and then (cfs-lock timeouts, pveproxy restarts),
+// and the proxmoxve provider's functions do not retry. A Proxmox that keeps failing fails the
+// check, with the error naming what was asked.
+func retried[T any](what string, call func() (*T, error)) (*T, error) {
 	var err error
 
 	for attempt, wait := 0, 250*time.Millisecond; attempt < 4; attempt, wait = attempt+1, wait*2 {
-		if err = call(); err == nil {
-			return nil
+		var r *T
+		if r, err = call(); err == nil {
+			return r, nil
 		}
 
 		if attempt < 3 {
@@ -213,7 +190,7 @@ func retried(call func() error) error {
 		}
 	}
 
-	return err
+	return nil, fmt.Errorf("%s: %w", what, err)
 }
 
 func usedHosts(c *spec.Cluster) []string {
