@@ -22,6 +22,7 @@ type TalosProxmoxClusterArgs struct {
 	Image                          *Image                  `pulumi:"image,optional"`
 	AllowSchedulingOnControlPlanes *bool                   `pulumi:"allowSchedulingOnControlPlanes,optional"`
 	ProxmoxClusterName             string                  `pulumi:"proxmoxClusterName,optional"`
+	VmIdRange                      *VmIdRange              `pulumi:"vmIdRange,optional"`
 	ConfigPatches                  pulumi.StringArrayInput `pulumi:"configPatches,optional"`
 	ControlPlaneConfigPatches      pulumi.StringArrayInput `pulumi:"controlPlaneConfigPatches,optional"`
 	WorkerConfigPatches            pulumi.StringArrayInput `pulumi:"workerConfigPatches,optional"`
@@ -77,6 +78,9 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 		"outside /var/mnt (e.g. /var/lib/longhorn), which contract v1.14 cannot express.")
 	an.Describe(&a.ProxmoxClusterName, "Value of the `topology.kubernetes.io/region` label on every node "+
 		"(the zone label is the node's Proxmox host). Default: `clusterName`.")
+	an.Describe(&a.VmIdRange, "Where the VM ids of nodes without `vmId` come from. Default: 800000 to 899999. A node's id "+
+		"is derived from the cluster and node names (the first free id from a hash of both), and a node whose VM exists "+
+		"keeps its id, so a create that is retried after a failure reuses the same id and can never make a second VM.")
 	an.Describe(&a.ConfigPatches, "Talos machine configuration patches (YAML strategic-merge or JSON patch) "+
 		"applied to every node after the component's own settings. May be secrets.")
 	an.Describe(&a.ControlPlaneConfigPatches, "Patches applied to control plane nodes, after `configPatches`.")
@@ -192,8 +196,8 @@ func (n *Node) Annotate(an infer.Annotator) {
 		"through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.")
 	an.Describe(&n.MacAddress, "MAC address of the VM's NIC, e.g. `BC:24:11:00:00:01`. Talos then selects the "+
 		"interface by this address. Default: chosen by Proxmox, and Talos uses the first physical NIC.")
-	an.Describe(&n.VmId, "Proxmox VM id (100 to 999999999). Pinning it makes an interrupted deployment fail "+
-		"loudly instead of creating a duplicate VM. Default: the next free id.")
+	an.Describe(&n.VmId, "Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id "+
+		"from `vmIdRange` (an existing VM of this node keeps its id).")
 	an.Describe(&n.Cpu, "Number of CPU cores. Control planes need at least 2. Default: `nodeDefaults.cpu` (2).")
 	an.Describe(&n.MemoryMib, "Memory in MiB. Control planes need at least 2048 (4096 recommended). "+
 		"Default: `nodeDefaults.memoryMib` (4096).")
@@ -210,6 +214,30 @@ func (n *Node) Annotate(an infer.Annotator) {
 		"and `topology.kubernetes.io/zone` itself.")
 	an.Describe(&n.ConfigPatches, "Talos machine configuration patches for this node only, applied last. May be secrets.")
 	an.Describe(&n.InstallDisk, "Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).")
+}
+
+// VmIdRange bounds the default VM ids.
+type VmIdRange struct {
+	Start *int `pulumi:"start,optional"`
+	End   *int `pulumi:"end,optional"`
+}
+
+// Annotate documents the VM id range.
+func (r *VmIdRange) Annotate(an infer.Annotator) {
+	an.Describe(r, "An inclusive range of Proxmox VM ids.")
+	an.Describe(&r.Start, "First id. Default: 800000.")
+	an.Describe(&r.End, "Last id. Default: `start` + 99999.")
+}
+
+func vmIDBound(r *VmIdRange, start bool) *int {
+	switch {
+	case r == nil:
+		return nil
+	case start:
+		return r.Start
+	default:
+		return r.End
+	}
 }
 
 // DataDisk is an extra virtual disk.

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
@@ -29,12 +30,27 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 
 	// Proxmox is asked about the hosts, datastores, VM ids and PCI mappings while the charts
 	// render; what it lacks is reported with the other problems, before anything is registered.
-	inventoryDone := make(chan []error, 1)
-	go func() { inventoryDone <- inventoryProblems(ctx, c, specErr, opts) }()
+	type checked struct {
+		problems []error
+		inv      *inventory
+	}
+
+	inventoryDone := make(chan checked, 1)
+	go func() {
+		problems, inv := inventoryProblems(ctx, c, specErr, opts)
+		inventoryDone <- checked{problems, inv}
+	}()
 
 	helm, helmWarnings, err := validateAndRender(ctx.Context(), c, specErr)
-	if inv := <-inventoryDone; len(inv) > 0 {
-		err = withProblems(err, inv)
+
+	inv := <-inventoryDone
+	if len(inv.problems) > 0 {
+		err = withProblems(err, inv.problems)
+	}
+
+	vmIDs, vmIDWarnings, vmIDErr := assignVMIDs(c, inv.inv)
+	if vmIDErr != nil {
+		err = withProblems(err, []error{vmIDErr})
 	}
 
 	if err != nil {
@@ -48,13 +64,14 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		return nil, err
 	}
 
-	for _, w := range append(c.Warnings, helmWarnings...) {
+	for _, w := range slices.Concat(c.Warnings, helmWarnings, vmIDWarnings) {
 		_ = ctx.Log.Warn(w, &pulumi.LogArgs{Resource: comp})
 	}
 
 	comp.HelmReleases = releaseInfos(helm)
 
-	b := &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: p, pass: pass, helm: inlineManifests(helm)}
+	b := &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: p, pass: pass, helm: inlineManifests(helm), vmIDs: vmIDs,
+		guard: newVMGuard(ctx, comp, c.Name, opts)}
 	if err := b.build(); err != nil {
 		return nil, err
 	}
@@ -93,6 +110,11 @@ type builder struct {
 	// nodeIPs is every node's address, by name: plain strings with static addressing, the
 	// guest agent's report with DHCP.
 	nodeIPs map[string]pulumi.StringOutput
+	// vmIDs are the VM ids of the nodes that pin none (vmids.go); empty when Proxmox could not be
+	// asked, and Proxmox then chooses.
+	vmIDs map[string]int
+	// guard clears what an interrupted VM create left in Proxmox (orphans.go).
+	guard *vmGuard
 	vms     map[string]pulumi.Resource
 	secrets *machine.Secrets
 	// checked resolves once every node's configuration was generated and validated with the

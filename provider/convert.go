@@ -50,6 +50,8 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *passThrou
 		VIP:                            a.Vip,
 		AllowSchedulingOnControlPlanes: a.AllowSchedulingOnControlPlanes,
 		ProxmoxClusterName:             a.ProxmoxClusterName,
+		VMIDStart:                      vmIDBound(a.VmIdRange, true),
+		VMIDEnd:                        vmIDBound(a.VmIdRange, false),
 		ExtraManifests:                 a.ExtraManifests,
 		ExtraManifestNamespaces:        a.ExtraManifestNamespaces,
 		Nodes:                          map[string]spec.NodeInput{},

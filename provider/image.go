@@ -54,6 +54,11 @@ func (b *builder) downloads(schematic pulumi.Resource) ([]*download.File, error)
 		// overwrite on, the provider would compare the compressed size upstream with the
 		// decompressed file on disk and replace an iso image after every refresh.
 		args.Overwrite = pulumi.Bool(false)
+		// A download whose task status read failed (a busy Proxmox) leaves the file on the
+		// datastore but not in the state; the retried download replaces it instead of failing
+		// on "file already exists". The name carries the cluster, so the file is this
+		// cluster's own.
+		args.OverwriteUnmanaged = pulumi.Bool(true)
 
 		opts := []pulumi.ResourceOption{b.parent(), pulumi.DependsOn([]pulumi.Resource{schematic}), pulumi.DeleteBeforeReplace(true)}
 		if b.cluster.Image.SharedDatastore {

@@ -32,15 +32,18 @@ const (
 type inventory struct {
 	Nodes       []string
 	Datastores  map[string][]storage.GetDatastoresDatastore // by host
-	VMs         []vm.GetVirtualMachinesVm                   // only when a node pins vmId
+	VMs         []vm.GetVirtualMachinesVm                   // every VM: ids taken, nodes' own VMs
 	PCIMappings []string                                    // only when a node uses a mapping
 }
 
 // checkInventory asks Proxmox about the hosts, datastores, VM ids and PCI mappings the cluster
 // names and returns what does not exist or cannot serve, with property paths. An error means
 // Proxmox could not be asked (unreachable, refused, too slow).
-func checkInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.ResourceOption, timeout time.Duration) ([]error, error) {
-	invokeOpts := proxmoxProvider(opts)
+func checkInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.ResourceOption, timeout time.Duration) ([]error, *inventory, error) {
+	var invokeOpts []pulumi.InvokeOption
+	if p := proxmoxProvider(opts); p != nil {
+		invokeOpts = []pulumi.InvokeOption{pulumi.Provider(p)}
+	}
 
 	type result struct {
 		inv *inventory
@@ -56,20 +59,20 @@ func checkInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.Resource
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, fmt.Errorf("checking the Proxmox inventory (hosts, datastores, VM ids, PCI mappings) through "+
+			return nil, nil, fmt.Errorf("checking the Proxmox inventory (hosts, datastores, VM ids, PCI mappings) through "+
 				"the proxmoxve provider failed: %w; check proxmoxve:endpoint, proxmoxve:apiToken and that the API is reachable", r.err)
 		}
 
-		return r.inv.problems(c), nil
+		return r.inv.problems(c), r.inv, nil
 	case <-time.After(timeout):
-		return nil, fmt.Errorf("the Proxmox API did not answer the inventory check (hosts, datastores, VM ids, PCI "+
+		return nil, nil, fmt.Errorf("the Proxmox API did not answer the inventory check (hosts, datastores, VM ids, PCI "+
 			"mappings) within %s; check proxmoxve:endpoint and that the API is reachable from here", timeout)
 	}
 }
 
-// proxmoxProvider is the invoke option that reaches the proxmoxve provider the component's
-// children use: the one passed to the component, else the default provider.
-func proxmoxProvider(opts []pulumi.ResourceOption) []pulumi.InvokeOption {
+// proxmoxProvider is the proxmoxve provider passed to the component, which its children use;
+// nil for the default provider.
+func proxmoxProvider(opts []pulumi.ResourceOption) pulumi.ProviderResource {
 	ro, err := pulumi.NewResourceOptions(opts...)
 	if err != nil {
 		return nil
@@ -87,7 +90,7 @@ func proxmoxProvider(opts []pulumi.ResourceOption) []pulumi.InvokeOption {
 		select {
 		case u := <-urn:
 			if resource.URN(u).Type() == "pulumi:providers:proxmoxve" {
-				return []pulumi.InvokeOption{pulumi.Provider(p)}
+				return p
 			}
 		case <-time.After(5 * time.Second):
 		}
@@ -141,15 +144,13 @@ func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOp
 		}
 	}
 
-	if slices.ContainsFunc(c.Nodes, func(n spec.Node) bool { return n.VMID != 0 }) {
-		run(func() (func(), error) {
-			vms, err := retried("proxmoxve:VM/getVirtualMachines", func() (*vm.GetVirtualMachinesResult, error) {
-				return vm.GetVirtualMachines(ctx, &vm.GetVirtualMachinesArgs{}, opts...)
-			})
-
-			return func() { inv.VMs = vms.Vms }, err
+	run(func() (func(), error) {
+		vms, err := retried("proxmoxve:VM/getVirtualMachines", func() (*vm.GetVirtualMachinesResult, error) {
+			return vm.GetVirtualMachines(ctx, &vm.GetVirtualMachinesArgs{}, opts...)
 		})
-	}
+
+		return func() { inv.VMs = vms.Vms }, err
+	})
 
 	if slices.ContainsFunc(c.Nodes, func(n spec.Node) bool {
 		return slices.ContainsFunc(n.PCIDevices, func(d spec.PCIDevice) bool { return d.Mapping != "" })
@@ -314,24 +315,25 @@ func listOrNone(items []string) string {
 
 // inventoryProblems runs the inventory check unless the inputs failed in a way that leaves no
 // cluster to check. A failure to ask Proxmox is a problem when the inputs are valid; with input
-// problems it is left out (see inventoryTimeoutWithProblems).
-func inventoryProblems(ctx *pulumi.Context, c *spec.Cluster, specErr error, opts []pulumi.ResourceOption) []error {
+// problems it is left out (see inventoryTimeoutWithProblems). The inventory is returned when
+// Proxmox answered.
+func inventoryProblems(ctx *pulumi.Context, c *spec.Cluster, specErr error, opts []pulumi.ResourceOption) ([]error, *inventory) {
 	var invalid *spec.ValidationError
 	if c == nil || (specErr != nil && !errors.As(specErr, &invalid)) {
-		return nil
+		return nil, nil
 	}
 
 	if specErr != nil {
-		problems, _ := checkInventory(ctx, c, opts, inventoryTimeoutWithProblems)
-		return problems
+		problems, inv, _ := checkInventory(ctx, c, opts, inventoryTimeoutWithProblems)
+		return problems, inv
 	}
 
-	problems, err := checkInventory(ctx, c, opts, inventoryTimeout)
+	problems, inv, err := checkInventory(ctx, c, opts, inventoryTimeout)
 	if err != nil {
-		return []error{err}
+		return []error{err}, nil
 	}
 
-	return problems
+	return problems, inv
 }
 
 // withProblems adds problems to err: to its ValidationError, or as a new one.

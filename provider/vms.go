@@ -21,14 +21,26 @@ func (b *builder) virtualMachines(files []*download.File) error {
 	vmIDs := map[string]pulumi.IntOutput{}
 
 	for _, p := range b.plan.VMs {
-		machine, err := vm.NewVirtualMachine(b.ctx, b.child(p.Node.Name), b.vmArgs(p, files[p.Download]),
-			b.parent(),
-			// A replacement VM keeps the node's address and often its pinned VM id, so the
-			// old one must go first.
-			pulumi.DeleteBeforeReplace(true),
-			pulumi.IgnoreChanges(vmIgnoredPaths(len(p.Disks))),
-			// No VM before every node's configuration is known to be valid (config.go).
-			pulumi.DependsOnInputs(b.checked),
+		vmid := p.Node.VMID
+		if vmid == 0 {
+			vmid = b.vmIDs[p.Node.Name]
+		}
+
+		guard, err := b.guard.hooks(p.Node, vmid, b.child(p.Node.Name))
+		if err != nil {
+			return errorf("registering the VM guard of node %s: %w", p.Node.Name, err)
+		}
+
+		machine, err := vm.NewVirtualMachine(b.ctx, b.child(p.Node.Name), b.vmArgs(p, files[p.Download], vmid),
+			append([]pulumi.ResourceOption{
+				b.parent(),
+				// A replacement VM keeps the node's address and its VM id, so the old one must
+				// go first.
+				pulumi.DeleteBeforeReplace(true),
+				pulumi.IgnoreChanges(vmIgnoredPaths(len(p.Disks))),
+				// No VM before every node's configuration is known to be valid (config.go).
+				pulumi.DependsOnInputs(b.checked),
+			}, guard...)...,
 		)
 		if err != nil {
 			return errorf("registering the VM of node %s: %w", p.Node.Name, err)
@@ -78,7 +90,7 @@ func vmIgnoredPaths(disks int) []string {
 	return paths
 }
 
-func (b *builder) vmArgs(p plan.VM, image *download.File) *vm.VirtualMachineArgs {
+func (b *builder) vmArgs(p plan.VM, image *download.File, vmid int) *vm.VirtualMachineArgs {
 	n := p.Node
 
 	var disks vm.VirtualMachineDiskArray
@@ -177,8 +189,8 @@ func (b *builder) vmArgs(p plan.VM, image *download.File) *vm.VirtualMachineArgs
 		args.Hostpcis = pcis
 	}
 
-	if n.VMID != 0 {
-		args.VmId = pulumi.Int(n.VMID)
+	if vmid != 0 {
+		args.VmId = pulumi.Int(vmid)
 	}
 
 	if p.EFIDisk {

@@ -89,6 +89,9 @@ func (s *Server) getClusterResources(c *call) (any, *apiError) {
 			e["node"] = v.node
 			e["maxcpu"] = e["cpus"]
 			e["template"] = boolInt(v.config["template"] == "1")
+			if tags := v.config["tags"]; tags != "" {
+				e["tags"] = tags // PVE 7.3+ lists a guest's tags, ';'-separated as stored
+			}
 			delete(e, "cpus")
 			delete(e, "qmpstatus")
 

@@ -270,6 +270,8 @@ func (s *Server) routeTable() []route {
 		newRoute("GET", "/nodes/{node}/storage/{storage}/content", s.listContent, "content", "vmid"),
 		newRoute("GET", "/nodes/{node}/storage/{storage}/content/{volume}", s.getContent),
 		newRoute("DELETE", "/nodes/{node}/storage/{storage}/content/{volume}", s.deleteContent, "delay").startsTask(),
+		newRoute("GET", "/nodes/{node}/tasks", s.listTasks, "start", "limit", "vmid", "typefilter", "userfilter",
+			"statusfilter", "errors", "source", "since", "until"),
 		newRoute("GET", "/nodes/{node}/tasks/{upid}/status", s.getTaskStatus),
 		newRoute("GET", "/nodes/{node}/tasks/{upid}/log", s.getTaskLog, "start", "limit", "download"),
 		newRoute("DELETE", "/nodes/{node}/tasks/{upid}", s.deleteTask),

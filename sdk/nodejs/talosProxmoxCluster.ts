@@ -107,6 +107,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["talosVersion"] = args?.talosVersion;
             resourceInputs["upgrade"] = args?.upgrade;
             resourceInputs["vip"] = args?.vip;
+            resourceInputs["vmIdRange"] = args?.vmIdRange;
             resourceInputs["workerConfigPatches"] = args?.workerConfigPatches;
             resourceInputs["controlPlaneIps"] = undefined /*out*/;
             resourceInputs["helmReleases"] = undefined /*out*/;
@@ -226,6 +227,10 @@ export interface TalosProxmoxClusterArgs {
      * Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
      */
     vip?: string;
+    /**
+     * Where the VM ids of nodes without `vmId` come from. Default: 800000 to 899999. A node's id is derived from the cluster and node names (the first free id from a hash of both), and a node whose VM exists keeps its id, so a create that is retried after a failure reuses the same id and can never make a second VM.
+     */
+    vmIdRange?: inputs.VmIdRangeArgs;
     /**
      * Patches applied to worker nodes, after `configPatches`.
      */

@@ -19,6 +19,7 @@ func Build(in Input) (*Cluster, error) {
 	buildImage(&p, in.Image, c)
 	buildNodes(&p, in, c)
 	buildAddresses(&p, in, c)
+	checkVMIDRoom(&p, c)
 	buildManifests(&p, in, c)
 	buildHelm(&p, in, c)
 	buildDay2(&p, in, c)
@@ -58,6 +59,8 @@ func buildCluster(p *problems, in Input, c *Cluster) {
 	} else if why := checkLabel("x", c.ProxmoxClusterName); why != "" {
 		p.errorf("proxmoxClusterName", "%q becomes the topology.kubernetes.io/region label and must be a valid label value (at most 63 alphanumerics, '-', '_' or '.')", c.ProxmoxClusterName)
 	}
+
+	c.VMIDs = buildVMIDRange(p, in.VMIDStart, in.VMIDEnd)
 
 	if in.Endpoint != "" && !isHost(in.Endpoint) {
 		p.errorf("endpoint", "%q is not a host name or IP address; give the host only, e.g. \"10.0.0.10\" or \"k8s.example.com\" (the component adds https:// and :6443)", in.Endpoint)

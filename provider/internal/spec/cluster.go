@@ -38,6 +38,8 @@ type Cluster struct {
 	Endpoint                       string
 	VIP                            string
 	ProxmoxClusterName             string
+	// VMIDs is the range the default VM ids come from (see DefaultVMIDStart).
+	VMIDs                          VMIDRange
 	AllowSchedulingOnControlPlanes bool
 	Network                        Network
 	Image                          Image

@@ -17,6 +17,8 @@ type Input struct {
 	Image                          ImageInput
 	AllowSchedulingOnControlPlanes *bool
 	ProxmoxClusterName             string
+	// VMIDStart and VMIDEnd bound the default VM ids; nil for the defaults.
+	VMIDStart, VMIDEnd *int
 	// ConfigContract is the configuration contract asked for ("v1.13"); "" for the default.
 	ConfigContract            string
 	ConfigPatches             []Patch

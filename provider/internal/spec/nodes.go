@@ -156,7 +156,7 @@ func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) No
 	if in.VMID != nil {
 		n.VMID = *in.VMID
 		if n.VMID < 100 || n.VMID > 999999999 {
-			fail("vmId", "%d is not a Proxmox VM id; use 100 to 999999999, or leave it unset to let Proxmox choose", n.VMID)
+			fail("vmId", "%d is not a Proxmox VM id; use 100 to 999999999, or leave it unset for one from vmIdRange", n.VMID)
 		}
 	}
 

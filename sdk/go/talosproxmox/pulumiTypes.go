@@ -1690,7 +1690,7 @@ type Node struct {
 	Tags []string `pulumi:"tags"`
 	// VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
 	VlanId *int `pulumi:"vlanId"`
-	// Proxmox VM id (100 to 999999999). Pinning it makes an interrupted deployment fail loudly instead of creating a duplicate VM. Default: the next free id.
+	// Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
 	VmId *int `pulumi:"vmId"`
 }
 
@@ -1739,7 +1739,7 @@ type NodeArgs struct {
 	Tags []string `pulumi:"tags"`
 	// VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
 	VlanId *int `pulumi:"vlanId"`
-	// Proxmox VM id (100 to 999999999). Pinning it makes an interrupted deployment fail loudly instead of creating a duplicate VM. Default: the next free id.
+	// Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
 	VmId *int `pulumi:"vmId"`
 }
 
@@ -1875,7 +1875,7 @@ func (o NodeOutput) VlanId() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v Node) *int { return v.VlanId }).(pulumi.IntPtrOutput)
 }
 
-// Proxmox VM id (100 to 999999999). Pinning it makes an interrupted deployment fail loudly instead of creating a duplicate VM. Default: the next free id.
+// Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
 func (o NodeOutput) VmId() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v Node) *int { return v.VmId }).(pulumi.IntPtrOutput)
 }
@@ -2630,6 +2630,165 @@ func (o UpgradePtrOutput) Timeout() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
+// An inclusive range of Proxmox VM ids.
+type VmIdRange struct {
+	// Last id. Default: `start` + 99999.
+	End *int `pulumi:"end"`
+	// First id. Default: 800000.
+	Start *int `pulumi:"start"`
+}
+
+// VmIdRangeInput is an input type that accepts VmIdRangeArgs and VmIdRangeOutput values.
+// You can construct a concrete instance of `VmIdRangeInput` via:
+//
+//	VmIdRangeArgs{...}
+type VmIdRangeInput interface {
+	pulumi.Input
+
+	ToVmIdRangeOutput() VmIdRangeOutput
+	ToVmIdRangeOutputWithContext(context.Context) VmIdRangeOutput
+}
+
+// An inclusive range of Proxmox VM ids.
+type VmIdRangeArgs struct {
+	// Last id. Default: `start` + 99999.
+	End pulumi.IntPtrInput `pulumi:"end"`
+	// First id. Default: 800000.
+	Start pulumi.IntPtrInput `pulumi:"start"`
+}
+
+func (VmIdRangeArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*VmIdRange)(nil)).Elem()
+}
+
+func (i VmIdRangeArgs) ToVmIdRangeOutput() VmIdRangeOutput {
+	return i.ToVmIdRangeOutputWithContext(context.Background())
+}
+
+func (i VmIdRangeArgs) ToVmIdRangeOutputWithContext(ctx context.Context) VmIdRangeOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(VmIdRangeOutput)
+}
+
+func (i VmIdRangeArgs) ToVmIdRangePtrOutput() VmIdRangePtrOutput {
+	return i.ToVmIdRangePtrOutputWithContext(context.Background())
+}
+
+func (i VmIdRangeArgs) ToVmIdRangePtrOutputWithContext(ctx context.Context) VmIdRangePtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(VmIdRangeOutput).ToVmIdRangePtrOutputWithContext(ctx)
+}
+
+// VmIdRangePtrInput is an input type that accepts VmIdRangeArgs, VmIdRangePtr and VmIdRangePtrOutput values.
+// You can construct a concrete instance of `VmIdRangePtrInput` via:
+//
+//	        VmIdRangeArgs{...}
+//
+//	or:
+//
+//	        nil
+type VmIdRangePtrInput interface {
+	pulumi.Input
+
+	ToVmIdRangePtrOutput() VmIdRangePtrOutput
+	ToVmIdRangePtrOutputWithContext(context.Context) VmIdRangePtrOutput
+}
+
+type vmIdRangePtrType VmIdRangeArgs
+
+func VmIdRangePtr(v *VmIdRangeArgs) VmIdRangePtrInput {
+	return (*vmIdRangePtrType)(v)
+}
+
+func (*vmIdRangePtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**VmIdRange)(nil)).Elem()
+}
+
+func (i *vmIdRangePtrType) ToVmIdRangePtrOutput() VmIdRangePtrOutput {
+	return i.ToVmIdRangePtrOutputWithContext(context.Background())
+}
+
+func (i *vmIdRangePtrType) ToVmIdRangePtrOutputWithContext(ctx context.Context) VmIdRangePtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(VmIdRangePtrOutput)
+}
+
+// An inclusive range of Proxmox VM ids.
+type VmIdRangeOutput struct{ *pulumi.OutputState }
+
+func (VmIdRangeOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*VmIdRange)(nil)).Elem()
+}
+
+func (o VmIdRangeOutput) ToVmIdRangeOutput() VmIdRangeOutput {
+	return o
+}
+
+func (o VmIdRangeOutput) ToVmIdRangeOutputWithContext(ctx context.Context) VmIdRangeOutput {
+	return o
+}
+
+func (o VmIdRangeOutput) ToVmIdRangePtrOutput() VmIdRangePtrOutput {
+	return o.ToVmIdRangePtrOutputWithContext(context.Background())
+}
+
+func (o VmIdRangeOutput) ToVmIdRangePtrOutputWithContext(ctx context.Context) VmIdRangePtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v VmIdRange) *VmIdRange {
+		return &v
+	}).(VmIdRangePtrOutput)
+}
+
+// Last id. Default: `start` + 99999.
+func (o VmIdRangeOutput) End() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v VmIdRange) *int { return v.End }).(pulumi.IntPtrOutput)
+}
+
+// First id. Default: 800000.
+func (o VmIdRangeOutput) Start() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v VmIdRange) *int { return v.Start }).(pulumi.IntPtrOutput)
+}
+
+type VmIdRangePtrOutput struct{ *pulumi.OutputState }
+
+func (VmIdRangePtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**VmIdRange)(nil)).Elem()
+}
+
+func (o VmIdRangePtrOutput) ToVmIdRangePtrOutput() VmIdRangePtrOutput {
+	return o
+}
+
+func (o VmIdRangePtrOutput) ToVmIdRangePtrOutputWithContext(ctx context.Context) VmIdRangePtrOutput {
+	return o
+}
+
+func (o VmIdRangePtrOutput) Elem() VmIdRangeOutput {
+	return o.ApplyT(func(v *VmIdRange) VmIdRange {
+		if v != nil {
+			return *v
+		}
+		var ret VmIdRange
+		return ret
+	}).(VmIdRangeOutput)
+}
+
+// Last id. Default: `start` + 99999.
+func (o VmIdRangePtrOutput) End() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *VmIdRange) *int {
+		if v == nil {
+			return nil
+		}
+		return v.End
+	}).(pulumi.IntPtrOutput)
+}
+
+// First id. Default: 800000.
+func (o VmIdRangePtrOutput) Start() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *VmIdRange) *int {
+		if v == nil {
+			return nil
+		}
+		return v.Start
+	}).(pulumi.IntPtrOutput)
+}
+
 func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*CiliumInput)(nil)).Elem(), CiliumArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*CiliumPtrInput)(nil)).Elem(), CiliumArgs{})
@@ -2655,6 +2814,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceArrayInput)(nil)).Elem(), PciDeviceArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*UpgradeInput)(nil)).Elem(), UpgradeArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*UpgradePtrInput)(nil)).Elem(), UpgradeArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*VmIdRangeInput)(nil)).Elem(), VmIdRangeArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*VmIdRangePtrInput)(nil)).Elem(), VmIdRangeArgs{})
 	pulumi.RegisterOutputType(CiliumOutput{})
 	pulumi.RegisterOutputType(CiliumPtrOutput{})
 	pulumi.RegisterOutputType(DataDiskOutput{})
@@ -2683,4 +2844,6 @@ func init() {
 	pulumi.RegisterOutputType(PciDeviceArrayOutput{})
 	pulumi.RegisterOutputType(UpgradeOutput{})
 	pulumi.RegisterOutputType(UpgradePtrOutput{})
+	pulumi.RegisterOutputType(VmIdRangeOutput{})
+	pulumi.RegisterOutputType(VmIdRangePtrOutput{})
 }

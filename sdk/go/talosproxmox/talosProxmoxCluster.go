@@ -107,6 +107,8 @@ type talosProxmoxClusterArgs struct {
 	Upgrade *Upgrade `pulumi:"upgrade"`
 	// Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
 	Vip *string `pulumi:"vip"`
+	// Where the VM ids of nodes without `vmId` come from. Default: 800000 to 899999. A node's id is derived from the cluster and node names (the first free id from a hash of both), and a node whose VM exists keeps its id, so a create that is retried after a failure reuses the same id and can never make a second VM.
+	VmIdRange *VmIdRange `pulumi:"vmIdRange"`
 	// Patches applied to worker nodes, after `configPatches`.
 	WorkerConfigPatches []string `pulumi:"workerConfigPatches"`
 }
@@ -157,6 +159,8 @@ type TalosProxmoxClusterArgs struct {
 	Upgrade *UpgradeArgs
 	// Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
 	Vip *string
+	// Where the VM ids of nodes without `vmId` come from. Default: 800000 to 899999. A node's id is derived from the cluster and node names (the first free id from a hash of both), and a node whose VM exists keeps its id, so a create that is retried after a failure reuses the same id and can never make a second VM.
+	VmIdRange *VmIdRangeArgs
 	// Patches applied to worker nodes, after `configPatches`.
 	WorkerConfigPatches pulumi.StringArrayInput
 }

@@ -294,7 +294,7 @@ export interface NodeArgs {
      */
     vlanId?: number;
     /**
-     * Proxmox VM id (100 to 999999999). Pinning it makes an interrupted deployment fail loudly instead of creating a duplicate VM. Default: the next free id.
+     * Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
      */
     vmId?: number;
 }
@@ -395,6 +395,20 @@ export interface UpgradeArgs {
      * How long each wait of one node's upgrade may take (its gates, the image install, the reboot), as a duration. Default: `10m`.
      */
     timeout?: pulumi.Input<string | undefined>;
+}
+
+/**
+ * An inclusive range of Proxmox VM ids.
+ */
+export interface VmIdRangeArgs {
+    /**
+     * Last id. Default: `start` + 99999.
+     */
+    end?: pulumi.Input<number | undefined>;
+    /**
+     * First id. Default: 800000.
+     */
+    start?: pulumi.Input<number | undefined>;
 }
 export namespace lifecycle {
     /**

@@ -39,6 +39,8 @@ __all__ = [
     'PciDeviceArgsDict',
     'UpgradeArgs',
     'UpgradeArgsDict',
+    'VmIdRangeArgs',
+    'VmIdRangeArgsDict',
 ]
 
 class CiliumArgsDict(TypedDict):
@@ -1078,7 +1080,7 @@ class NodeArgsDict(TypedDict):
     """
     vm_id: NotRequired[_builtins.int]
     """
-    Proxmox VM id (100 to 999999999). Pinning it makes an interrupted deployment fail loudly instead of creating a duplicate VM. Default: the next free id.
+    Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
     """
 
 @pulumi.input_type
@@ -1120,7 +1122,7 @@ class NodeArgs:
         :param Sequence['PciDeviceArgs'] pci_devices: Host PCI devices (e.g. a GPU) passed through to the VM.
         :param Sequence[_builtins.str] tags: Extra Proxmox tags. Every VM is also tagged `talos`, its role and the cluster name.
         :param _builtins.int vlan_id: VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
-        :param _builtins.int vm_id: Proxmox VM id (100 to 999999999). Pinning it makes an interrupted deployment fail loudly instead of creating a duplicate VM. Default: the next free id.
+        :param _builtins.int vm_id: Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
         """
         pulumi.set(__self__, "host_node", host_node)
         pulumi.set(__self__, "role", role)
@@ -1351,7 +1353,7 @@ class NodeArgs:
     @pulumi.getter(name="vmId")
     def vm_id(self) -> Optional[_builtins.int]:
         """
-        Proxmox VM id (100 to 999999999). Pinning it makes an interrupted deployment fail loudly instead of creating a duplicate VM. Default: the next free id.
+        Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
         """
         return pulumi.get(self, "vm_id")
 
@@ -1800,5 +1802,59 @@ class UpgradeArgs:
     @timeout.setter
     def timeout(self, value: pulumi.Input[Optional[_builtins.str]]):
         pulumi.set(self, "timeout", value)
+
+
+class VmIdRangeArgsDict(TypedDict):
+    """
+    An inclusive range of Proxmox VM ids.
+    """
+    end: NotRequired[pulumi.Input[Optional[_builtins.int]]]
+    """
+    Last id. Default: `start` + 99999.
+    """
+    start: NotRequired[pulumi.Input[Optional[_builtins.int]]]
+    """
+    First id. Default: 800000.
+    """
+
+@pulumi.input_type
+class VmIdRangeArgs:
+    def __init__(__self__, *,
+                 end: pulumi.Input[Optional[_builtins.int]] = None,
+                 start: pulumi.Input[Optional[_builtins.int]] = None):
+        """
+        An inclusive range of Proxmox VM ids.
+
+        :param pulumi.Input[_builtins.int] end: Last id. Default: `start` + 99999.
+        :param pulumi.Input[_builtins.int] start: First id. Default: 800000.
+        """
+        if end is not None:
+            pulumi.set(__self__, "end", end)
+        if start is not None:
+            pulumi.set(__self__, "start", start)
+
+    @_builtins.property
+    @pulumi.getter
+    def end(self) -> pulumi.Input[Optional[_builtins.int]]:
+        """
+        Last id. Default: `start` + 99999.
+        """
+        return pulumi.get(self, "end")
+
+    @end.setter
+    def end(self, value: pulumi.Input[Optional[_builtins.int]]):
+        pulumi.set(self, "end", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def start(self) -> pulumi.Input[Optional[_builtins.int]]:
+        """
+        First id. Default: 800000.
+        """
+        return pulumi.get(self, "start")
+
+    @start.setter
+    def start(self, value: pulumi.Input[Optional[_builtins.int]]):
+        pulumi.set(self, "start", value)
 
 

@@ -43,6 +43,7 @@ class TalosProxmoxClusterArgs:
                  proxmox_cluster_name: Optional[_builtins.str] = None,
                  upgrade: Optional['UpgradeArgs'] = None,
                  vip: Optional[_builtins.str] = None,
+                 vm_id_range: Optional['VmIdRangeArgs'] = None,
                  worker_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None):
         """
         The set of arguments for constructing a TalosProxmoxCluster resource.
@@ -69,6 +70,7 @@ class TalosProxmoxClusterArgs:
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
         :param 'UpgradeArgs' upgrade: How running nodes are upgraded when `talosVersion` or the schematic changes.
         :param _builtins.str vip: Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
+        :param 'VmIdRangeArgs' vm_id_range: Where the VM ids of nodes without `vmId` come from. Default: 800000 to 899999. A node's id is derived from the cluster and node names (the first free id from a hash of both), and a node whose VM exists keeps its id, so a create that is retried after a failure reuses the same id and can never make a second VM.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] worker_config_patches: Patches applied to worker nodes, after `configPatches`.
         """
         pulumi.set(__self__, "cluster_name", cluster_name)
@@ -112,6 +114,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "upgrade", upgrade)
         if vip is not None:
             pulumi.set(__self__, "vip", vip)
+        if vm_id_range is not None:
+            pulumi.set(__self__, "vm_id_range", vm_id_range)
         if worker_config_patches is not None:
             pulumi.set(__self__, "worker_config_patches", worker_config_patches)
 
@@ -380,6 +384,18 @@ class TalosProxmoxClusterArgs:
         pulumi.set(self, "vip", value)
 
     @_builtins.property
+    @pulumi.getter(name="vmIdRange")
+    def vm_id_range(self) -> Optional['VmIdRangeArgs']:
+        """
+        Where the VM ids of nodes without `vmId` come from. Default: 800000 to 899999. A node's id is derived from the cluster and node names (the first free id from a hash of both), and a node whose VM exists keeps its id, so a create that is retried after a failure reuses the same id and can never make a second VM.
+        """
+        return pulumi.get(self, "vm_id_range")
+
+    @vm_id_range.setter
+    def vm_id_range(self, value: Optional['VmIdRangeArgs']):
+        pulumi.set(self, "vm_id_range", value)
+
+    @_builtins.property
     @pulumi.getter(name="workerConfigPatches")
     def worker_config_patches(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
         """
@@ -420,6 +436,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  talos_version: Optional[_builtins.str] = None,
                  upgrade: Optional[Union['UpgradeArgs', 'UpgradeArgsDict']] = None,
                  vip: Optional[_builtins.str] = None,
+                 vm_id_range: Optional[Union['VmIdRangeArgs', 'VmIdRangeArgsDict']] = None,
                  worker_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  __props__=None):
         """
@@ -449,6 +466,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
         :param Union['UpgradeArgs', 'UpgradeArgsDict'] upgrade: How running nodes are upgraded when `talosVersion` or the schematic changes.
         :param _builtins.str vip: Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
+        :param Union['VmIdRangeArgs', 'VmIdRangeArgsDict'] vm_id_range: Where the VM ids of nodes without `vmId` come from. Default: 800000 to 899999. A node's id is derived from the cluster and node names (the first free id from a hash of both), and a node whose VM exists keeps its id, so a create that is retried after a failure reuses the same id and can never make a second VM.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] worker_config_patches: Patches applied to worker nodes, after `configPatches`.
         """
         ...
@@ -497,6 +515,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  talos_version: Optional[_builtins.str] = None,
                  upgrade: Optional[Union['UpgradeArgs', 'UpgradeArgsDict']] = None,
                  vip: Optional[_builtins.str] = None,
+                 vm_id_range: Optional[Union['VmIdRangeArgs', 'VmIdRangeArgsDict']] = None,
                  worker_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  __props__=None):
         opts = pulumi.ResourceOptions.merge(_utilities.get_resource_opts_defaults(), opts)
@@ -537,6 +556,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["talos_version"] = talos_version
             __props__.__dict__["upgrade"] = upgrade
             __props__.__dict__["vip"] = vip
+            __props__.__dict__["vm_id_range"] = vm_id_range
             __props__.__dict__["worker_config_patches"] = worker_config_patches
             __props__.__dict__["control_plane_ips"] = None
             __props__.__dict__["helm_releases"] = None

@@ -1,0 +1,143 @@
+package pveclient
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Guest is a VM as the cluster's resource list shows it.
+type Guest struct {
+	VMID     int    `json:"vmid"`
+	Node     string `json:"node"`
+	Name     string `json:"name"`
+	Status   string `json:"status"`
+	RawTags  string `json:"tags"`
+	Template int    `json:"template"`
+}
+
+// Tags are the guest's tags (Proxmox stores them ';'-separated).
+func (g *Guest) Tags() []string {
+	return strings.FieldsFunc(g.RawTags, func(r rune) bool { return r == ';' || r == ',' || r == ' ' })
+}
+
+// Guest returns the VM with id vmid anywhere in the Proxmox cluster, or nil when there is none.
+func (c *Client) Guest(ctx context.Context, vmid int) (*Guest, error) {
+	var all []Guest
+	if err := c.get(ctx, "/cluster/resources", url.Values{"type": {"vm"}}, &all); err != nil {
+		return nil, err
+	}
+
+	for i := range all {
+		if all[i].VMID == vmid {
+			return &all[i], nil
+		}
+	}
+
+	return nil, nil
+}
+
+// taskEntry is one line of a node's task list.
+type taskEntry struct {
+	UPID      string `json:"upid"`
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	StartTime int64  `json:"starttime"`
+	Status    string `json:"status"`
+}
+
+// StartedSinceCreated tells whether the VM vmid on node has been started since it was created,
+// by its task history: a "qmstart" task not older than its newest "qmcreate". An id reused after
+// a destroy keeps the old VM's tasks, hence the comparison. A VM whose create task is no longer
+// in the history (Proxmox keeps a bounded number) counts as started: nothing proves otherwise.
+func (c *Client) StartedSinceCreated(ctx context.Context, node string, vmid int) (bool, error) {
+	var tasks []taskEntry
+
+	q := url.Values{"vmid": {strconv.Itoa(vmid)}, "source": {"all"}, "limit": {"1000"}}
+	if err := c.get(ctx, "/nodes/"+url.PathEscape(node)+"/tasks", q, &tasks); err != nil {
+		return false, err
+	}
+
+	var created, started int64 = -1, -1
+
+	for _, t := range tasks {
+		if t.ID != strconv.Itoa(vmid) {
+			continue
+		}
+
+		switch t.Type {
+		case "qmcreate":
+			created = max(created, t.StartTime)
+		case "qmstart":
+			started = max(started, t.StartTime)
+		}
+	}
+
+	return created < 0 || started >= created, nil
+}
+
+// Destroy destroys the VM vmid on node with its disks (purge, unreferenced disks too) and waits
+// for the task. A destroy whose answer was lost is not sent twice blindly: the VM's absence
+// counts as done.
+func (c *Client) Destroy(ctx context.Context, node string, vmid int) error {
+	path := fmt.Sprintf("/nodes/%s/qemu/%d", url.PathEscape(node), vmid)
+	q := url.Values{"purge": {"1"}, "destroy-unreferenced-disks": {"1"}}
+
+	var (
+		upid string
+		err  error
+	)
+
+	for attempt := 0; ; attempt++ {
+		if err = c.do(ctx, http.MethodDelete, path, q, &upid); err == nil {
+			break
+		}
+
+		g, gerr := c.Guest(ctx, vmid)
+		if gerr == nil && g == nil {
+			return nil
+		}
+
+		if !transient(err) || attempt >= len(c.Retry) {
+			return fmt.Errorf("destroying VM %d on %s: %w", vmid, node, err)
+		}
+
+		time.Sleep(c.Retry[attempt])
+	}
+
+	return c.WaitTask(ctx, node, upid)
+}
+
+// WaitTask polls a task's status every half second until it stops and returns its error exit
+// status, if any. Failed status reads are repeated (Retry) before giving up.
+func (c *Client) WaitTask(ctx context.Context, node, upid string) error {
+	path := "/nodes/" + url.PathEscape(node) + "/tasks/" + url.PathEscape(upid) + "/status"
+
+	for {
+		var st struct {
+			Status     string `json:"status"`
+			ExitStatus string `json:"exitstatus"`
+		}
+		if err := c.get(ctx, path, nil, &st); err != nil {
+			return fmt.Errorf("waiting for task %s: %w", upid, err)
+		}
+
+		if st.Status != "running" {
+			if st.ExitStatus != "OK" && !strings.HasPrefix(st.ExitStatus, "WARNINGS") {
+				return fmt.Errorf("task %s failed: %s", upid, st.ExitStatus)
+			}
+
+			return nil
+		}
+
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for task %s: %w", upid, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
