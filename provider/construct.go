@@ -114,7 +114,7 @@ type builder struct {
 	// asked, and Proxmox then chooses.
 	vmIDs map[string]int
 	// guard clears what an interrupted VM create left in Proxmox (orphans.go).
-	guard *vmGuard
+	guard   *vmGuard
 	vms     map[string]pulumi.Resource
 	secrets *machine.Secrets
 	// checked resolves once every node's configuration was generated and validated with the

@@ -35,9 +35,9 @@ type Cluster struct {
 	KubernetesVersion string // e.g. v1.34.1
 	// Endpoint is the host of https://<endpoint>:6443. Empty means "the first control plane's
 	// address", which in DHCP mode is only known once its VM reports it.
-	Endpoint                       string
-	VIP                            string
-	ProxmoxClusterName             string
+	Endpoint           string
+	VIP                string
+	ProxmoxClusterName string
 	// VMIDs is the range the default VM ids come from (see DefaultVMIDStart).
 	VMIDs                          VMIDRange
 	AllowSchedulingOnControlPlanes bool
