@@ -115,6 +115,8 @@ type builder struct {
 	vmIDs map[string]int
 	// guard clears what an interrupted VM create left in Proxmox (orphans.go).
 	guard   *vmGuard
+	// self is the explicit provider of the lifecycle resources (lifecycleProvider).
+	self *pulumi.ProviderResourceState
 	vms     map[string]pulumi.Resource
 	secrets *machine.Secrets
 	// checked resolves once every node's configuration was generated and validated with the

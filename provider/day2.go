@@ -19,6 +19,7 @@ const (
 	manifestSyncToken  = Name + ":lifecycle:ManifestSync"
 	kubernetesToken    = Name + ":lifecycle:KubernetesUpgrade"
 	nodeConfigToken    = Name + ":lifecycle:NodeConfig"
+	nodeAddressToken   = Name + ":lifecycle:NodeAddress"
 )
 
 // running is what the Talos step hands to the day-2 step.
@@ -45,6 +46,23 @@ type clusterHealth struct {
 	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
 }
 
+// lifecycleProvider is the option that serves a lifecycle resource: an explicit provider of this
+// plugin, at this version (the engine's default provider for it is unknown to the engine when a
+// replaced NodeUpgrade is deleted first: "unknown provider …default_0_1_0…"). Registered once.
+func (b *builder) lifecycleProvider() (pulumi.ResourceOption, error) {
+	if b.self == nil {
+		var self pulumi.ProviderResourceState
+		if err := b.ctx.RegisterResource("pulumi:providers:"+Name, b.child("lifecycle"), pulumi.Map{}, &self,
+			b.parent(), pulumi.Version(Version)); err != nil {
+			return nil, errorf("registering the %s provider: %w", Name, err)
+		}
+
+		b.self = &self
+	}
+
+	return pulumi.Provider(b.self), nil
+}
+
 // operate registers one NodeUpgrade per node, chained so the engine upgrades control planes one
 // at a time and then workers upgrade.maxParallel at a time (a failed node stops the chain), and
 // the health gate after all of them. The outputs come through the gate.
@@ -62,16 +80,11 @@ func (b *builder) operate(r running) error {
 		}
 	}
 
-	// An explicit provider of this plugin, at this version: the engine's default provider for it
-	// is unknown to the engine when a replaced NodeUpgrade is deleted first ("unknown provider
-	// …default_0_1_0…").
-	var self pulumi.ProviderResourceState
-	if err := b.ctx.RegisterResource("pulumi:providers:"+Name, b.child("lifecycle"), pulumi.Map{}, &self,
-		b.parent(), pulumi.Version(Version)); err != nil {
-		return errorf("registering the %s provider: %w", Name, err)
+	version, err := b.lifecycleProvider()
+	if err != nil {
+		return err
 	}
 
-	version := pulumi.Provider(&self)
 	upgrades, err := b.rollout(func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
 		deps := slices.Concat([]pulumi.Resource{r.applies[n.Name]}, r.ready, after)
 

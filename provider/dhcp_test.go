@@ -12,7 +12,7 @@ func TestConstructDHCP(t *testing.T) {
 	r := &recorder{}
 	resp, err := construct(t, r, "lab", inputsFromJSON(t, `{
 	  "clusterName": "lab", "talosVersion": "v1.10.6",
-	  "network": {"dhcp": true},
+	  "network": {"dhcp": true, "gateway": "192.168.50.1"},
 	  "image": {"sharedDatastore": true, "contentType": "iso", "datastoreId": "nfs"},
 	  "nodes": {
 	    "cp-1": {"hostNode": "pve1", "role": "controlplane"},
@@ -38,8 +38,16 @@ func TestConstructDHCP(t *testing.T) {
 	}
 
 	vm := r.named("lab-cp-1")
-	if !vm.Inputs.Get("agent").AsMap().Get("waitForIp").AsMap().Get("ipv4").AsBool() {
-		t.Error("with DHCP the provider must wait for an IPv4 address, not any global one")
+	agent := vm.Inputs.Get("agent").AsMap()
+	if agent.Get("waitForIp").IsMap() || agent.Get("timeout").AsString() != "15s" {
+		t.Errorf("the provider must not wait for the guest agent, which does not run in maintenance mode (siderolabs/talos#11651): agent = %v", agent)
+	}
+
+	// The address comes from the search by MAC on the gateway's subnet.
+	search := r.named("lab-cp-1-address")
+	if search.Type != "talos-proxmox:lifecycle:NodeAddress" || search.Inputs.Get("subnet").AsString() != "192.168.50.0/24" ||
+		search.Inputs.Get("macAddress").AsString() == "" {
+		t.Errorf("cp-1's address search = %+v", search)
 	}
 
 	os := vm.Inputs.Get("disks").AsArray().Get(0).AsMap()

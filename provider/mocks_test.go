@@ -153,6 +153,12 @@ func (r *recorder) newResource(args integration.MockResourceArgs) (string, prope
 			property.New([]property.Value{property.New("127.0.0.1")}),
 			property.New([]property.Value{property.New(fmt.Sprintf("192.168.50.%d", 10+r.nextVM))}),
 		}))
+		out = out.Set("networkDevices", property.New([]property.Value{property.New(property.NewMap(map[string]property.Value{
+			"macAddress": property.New(fmt.Sprintf("BC:24:11:00:00:%02X", r.nextVM)),
+		}))}))
+	case "talos-proxmox:lifecycle:NodeAddress":
+		// As the scan would find it: the agent's report when there is one.
+		out = out.Set("address", property.New(args.Inputs.Get("agentAddress").AsString()))
 	case "talos:machine/secrets:Secrets":
 		out = out.Set("machineSecrets", mockMachineSecrets())
 		out = out.Set("clientConfiguration", mustProperty(`{"caCertificate":"ca","clientCertificate":"crt","clientKey":"key"}`))

@@ -50,17 +50,12 @@ func (b *builder) virtualMachines(files []*download.File) error {
 		vmIDs[p.Node.Name] = machine.VmId
 
 		if b.cluster.Network.DHCP {
-			node := p.Node.Name
-			b.nodeIPs[node] = pulumi.All(machine.NetworkInterfaceNames, machine.Ipv4Addresses).ApplyT(
-				func(v []any) (string, error) {
-					ip := AgentAddress(v[0].([]string), v[1].([][]string))
-					if ip == "" {
-						return "", errorf("node %s: the QEMU guest agent reported no IPv4 address; check that the VM got a DHCP lease "+
-							"and that the image has the siderolabs/qemu-guest-agent extension, then run `pulumi up --refresh` (a plain up reuses the stale address)", node)
-					}
+			ip, err := b.nodeAddress(p.Node, machine)
+			if err != nil {
+				return err
+			}
 
-					return ip, nil
-				}).(pulumi.StringOutput)
+			b.nodeIPs[p.Node.Name] = ip
 		} else {
 			b.nodeIPs[p.Node.Name] = pulumi.String(p.Node.IP).ToStringOutput()
 		}
@@ -204,16 +199,58 @@ func (b *builder) vmArgs(p plan.VM, image *download.File, vmid int) *vm.VirtualM
 	return args
 }
 
-// agentArgs enables the QEMU guest agent when the image has it. With DHCP the component needs
-// the node's IPv4 address from the agent, so the provider waits for one (not just any global
-// address: on a dual-stack network IPv6 may come first).
+// agentArgs enables the QEMU guest agent when the image has it. The proxmoxve provider reads the
+// agent's interfaces after starting a VM, for up to agent.timeout (15 minutes by default); a Talos
+// node in maintenance mode runs no extension, so its agent does not answer until the configuration
+// is applied (siderolabs/talos#11651), and that read would hold every create. The component needs
+// nothing from it then (DHCP nodes are found by NodeAddress), so the wait is short.
 func (b *builder) agentArgs(p plan.VM) vm.VirtualMachineAgentArgs {
 	args := vm.VirtualMachineAgentArgs{Enabled: pulumi.Bool(p.Agent), Trim: pulumi.Bool(p.Agent)}
-	if p.Agent && b.cluster.Network.DHCP {
-		args.WaitForIp = vm.VirtualMachineAgentWaitForIpArgs{Ipv4: pulumi.Bool(true)}
+	if p.Agent {
+		args.Timeout = pulumi.String(agentTimeout)
 	}
 
 	return args
+}
+
+// agentTimeout bounds the proxmoxve provider's read of the guest agent after a VM starts.
+const agentTimeout = "15s"
+
+// nodeAddressTimeout bounds the search for a DHCP node's address.
+const nodeAddressTimeout = "10m"
+
+// nodeAddress registers the search for a DHCP node's address (lifecycle.NodeAddress): the
+// agent's report when it already answered, else a scan of the node subnet for the Talos API of a
+// node with the VM's MAC address.
+func (b *builder) nodeAddress(n spec.Node, machine *vm.VirtualMachine) (pulumi.StringOutput, error) {
+	self, err := b.lifecycleProvider()
+	if err != nil {
+		return pulumi.StringOutput{}, err
+	}
+
+	gw := netip.MustParseAddr(b.cluster.Network.Gateway)
+	subnet := netip.PrefixFrom(gw, b.cluster.Network.PrefixLength).Masked()
+
+	var res nodeAddressResource
+	if err := b.ctx.RegisterResource(nodeAddressToken, b.child(n.Name+"-address"), pulumi.Map{
+		"node":       pulumi.String(n.Name),
+		"macAddress": machine.NetworkDevices.Index(pulumi.Int(0)).MacAddress().Elem(),
+		"subnet":     pulumi.String(subnet.String()),
+		"agentAddress": pulumi.All(machine.NetworkInterfaceNames, machine.Ipv4Addresses).ApplyT(func(v []any) string {
+			return AgentAddress(v[0].([]string), v[1].([][]string))
+		}).(pulumi.StringOutput),
+		"timeout": pulumi.String(nodeAddressTimeout),
+	}, &res, b.parent(), self); err != nil {
+		return pulumi.StringOutput{}, errorf("registering the address search of node %s: %w", n.Name, err)
+	}
+
+	return res.Address, nil
+}
+
+type nodeAddressResource struct {
+	pulumi.CustomResourceState
+
+	Address pulumi.StringOutput `pulumi:"address"`
 }
 
 func (b *builder) nodeInfos(vmIDs map[string]pulumi.IntOutput) NodeInfoMapOutput {

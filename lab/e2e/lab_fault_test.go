@@ -88,7 +88,7 @@ func TestUpConvergesAfterFaults(t *testing.T) {
 				t.Fatalf("no failure was injected:\n%s", out)
 			}
 
-			assertStateAgrees(t, l, first)
+			assertOnlyLeftovers(t, l, first)
 
 			l.PVE.SetFailureRate(0, seed)
 
@@ -140,7 +140,8 @@ func TestUpConvergesUnderFaults(t *testing.T) {
 }
 
 // runUntilSuccess runs a command until it succeeds, at most maxFaultyRuns times, checking after
-// every run that the state agrees with Proxmox.
+// every failed run that Proxmox holds at most leftovers the next run clears, and after the
+// successful one that the state agrees with Proxmox exactly.
 func runUntilSuccess(t *testing.T, l *lab.Lab, p *lab.Pulumi, args ...string) {
 	t.Helper()
 
@@ -151,12 +152,15 @@ func runUntilSuccess(t *testing.T, l *lab.Lab, p *lab.Pulumi, args ...string) {
 		var err error
 
 		out, err = p.Run(t.Context(), args...)
-		assertStateAgrees(t, l, exportState(t, p))
-
-		if err == nil {
-			t.Logf("%s succeeded at run %d, after %s", args[0], run, time.Since(start).Round(time.Millisecond))
-			return
+		if err != nil {
+			assertOnlyLeftovers(t, l, exportState(t, p))
+			continue
 		}
+
+		assertStateAgrees(t, l, exportState(t, p))
+		t.Logf("%s succeeded at run %d, after %s", args[0], run, time.Since(start).Round(time.Millisecond))
+
+		return
 	}
 
 	t.Fatalf("%s still fails after %d runs:\n%s", args[0], maxFaultyRuns, out)

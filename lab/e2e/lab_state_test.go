@@ -167,6 +167,49 @@ func assertStateAgrees(t *testing.T, l *lab.Lab, st stackState) {
 	}
 }
 
+// assertOnlyLeftovers is what holds after a failed run when task status reads fail too: no
+// pending operation, everything the state holds exists in Proxmox, no node has two VMs and no
+// disk belongs to no VM. Proxmox may hold what a create that failed on its task status left
+// outside the state: a never-started VM at its node's id (the VM guard clears it) or a
+// downloaded file (the next download replaces it). assertStateAgrees holds once a run succeeds.
+func assertOnlyLeftovers(t *testing.T, l *lab.Lab, st stackState) {
+	t.Helper()
+
+	for _, op := range st.Deployment.PendingOperations {
+		t.Errorf("pending operation left in the state: %s %s", op.Type, op.Resource.URN)
+	}
+
+	stateVMs, stateFiles := proxmoxInState(st)
+	fakeVMs, fakeFiles, stray := proxmoxInFake(l)
+
+	for _, want := range stateVMs {
+		if !slices.Contains(fakeVMs, want) {
+			t.Errorf("VM %s is in the state but not in Proxmox (%v)", want, fakeVMs)
+		}
+	}
+
+	for _, want := range stateFiles {
+		if !slices.Contains(fakeFiles, want) {
+			t.Errorf("file %s is in the state but not in Proxmox (%v)", want, fakeFiles)
+		}
+	}
+
+	names := map[string]int{}
+	for _, vm := range l.PVE.VMs() {
+		if names[vm.Name]++; names[vm.Name] == 2 {
+			t.Errorf("two VMs named %s in Proxmox: %v", vm.Name, fakeVMs)
+		}
+
+		if key := fmt.Sprintf("%s/%d %s", vm.Node, vm.VMID, vm.Name); !slices.Contains(stateVMs, key) && vm.Running {
+			t.Errorf("VM %s runs but is not in the state", key)
+		}
+	}
+
+	if len(stray) > 0 {
+		t.Errorf("VM disks of no VM in Proxmox: %v", stray)
+	}
+}
+
 // assertConverged: the state agrees with Proxmox, nothing is left half-created, both VMs run
 // and both emulated Talos nodes got their configuration.
 func assertConverged(t *testing.T, l *lab.Lab, p *lab.Pulumi) {

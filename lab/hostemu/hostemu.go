@@ -1,7 +1,8 @@
 // Package hostemu emulates what happens inside a Proxmox host when a VM
 // boots the Talos nocloud image: it watches the Proxmox API fake's VMs and, when one starts,
 // brings up an emulated Talos node in maintenance mode at the address from its cloud-init
-// `ipconfig0` (or, with DHCP, at an address it leases and the fake's guest agent reports).
+// `ipconfig0` (or, with DHCP, at an address it leases, which the fake's guest agent reports only
+// once the node has a configuration: siderolabs/talos#11651).
 // When the VM stops, the node goes away (its etcd member hard-stopped, still listed); its disk
 // keeps the installed configuration and etcd data, so the VM boots Talos installed when it starts
 // again. A deleted VM's disk is gone. So a configuration can only be applied once its VM exists
@@ -19,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
@@ -217,6 +219,7 @@ func (c *Controller) boot(e pvefake.Event) error {
 		Hostname:     e.Name,
 		Logf:         c.opts.Logf,
 		DataDisks:    dataDisks(e.Config),
+		MACAddress:   macAddress(e.Config["net0"]),
 	}
 
 	if c.opts.Node != nil {
@@ -230,7 +233,12 @@ func (c *Controller) boot(e pvefake.Event) error {
 
 	c.mu.Lock()
 	c.nodes[e.VMID] = n
+	_, leased := c.leases[e.VMID]
 	c.mu.Unlock()
+
+	if leased {
+		go c.reportLeaseOnceConfigured(e.VMID, n, addr)
+	}
 
 	mode := "in maintenance mode"
 	if disk.Installed() {
@@ -261,8 +269,52 @@ func (c *Controller) halt(vmid int) {
 	}
 }
 
+// reportLeaseOnceConfigured makes the guest agent report a DHCP lease once the node has left
+// maintenance mode: Talos starts extension services, the QEMU guest agent among them, only with a
+// machine configuration (siderolabs/talos#11651), so before that Proxmox answers "QEMU guest agent
+// is not running" and a deployment that waits for the agent's address waits forever.
+func (c *Controller) reportLeaseOnceConfigured(vmid int, n *talosemu.Node, addr netip.Prefix) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-tick.C:
+		}
+
+		c.mu.Lock()
+		current, fake := c.nodes[vmid] == n, c.fake
+		c.mu.Unlock()
+
+		if !current {
+			return
+		}
+
+		if n.Config() != nil {
+			if fake != nil {
+				fake.SetGuestAddress(vmid, addr)
+			}
+
+			return
+		}
+	}
+}
+
+// macAddress is the MAC of a net0 value ("virtio=BC:24:11:00:00:01,bridge=vmbr0").
+func macAddress(net0 string) string {
+	for _, kv := range strings.Split(net0, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.Contains(v, ":") && len(v) == 17 && k != "bridge" {
+			return v
+		}
+	}
+
+	return ""
+}
+
 // address is the node's address: cloud-init's static ip, or a DHCP lease the guest agent
-// then reports.
+// reports once the node is configured.
 func (c *Controller) address(e pvefake.Event) (netip.Prefix, error) {
 	ip := ""
 	for _, kv := range strings.Split(e.IPConfig0, ",") {
@@ -306,10 +358,6 @@ func (c *Controller) lease(vmid int) (netip.Prefix, error) {
 
 		p := netip.PrefixFrom(a, c.opts.DHCPPool.Bits())
 		c.leases[vmid] = p
-
-		if c.fake != nil {
-			c.fake.SetGuestAddress(vmid, p)
-		}
 
 		return p, nil
 	}

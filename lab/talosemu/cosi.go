@@ -3,6 +3,7 @@ package talosemu
 import (
 	"context"
 	"fmt"
+	"net"
 
 	cosiapi "github.com/cosi-project/runtime/api/v1alpha1"
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -12,9 +13,11 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/extensions"
+	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
 	"github.com/siderolabs/talos/pkg/machinery/resources/block"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosmanifests"
@@ -63,6 +66,17 @@ func (n *Node) publishLocked() {
 	ms.TypedSpec().Stage = machineStage(n.phase)
 	ms.TypedSpec().Status.Ready = n.phase == StateInstalled || n.phase == StateMaintenance
 	put(st, ms)
+
+	if mac, err := net.ParseMAC(n.opts.MACAddress); err == nil {
+		link := network.NewLinkStatus(network.NamespaceName, "eth0")
+		link.TypedSpec().Type = nethelpers.LinkEther
+		link.TypedSpec().Kind = ""
+		link.TypedSpec().HardwareAddr = nethelpers.HardwareAddr(mac)
+		link.TypedSpec().PermanentAddr = nethelpers.HardwareAddr(mac)
+		link.TypedSpec().LinkState = true
+		link.TypedSpec().OperationalState = nethelpers.OperStateUp
+		put(st, link)
+	}
 
 	if n.active == nil {
 		remove(st, config.NewMachineConfig(nil).Metadata())

@@ -73,6 +73,9 @@ type Options struct {
 	Disk *SystemDisk
 	// DataDisks are reported after /dev/sda as /dev/sdb, /dev/sdc, …
 	DataDisks []Disk
+	// MACAddress is the NIC's address (the VM's net0), published as link eth0's LinkStatus in
+	// every mode, maintenance included, as `talosctl get links --insecure` shows it. Empty: no link.
+	MACAddress string
 	// InstallDelay is how long the API is down after the first configuration is applied (the
 	// install and reboot of a real node). 0 means DefaultInstallDelay, negative means none.
 	InstallDelay time.Duration

@@ -123,7 +123,7 @@ func TestVMLayout(t *testing.T) {
 	}
 
 	dhcp := Build(cluster(t, func(in *spec.Input) {
-		in.Network = spec.NetworkInput{DHCP: ptr(true)}
+		in.Network = spec.NetworkInput{DHCP: ptr(true), Gateway: "10.0.0.1"}
 		for k, n := range in.Nodes {
 			n.IP = ""
 			in.Nodes[k] = n

@@ -6,6 +6,9 @@ import (
 	"slices"
 )
 
+// MinScanPrefix is the shortest node prefix DHCP allows: its subnet is scanned for new nodes.
+const MinScanPrefix = 20
+
 func buildNetwork(p *problems, in Input, c *Cluster) {
 	n := in.Network
 	out := Network{
@@ -35,6 +38,10 @@ func buildNetwork(p *problems, in Input, c *Cluster) {
 	switch {
 	case n.Gateway == "" && !out.DHCP:
 		p.errorf("network.gateway", "is required with static addresses; set the default gateway of the node subnet, e.g. \"192.168.1.1\", or set network.dhcp to true")
+	case n.Gateway == "":
+		p.errorf("network.gateway", "is required with DHCP too: a new node is found by scanning the gateway's subnet (network.prefixLength) for "+
+			"the Talos API, because its guest agent does not run before Talos is configured (siderolabs/talos#11651); set the "+
+			"default gateway of the node subnet, e.g. \"192.168.1.1\"")
 	case n.Gateway != "":
 		if _, ok := parseIPv4(n.Gateway); !ok {
 			p.errorf("network.gateway", "%q is not an IPv4 address; use e.g. \"192.168.1.1\"", n.Gateway)
@@ -51,6 +58,11 @@ func buildNetwork(p *problems, in Input, c *Cluster) {
 		if !isHost(s) {
 			p.errorf(fmt.Sprintf("network.ntpServers[%d]", i), "%q is not a host name or IP address; use e.g. \"time.cloudflare.com\"", s)
 		}
+	}
+
+	if out.DHCP && out.PrefixLength >= 1 && out.PrefixLength < MinScanPrefix {
+		p.errorf("network.prefixLength", "%d is too short with DHCP: new nodes are found by scanning the node subnet, at most a /%d "+
+			"(4094 addresses); use %d or longer", out.PrefixLength, MinScanPrefix, MinScanPrefix)
 	}
 
 	checkCIDRs(p, "network.podSubnets", out.PodSubnets)

@@ -47,7 +47,7 @@ func dhcpCluster() spec.Input {
 	return spec.Input{
 		ClusterName:  "lab",
 		TalosVersion: "v1.10.6",
-		Network:      spec.NetworkInput{DHCP: ptr(true)},
+		Network:      spec.NetworkInput{DHCP: ptr(true), Gateway: "10.0.0.1"},
 		Nodes: map[string]spec.NodeInput{
 			"solo": {HostNode: "pve", Role: "controlplane"},
 		},

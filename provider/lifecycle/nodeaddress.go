@@ -1,0 +1,126 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/infer"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
+)
+
+// NodeAddress finds a DHCP node's address once its VM runs: by the QEMU guest agent's report
+// when the agent answers, else by scanning the node subnet for the Talos maintenance API and
+// matching the VM's MAC address. A Talos node in maintenance mode runs no extension, so its guest
+// agent does not answer before the configuration is applied (siderolabs/talos#11651), and waiting
+// for it alone never ends.
+type NodeAddress struct{}
+
+// NodeAddressArgs are a NodeAddress's inputs.
+type NodeAddressArgs struct {
+	Node         string `pulumi:"node"`
+	MacAddress   string `pulumi:"macAddress"`
+	Subnet       string `pulumi:"subnet"`
+	AgentAddress string `pulumi:"agentAddress,optional"`
+	Timeout      string `pulumi:"timeout"`
+}
+
+// NodeAddressState is the address found.
+type NodeAddressState struct {
+	NodeAddressArgs
+	Address string `pulumi:"address"`
+	// How is "guest agent" or "maintenance API scan".
+	How string `pulumi:"how"`
+}
+
+// Annotate documents the resource.
+func (r *NodeAddress) Annotate(an infer.Annotator) {
+	an.Describe(r, "The address of a DHCP node, found by its MAC address on the node subnet (or reported by its QEMU "+
+		"guest agent). Registered by TalosProxmoxCluster.")
+}
+
+// Annotate documents the inputs.
+func (a *NodeAddressArgs) Annotate(an infer.Annotator) {
+	an.Describe(&a.Node, "The node's hostname.")
+	an.Describe(&a.MacAddress, "The MAC address of the VM's NIC.")
+	an.Describe(&a.Subnet, "The node subnet to scan (CIDR).")
+	an.Describe(&a.AgentAddress, "The IPv4 address the guest agent reported, if it did.")
+	an.Describe(&a.Timeout, "How long the search may take (a duration).")
+}
+
+// Create finds the address.
+func (r *NodeAddress) Create(ctx context.Context, req infer.CreateRequest[NodeAddressArgs]) (infer.CreateResponse[NodeAddressState], error) {
+	in := req.Inputs
+	if req.DryRun {
+		return infer.CreateResponse[NodeAddressState]{ID: in.Node, Output: NodeAddressState{NodeAddressArgs: in}}, nil
+	}
+
+	if in.AgentAddress != "" {
+		return infer.CreateResponse[NodeAddressState]{ID: in.Node, Output: NodeAddressState{
+			NodeAddressArgs: in, Address: in.AgentAddress, How: "guest agent",
+		}}, nil
+	}
+
+	timeout, err := parseDuration("timeout", in.Timeout)
+	if err != nil {
+		return infer.CreateResponse[NodeAddressState]{}, err
+	}
+
+	subnet, err := netip.ParsePrefix(in.Subnet)
+	if err != nil {
+		return infer.CreateResponse[NodeAddressState]{}, fmt.Errorf("subnet: %q is not a CIDR", in.Subnet)
+	}
+
+	log := p.GetLogger(ctx)
+
+	a, err := day2.WaitForMAC(ctx, subnet, in.MacAddress, timeout, func(elapsed time.Duration) {
+		log.InfoStatusf("looking for node %s (MAC %s) on %s: no Talos API with that NIC answered yet (%s)",
+			in.Node, in.MacAddress, subnet, elapsed.Round(time.Second))
+	})
+	if err != nil {
+		return infer.CreateResponse[NodeAddressState]{}, fmt.Errorf("node %s: %w; check that the VM got a DHCP lease on "+
+			"network.gateway's subnet (%s) and that this machine reaches it on port 50000, or give the node a static ip", in.Node, err, subnet)
+	}
+
+	log.Infof("node %s is at %s (found by its MAC address %s)", in.Node, a, in.MacAddress)
+
+	return infer.CreateResponse[NodeAddressState]{ID: in.Node, Output: NodeAddressState{
+		NodeAddressArgs: in, Address: a.String(), How: "maintenance API scan",
+	}}, nil
+}
+
+// Diff replaces the address when the VM (its MAC) or the subnet changes; a new agent report or
+// timeout is recorded without a search.
+func (r *NodeAddress) Diff(_ context.Context, req infer.DiffRequest[NodeAddressArgs, NodeAddressState]) (infer.DiffResponse, error) {
+	old, in := req.State.NodeAddressArgs, req.Inputs
+	d := map[string]p.PropertyDiff{}
+
+	if old.MacAddress != in.MacAddress {
+		d["macAddress"] = p.PropertyDiff{Kind: p.UpdateReplace}
+	}
+
+	if old.Subnet != in.Subnet {
+		d["subnet"] = p.PropertyDiff{Kind: p.UpdateReplace}
+	}
+
+	if old.Node != in.Node {
+		d["node"] = p.PropertyDiff{Kind: p.UpdateReplace}
+	}
+
+	if len(d) == 0 && (old.Timeout != in.Timeout) {
+		d["timeout"] = p.PropertyDiff{Kind: p.Update}
+	}
+
+	return infer.DiffResponse{HasChanges: len(d) > 0, DetailedDiff: d, DeleteBeforeReplace: true}, nil
+}
+
+// Update records the new inputs; the address stays.
+func (r *NodeAddress) Update(_ context.Context, req infer.UpdateRequest[NodeAddressArgs, NodeAddressState]) (infer.UpdateResponse[NodeAddressState], error) {
+	s := req.State
+	s.Timeout = req.Inputs.Timeout
+
+	return infer.UpdateResponse[NodeAddressState]{Output: s}, nil
+}
