@@ -114,9 +114,9 @@ type builder struct {
 	// asked, and Proxmox then chooses.
 	vmIDs map[string]int
 	// guard clears what an interrupted VM create left in Proxmox (orphans.go).
-	guard   *vmGuard
+	guard *vmGuard
 	// self is the explicit provider of the lifecycle resources (lifecycleProvider).
-	self *pulumi.ProviderResourceState
+	self    *pulumi.ProviderResourceState
 	vms     map[string]pulumi.Resource
 	secrets *machine.Secrets
 	// checked resolves once every node's configuration was generated and validated with the
