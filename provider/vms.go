@@ -214,7 +214,7 @@ func (b *builder) agentArgs(p plan.VM) vm.VirtualMachineAgentArgs {
 }
 
 // agentTimeout bounds the proxmoxve provider's read of the guest agent after a VM starts.
-const agentTimeout = "15s"
+const agentTimeout = "5s"
 
 // nodeAddressTimeout bounds the search for a DHCP node's address.
 const nodeAddressTimeout = "10m"

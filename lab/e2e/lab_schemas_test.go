@@ -10,8 +10,8 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 )
 
-// variantCluster exercises the child inputs the examples leave out: DHCP (addresses from the
-// guest agent), the iso content type on a shared datastore, UEFI (an EFI disk), PCI devices by id
+// variantCluster exercises the child inputs the examples leave out: DHCP (addresses found by
+// MAC), the iso content type on a shared datastore, UEFI (an EFI disk), PCI devices by id
 // and by mapping, VLAN tags, data disks with and without a mount path.
 func variantCluster(l *lab.Lab) string {
 	return fmt.Sprintf(`name: variant
@@ -27,6 +27,7 @@ resources:
       talosVersion: v1.10.6
       network:
         dhcp: true
+        gateway: %s
         vlanId: 20
       image:
         factoryUrl: ${factoryUrl}
@@ -48,7 +49,7 @@ resources:
           dataDisks:
             - { sizeGib: 20, mountPath: /var/lib/longhorn }
             - { sizeGib: 5 }
-`, l.Hosts()[1])
+`, l.Address(1), l.Hosts()[1])
 }
 
 // TestChildInputsPassTheChildProvidersChecks previews a cluster that uses the inputs the

@@ -25,6 +25,11 @@ export type Membership = import("./membership").Membership;
 export const Membership: typeof import("./membership").Membership = null as any;
 utilities.lazyLoad(exports, ["Membership"], () => require("./membership"));
 
+export { NodeAddressArgs } from "./nodeAddress";
+export type NodeAddress = import("./nodeAddress").NodeAddress;
+export const NodeAddress: typeof import("./nodeAddress").NodeAddress = null as any;
+utilities.lazyLoad(exports, ["NodeAddress"], () => require("./nodeAddress"));
+
 export { NodeConfigArgs } from "./nodeConfig";
 export type NodeConfig = import("./nodeConfig").NodeConfig;
 export const NodeConfig: typeof import("./nodeConfig").NodeConfig = null as any;
@@ -53,6 +58,8 @@ const _module = {
                 return new ManifestSync(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:Membership":
                 return new Membership(name, <any>undefined, { urn })
+            case "talos-proxmox:lifecycle:NodeAddress":
+                return new NodeAddress(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:NodeConfig":
                 return new NodeConfig(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:NodeRetire":

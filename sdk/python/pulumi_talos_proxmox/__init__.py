@@ -38,6 +38,7 @@ _utilities.register(
    "talos-proxmox:lifecycle:KubernetesUpgrade": "KubernetesUpgrade",
    "talos-proxmox:lifecycle:ManifestSync": "ManifestSync",
    "talos-proxmox:lifecycle:Membership": "Membership",
+   "talos-proxmox:lifecycle:NodeAddress": "NodeAddress",
    "talos-proxmox:lifecycle:NodeConfig": "NodeConfig",
    "talos-proxmox:lifecycle:NodeRetire": "NodeRetire",
    "talos-proxmox:lifecycle:NodeUpgrade": "NodeUpgrade"

@@ -29,6 +29,8 @@ func (m *module) Construct(ctx *pulumi.Context, name, typ, urn string) (r pulumi
 		r = &ManifestSync{}
 	case "talos-proxmox:lifecycle:Membership":
 		r = &Membership{}
+	case "talos-proxmox:lifecycle:NodeAddress":
+		r = &NodeAddress{}
 	case "talos-proxmox:lifecycle:NodeConfig":
 		r = &NodeConfig{}
 	case "talos-proxmox:lifecycle:NodeRetire":

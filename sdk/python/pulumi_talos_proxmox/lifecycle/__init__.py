@@ -10,6 +10,7 @@ from .cluster_health import *
 from .kubernetes_upgrade import *
 from .manifest_sync import *
 from .membership import *
+from .node_address import *
 from .node_config import *
 from .node_retire import *
 from .node_upgrade import *
