@@ -50,15 +50,18 @@ type Network struct {
 // Annotate documents the network.
 func (n *Network) Annotate(an infer.Annotator) {
 	an.Describe(n, "How nodes are addressed and which networks Kubernetes uses.")
-	an.Describe(&n.Gateway, "Default gateway of the node subnet, e.g. `192.168.1.1`. Required with static addresses.")
+	an.Describe(&n.Gateway, "Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the "+
+		"subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.")
 	an.Describe(&n.PrefixLength, "Length of the node subnet's prefix (24 for a /24). Default: 24.")
 	an.Describe(&n.Nameservers, "DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).")
 	an.Describe(&n.NtpServers, "Time servers for the nodes. Default: Talos' default (time.cloudflare.com).")
 	an.Describe(&n.Bridge, "Proxmox bridge for the NICs. Default: `vmbr0`.")
 	an.Describe(&n.VlanId, "VLAN tag for every NIC (1 to 4094). Default: untagged.")
-	an.Describe(&n.Dhcp, "Take addresses from DHCP instead of static `ip`s. The component then learns each "+
-		"node's address from the QEMU guest agent, so the image must include the "+
-		"`siderolabs/qemu-guest-agent` extension. Default: false.")
+	an.Describe(&n.Dhcp, "Take addresses from DHCP instead of static `ip`s. A new node is found by its VM's MAC address: "+
+		"the component scans the subnet of `gateway` for the Talos API (port 50000, reachable from where Pulumi runs) and "+
+		"reads each node's links through the maintenance API, because a node in maintenance mode runs no QEMU guest agent "+
+		"(siderolabs/talos#11651); when the agent already reports an address, that is used. Give the VMs DHCP "+
+		"reservations (with `macAddress`) so the addresses survive reboots. Default: false.")
 	an.Describe(&n.PodSubnets, "CIDRs pods get addresses from. Default: `10.244.0.0/16`.")
 	an.Describe(&n.ServiceSubnets, "CIDRs Kubernetes services get addresses from. Default: `10.96.0.0/12`.")
 	an.Describe(&n.DnsDomain, "Cluster DNS domain. Default: `cluster.local`.")

@@ -161,15 +161,24 @@ var badInputs = []struct {
 	{"worker with 512 MiB", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.MemoryMib = ptr(512) }) }, "nodes.worker-1.memoryMib:", "1024"},
 	{"memory from node defaults", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{MemoryMib: ptr(1536)} }, "nodes.cp-1.memoryMib:", "from nodeDefaults.memoryMib"},
 	{"os disk too small", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.DiskSizeGib = ptr(5) }) }, "nodes.cp-1.diskSizeGib:", "10"},
-	{"dhcp without guest agent", func(a *TalosProxmoxClusterArgs) {
-		a.Network = &Network{Dhcp: ptr(true)}
-		a.Image = &Image{Extensions: []string{"siderolabs/iscsi-tools"}}
+	{"dhcp without a gateway", func(a *TalosProxmoxClusterArgs) {
+		a.Network.Dhcp = ptr(true)
+		a.Network.Gateway = ""
 		a.Vip = ""
 		for k, n := range a.Nodes {
 			n.Ip = ""
 			a.Nodes[k] = n
 		}
-	}, "network.dhcp:", "qemu-guest-agent"},
+	}, "network.gateway:", "siderolabs/talos#11651"},
+	{"dhcp on a subnet too large to scan", func(a *TalosProxmoxClusterArgs) {
+		a.Network.Dhcp = ptr(true)
+		a.Network.PrefixLength = ptr(16)
+		a.Vip = ""
+		for k, n := range a.Nodes {
+			n.Ip = ""
+			a.Nodes[k] = n
+		}
+	}, "network.prefixLength:", "/20"},
 	{"dhcp with a static ip", func(a *TalosProxmoxClusterArgs) { a.Network.Dhcp = ptr(true) }, "nodes.cp-1.ip:", "DHCP"},
 	{"unparseable patch", func(a *TalosProxmoxClusterArgs) { a.ConfigPatches = pulumi.ToStringArray([]string{"machine: [\n"}) }, "configPatches[0]:", "patch"},
 	{"patch with an unknown field", func(a *TalosProxmoxClusterArgs) {

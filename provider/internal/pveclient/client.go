@@ -126,7 +126,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() //nolint:errcheck // a read body
 
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
@@ -216,7 +216,7 @@ func (c *Client) requestTicket(ctx context.Context, form url.Values) error {
 	if err != nil {
 		return fmt.Errorf("logging in to Proxmox: %w", err)
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() //nolint:errcheck // a read body
 
 	if resp.StatusCode/100 != 2 {
 		return &APIError{Method: http.MethodPost, Path: "/access/ticket", Code: resp.StatusCode, Message: resp.Status}

@@ -13,10 +13,6 @@ func buildAddresses(p *problems, in Input, c *Cluster) {
 		subnet = netip.PrefixFrom(gw, c.Network.PrefixLength).Masked()
 	}
 
-	if dhcp && !c.Image.GuestAgent && c.Image.SchematicID != "" {
-		p.errorf("network.dhcp", "needs the siderolabs/qemu-guest-agent extension in the image: node addresses are discovered through the guest agent; add it to image.extensions")
-	}
-
 	if !dhcp && c.Image.Platform == "metal" {
 		p.errorf("image.platform", "\"metal\" images ignore Proxmox cloud-init, so static addresses cannot be set; use \"nocloud\" or set network.dhcp to true")
 	}

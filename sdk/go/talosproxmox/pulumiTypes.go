@@ -1349,11 +1349,11 @@ func (o ManifestSyncPtrOutput) Timeout() pulumi.StringPtrOutput {
 type Network struct {
 	// Proxmox bridge for the NICs. Default: `vmbr0`.
 	Bridge *string `pulumi:"bridge"`
-	// Take addresses from DHCP instead of static `ip`s. The component then learns each node's address from the QEMU guest agent, so the image must include the `siderolabs/qemu-guest-agent` extension. Default: false.
+	// Take addresses from DHCP instead of static `ip`s. A new node is found by its VM's MAC address: the component scans the subnet of `gateway` for the Talos API (port 50000, reachable from where Pulumi runs) and reads each node's links through the maintenance API, because a node in maintenance mode runs no QEMU guest agent (siderolabs/talos#11651); when the agent already reports an address, that is used. Give the VMs DHCP reservations (with `macAddress`) so the addresses survive reboots. Default: false.
 	Dhcp *bool `pulumi:"dhcp"`
 	// Cluster DNS domain. Default: `cluster.local`.
 	DnsDomain *string `pulumi:"dnsDomain"`
-	// Default gateway of the node subnet, e.g. `192.168.1.1`. Required with static addresses.
+	// Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.
 	Gateway *string `pulumi:"gateway"`
 	// DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).
 	Nameservers []string `pulumi:"nameservers"`
@@ -1384,11 +1384,11 @@ type NetworkInput interface {
 type NetworkArgs struct {
 	// Proxmox bridge for the NICs. Default: `vmbr0`.
 	Bridge *string `pulumi:"bridge"`
-	// Take addresses from DHCP instead of static `ip`s. The component then learns each node's address from the QEMU guest agent, so the image must include the `siderolabs/qemu-guest-agent` extension. Default: false.
+	// Take addresses from DHCP instead of static `ip`s. A new node is found by its VM's MAC address: the component scans the subnet of `gateway` for the Talos API (port 50000, reachable from where Pulumi runs) and reads each node's links through the maintenance API, because a node in maintenance mode runs no QEMU guest agent (siderolabs/talos#11651); when the agent already reports an address, that is used. Give the VMs DHCP reservations (with `macAddress`) so the addresses survive reboots. Default: false.
 	Dhcp *bool `pulumi:"dhcp"`
 	// Cluster DNS domain. Default: `cluster.local`.
 	DnsDomain *string `pulumi:"dnsDomain"`
-	// Default gateway of the node subnet, e.g. `192.168.1.1`. Required with static addresses.
+	// Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.
 	Gateway *string `pulumi:"gateway"`
 	// DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).
 	Nameservers []string `pulumi:"nameservers"`
@@ -1487,7 +1487,7 @@ func (o NetworkOutput) Bridge() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Network) *string { return v.Bridge }).(pulumi.StringPtrOutput)
 }
 
-// Take addresses from DHCP instead of static `ip`s. The component then learns each node's address from the QEMU guest agent, so the image must include the `siderolabs/qemu-guest-agent` extension. Default: false.
+// Take addresses from DHCP instead of static `ip`s. A new node is found by its VM's MAC address: the component scans the subnet of `gateway` for the Talos API (port 50000, reachable from where Pulumi runs) and reads each node's links through the maintenance API, because a node in maintenance mode runs no QEMU guest agent (siderolabs/talos#11651); when the agent already reports an address, that is used. Give the VMs DHCP reservations (with `macAddress`) so the addresses survive reboots. Default: false.
 func (o NetworkOutput) Dhcp() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v Network) *bool { return v.Dhcp }).(pulumi.BoolPtrOutput)
 }
@@ -1497,7 +1497,7 @@ func (o NetworkOutput) DnsDomain() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Network) *string { return v.DnsDomain }).(pulumi.StringPtrOutput)
 }
 
-// Default gateway of the node subnet, e.g. `192.168.1.1`. Required with static addresses.
+// Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.
 func (o NetworkOutput) Gateway() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Network) *string { return v.Gateway }).(pulumi.StringPtrOutput)
 }
@@ -1566,7 +1566,7 @@ func (o NetworkPtrOutput) Bridge() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
-// Take addresses from DHCP instead of static `ip`s. The component then learns each node's address from the QEMU guest agent, so the image must include the `siderolabs/qemu-guest-agent` extension. Default: false.
+// Take addresses from DHCP instead of static `ip`s. A new node is found by its VM's MAC address: the component scans the subnet of `gateway` for the Talos API (port 50000, reachable from where Pulumi runs) and reads each node's links through the maintenance API, because a node in maintenance mode runs no QEMU guest agent (siderolabs/talos#11651); when the agent already reports an address, that is used. Give the VMs DHCP reservations (with `macAddress`) so the addresses survive reboots. Default: false.
 func (o NetworkPtrOutput) Dhcp() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v *Network) *bool {
 		if v == nil {
@@ -1586,7 +1586,7 @@ func (o NetworkPtrOutput) DnsDomain() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
-// Default gateway of the node subnet, e.g. `192.168.1.1`. Required with static addresses.
+// Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.
 func (o NetworkPtrOutput) Gateway() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *Network) *string {
 		if v == nil {

@@ -188,7 +188,7 @@ export interface NetworkArgs {
      */
     bridge?: string;
     /**
-     * Take addresses from DHCP instead of static `ip`s. The component then learns each node's address from the QEMU guest agent, so the image must include the `siderolabs/qemu-guest-agent` extension. Default: false.
+     * Take addresses from DHCP instead of static `ip`s. A new node is found by its VM's MAC address: the component scans the subnet of `gateway` for the Talos API (port 50000, reachable from where Pulumi runs) and reads each node's links through the maintenance API, because a node in maintenance mode runs no QEMU guest agent (siderolabs/talos#11651); when the agent already reports an address, that is used. Give the VMs DHCP reservations (with `macAddress`) so the addresses survive reboots. Default: false.
      */
     dhcp?: boolean;
     /**
@@ -196,7 +196,7 @@ export interface NetworkArgs {
      */
     dnsDomain?: string;
     /**
-     * Default gateway of the node subnet, e.g. `192.168.1.1`. Required with static addresses.
+     * Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.
      */
     gateway?: string;
     /**

@@ -806,7 +806,7 @@ class NetworkArgsDict(TypedDict):
     """
     dhcp: NotRequired[_builtins.bool]
     """
-    Take addresses from DHCP instead of static `ip`s. The component then learns each node's address from the QEMU guest agent, so the image must include the `siderolabs/qemu-guest-agent` extension. Default: false.
+    Take addresses from DHCP instead of static `ip`s. A new node is found by its VM's MAC address: the component scans the subnet of `gateway` for the Talos API (port 50000, reachable from where Pulumi runs) and reads each node's links through the maintenance API, because a node in maintenance mode runs no QEMU guest agent (siderolabs/talos#11651); when the agent already reports an address, that is used. Give the VMs DHCP reservations (with `macAddress`) so the addresses survive reboots. Default: false.
     """
     dns_domain: NotRequired[_builtins.str]
     """
@@ -814,7 +814,7 @@ class NetworkArgsDict(TypedDict):
     """
     gateway: NotRequired[_builtins.str]
     """
-    Default gateway of the node subnet, e.g. `192.168.1.1`. Required with static addresses.
+    Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.
     """
     nameservers: NotRequired[Sequence[_builtins.str]]
     """
@@ -858,9 +858,9 @@ class NetworkArgs:
         How nodes are addressed and which networks Kubernetes uses.
 
         :param _builtins.str bridge: Proxmox bridge for the NICs. Default: `vmbr0`.
-        :param _builtins.bool dhcp: Take addresses from DHCP instead of static `ip`s. The component then learns each node's address from the QEMU guest agent, so the image must include the `siderolabs/qemu-guest-agent` extension. Default: false.
+        :param _builtins.bool dhcp: Take addresses from DHCP instead of static `ip`s. A new node is found by its VM's MAC address: the component scans the subnet of `gateway` for the Talos API (port 50000, reachable from where Pulumi runs) and reads each node's links through the maintenance API, because a node in maintenance mode runs no QEMU guest agent (siderolabs/talos#11651); when the agent already reports an address, that is used. Give the VMs DHCP reservations (with `macAddress`) so the addresses survive reboots. Default: false.
         :param _builtins.str dns_domain: Cluster DNS domain. Default: `cluster.local`.
-        :param _builtins.str gateway: Default gateway of the node subnet, e.g. `192.168.1.1`. Required with static addresses.
+        :param _builtins.str gateway: Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.
         :param Sequence[_builtins.str] nameservers: DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).
         :param Sequence[_builtins.str] ntp_servers: Time servers for the nodes. Default: Talos' default (time.cloudflare.com).
         :param Sequence[_builtins.str] pod_subnets: CIDRs pods get addresses from. Default: `10.244.0.0/16`.
@@ -905,7 +905,7 @@ class NetworkArgs:
     @pulumi.getter
     def dhcp(self) -> Optional[_builtins.bool]:
         """
-        Take addresses from DHCP instead of static `ip`s. The component then learns each node's address from the QEMU guest agent, so the image must include the `siderolabs/qemu-guest-agent` extension. Default: false.
+        Take addresses from DHCP instead of static `ip`s. A new node is found by its VM's MAC address: the component scans the subnet of `gateway` for the Talos API (port 50000, reachable from where Pulumi runs) and reads each node's links through the maintenance API, because a node in maintenance mode runs no QEMU guest agent (siderolabs/talos#11651); when the agent already reports an address, that is used. Give the VMs DHCP reservations (with `macAddress`) so the addresses survive reboots. Default: false.
         """
         return pulumi.get(self, "dhcp")
 
@@ -929,7 +929,7 @@ class NetworkArgs:
     @pulumi.getter
     def gateway(self) -> Optional[_builtins.str]:
         """
-        Default gateway of the node subnet, e.g. `192.168.1.1`. Required with static addresses.
+        Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.
         """
         return pulumi.get(self, "gateway")
 
