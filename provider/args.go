@@ -32,6 +32,7 @@ type TalosProxmoxClusterArgs struct {
 	Cilium                         *Cilium                 `pulumi:"cilium,optional"`
 	HelmCharts                     []HelmChart             `pulumi:"helmCharts,optional"`
 	Health                         *Health                 `pulumi:"health,optional"`
+	Credentials                    *Credentials            `pulumi:"credentials,optional"`
 	Upgrade                        *Upgrade                `pulumi:"upgrade,optional"`
 	ManifestSync                   *ManifestSync           `pulumi:"manifestSync,optional"`
 }
@@ -106,6 +107,9 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 		"bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through "+
 		"the manifest sync (see `manifestSync`).")
 	an.Describe(&a.Health, "The health gate after bootstrap and every change: its timeout and checks.")
+	an.Describe(&a.Credentials, "Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, "+
+		"which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues "+
+		"new ones (its preview shows the update) and the outputs change; see docs/security.md.")
 	an.Describe(&a.Upgrade, "How running nodes are upgraded when `talosVersion` or the schematic changes.")
 	an.Describe(&a.ManifestSync, "How changes to Cilium, `helmCharts`, `inlineManifests` and `extraManifests` reach "+
 		"the running cluster (Talos itself applies them only at bootstrap).")

@@ -168,3 +168,18 @@ func (m *ManifestSync) Annotate(an infer.Annotator) {
 	an.Describe(&m.Timeout, "How long the sync may take, including the wait for changed objects to become ready, "+
 		"as a duration. Default: `5m`.")
 }
+
+// Credentials is the lifetime of the client credentials.
+type Credentials struct {
+	Validity    string `pulumi:"validity,optional"`
+	RenewBefore string `pulumi:"renewBefore,optional"`
+}
+
+// Annotate documents the credentials' lifetime.
+func (c *Credentials) Annotate(an infer.Annotator) {
+	an.Describe(c, "Lifetime of the admin talosconfig's and kubeconfig's client certificates.")
+	an.Describe(&c.Validity, "How long a new certificate is valid, as a duration. Default: `8760h` (a year, as Talos "+
+		"issues them).")
+	an.Describe(&c.RenewBefore, "A `pulumi up` this long or less before expiry renews both. Default: `720h` (30 days). "+
+		"Run an up in that window (a scheduled CI job does) and the credentials never expire under you.")
+}

@@ -60,6 +60,7 @@ func TestConstructHomelab(t *testing.T) {
 		"talos-proxmox:lifecycle:NodeRetire":                  5,
 		"talos-proxmox:lifecycle:KubernetesUpgrade":           1,
 		"talos-proxmox:lifecycle:NodeConfig":                  5,
+		"talos-proxmox:lifecycle:ClientCredentials":           1,
 	}
 	for typ, n := range want {
 		if counts[typ] != n {

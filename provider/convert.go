@@ -145,6 +145,10 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *passThrou
 		}
 	}
 
+	if cr := a.Credentials; cr != nil {
+		in.Credentials = spec.CredentialsInput{Validity: cr.Validity, RenewBefore: cr.RenewBefore}
+	}
+
 	if h := a.Health; h != nil {
 		in.Health = spec.HealthInput{Timeout: h.Timeout, RequireNodesReady: h.RequireNodesReady}
 	}

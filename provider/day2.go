@@ -12,14 +12,15 @@ import (
 
 // Tokens of the custom resources the plugin serves beside the component (provider/lifecycle).
 const (
-	nodeUpgradeToken   = Name + ":lifecycle:NodeUpgrade"
-	clusterHealthToken = Name + ":lifecycle:ClusterHealth"
-	membershipToken    = Name + ":lifecycle:Membership"
-	nodeRetireToken    = Name + ":lifecycle:NodeRetire"
-	manifestSyncToken  = Name + ":lifecycle:ManifestSync"
-	kubernetesToken    = Name + ":lifecycle:KubernetesUpgrade"
-	nodeConfigToken    = Name + ":lifecycle:NodeConfig"
-	nodeAddressToken   = Name + ":lifecycle:NodeAddress"
+	nodeUpgradeToken       = Name + ":lifecycle:NodeUpgrade"
+	clusterHealthToken     = Name + ":lifecycle:ClusterHealth"
+	membershipToken        = Name + ":lifecycle:Membership"
+	nodeRetireToken        = Name + ":lifecycle:NodeRetire"
+	manifestSyncToken      = Name + ":lifecycle:ManifestSync"
+	kubernetesToken        = Name + ":lifecycle:KubernetesUpgrade"
+	nodeConfigToken        = Name + ":lifecycle:NodeConfig"
+	nodeAddressToken       = Name + ":lifecycle:NodeAddress"
+	clientCredentialsToken = Name + ":lifecycle:ClientCredentials"
 )
 
 // running is what the Talos step hands to the day-2 step.

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/client"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
@@ -103,25 +102,57 @@ func (b *builder) talos() error {
 		return errorf("registering the kubeconfig: %w", err)
 	}
 
-	talosconfig := client.GetConfigurationOutput(b.ctx, client.GetConfigurationOutputArgs{
-		ClusterName: pulumi.String(c.Name),
-		ClientConfiguration: client.GetConfigurationClientConfigurationArgs{
-			CaCertificate:     cc.CaCertificate(),
-			ClientCertificate: cc.ClientCertificate(),
-			ClientKey:         cc.ClientKey(),
-		},
-		Endpoints: b.ips(c.ControlPlanes()),
-		Nodes:     b.ips(c.Nodes),
-	}, b.parent())
+	creds, err := b.clientCredentials(endpointURL)
+	if err != nil {
+		return err
+	}
 
 	b.comp.Endpoint = endpointURL
 	b.comp.ClusterName = pulumi.String(c.Name).ToStringOutput()
 
 	return b.operate(running{
 		applies: applies, configs: configs, configOf: configOf, ready: []pulumi.Resource{bootstrap, kubeconfig},
-		kubeconfig:  pulumi.ToSecret(kubeconfig.KubeconfigRaw).(pulumi.StringOutput),
-		talosconfig: pulumi.ToSecret(talosconfig.TalosConfig()).(pulumi.StringOutput),
+		kubeconfig:  pulumi.ToSecret(creds.Kubeconfig).(pulumi.StringOutput),
+		talosconfig: pulumi.ToSecret(creds.Talosconfig).(pulumi.StringOutput),
 	})
+}
+
+// clientCredentialsResource is the Go view of lifecycle.ClientCredentials.
+type clientCredentialsResource struct {
+	pulumi.CustomResourceState
+
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	Kubeconfig  pulumi.StringOutput `pulumi:"kubeconfig"`
+}
+
+// clientCredentials registers the admin talosconfig and kubeconfig, issued from the cluster's CAs
+// and renewed within credentials.renewBefore of their expiry (lifecycle.ClientCredentials).
+func (b *builder) clientCredentials(endpointURL pulumi.StringOutput) (*clientCredentialsResource, error) {
+	self, err := b.lifecycleProvider()
+	if err != nil {
+		return nil, err
+	}
+
+	c := b.cluster
+	certs := b.secrets.MachineSecrets.Certs()
+
+	var r clientCredentialsResource
+	if err := b.ctx.RegisterResource(clientCredentialsToken, b.child("credentials"), pulumi.Map{
+		"clusterName":             pulumi.String(c.Name),
+		"endpoint":                endpointURL,
+		"osCaCertificate":         certs.Os().Cert(),
+		"osCaKey":                 pulumi.ToSecret(certs.Os().Key()),
+		"kubernetesCaCertificate": certs.K8s().Cert(),
+		"kubernetesCaKey":         pulumi.ToSecret(certs.K8s().Key()),
+		"talosEndpoints":          b.ips(c.ControlPlanes()),
+		"talosNodes":              b.ips(c.Nodes),
+		"validity":                pulumi.String(c.Credentials.Validity.String()),
+		"renewBefore":             pulumi.String(c.Credentials.RenewBefore.String()),
+	}, &r, b.parent(), self, pulumi.AdditionalSecretOutputs([]string{"talosconfig", "kubeconfig"})); err != nil {
+		return nil, errorf("registering the client credentials: %w", err)
+	}
+
+	return &r, nil
 }
 
 // manifestsPatch is the control plane patch with the rendered Helm releases, then the inline

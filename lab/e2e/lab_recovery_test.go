@@ -34,8 +34,10 @@ func TestRecoverKilledUp(t *testing.T) {
 		{name: "vm-create", route: "POST /nodes/{node}/qemu", until: taskRunning("qmcreate"), imports: 1},
 		// A download task runs: its file exists when the dust settles, and is imported.
 		{name: "download", route: "POST /nodes/{node}/storage/{storage}/download-url", until: taskRunning("download"), imports: 1},
-		// bpg asks Proxmox for a free VM id: the VMs are pending, but were never created.
-		{name: "before-vm-create", route: "GET /cluster/nextid", until: called("GET /cluster/nextid"), cleared: 1},
+		// The VM guard checks Proxmox before a VM create (orphans.go): the VMs are pending, but
+		// were never created. (bpg asks /cluster/nextid only for VMs without an id, and every
+		// node now has one.)
+		{name: "before-vm-create", route: "GET /cluster/resources", until: called("GET /cluster/resources"), cleared: 1},
 	}
 
 	for i, c := range cases {

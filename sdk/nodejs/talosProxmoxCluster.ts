@@ -91,6 +91,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["configContract"] = args?.configContract;
             resourceInputs["configPatches"] = args?.configPatches;
             resourceInputs["controlPlaneConfigPatches"] = args?.controlPlaneConfigPatches;
+            resourceInputs["credentials"] = args?.credentials;
             resourceInputs["endpoint"] = args?.endpoint;
             resourceInputs["extraManifestNamespaces"] = args?.extraManifestNamespaces;
             resourceInputs["extraManifests"] = args?.extraManifests;
@@ -163,6 +164,10 @@ export interface TalosProxmoxClusterArgs {
      * Patches applied to control plane nodes, after `configPatches`.
      */
     controlPlaneConfigPatches?: pulumi.Input<pulumi.Input<string>[] | undefined>;
+    /**
+     * Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues new ones (its preview shows the update) and the outputs change; see docs/security.md.
+     */
+    credentials?: inputs.CredentialsArgs;
     /**
      * Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
      */

@@ -56,6 +56,7 @@ type Cluster struct {
 	HelmReleases []helmrender.Release
 	// Health and Upgrade are the day-2 policies.
 	Health       Health
+	Credentials  Credentials
 	Upgrade      Upgrade
 	ManifestSync ManifestSync
 	// Warnings are problems that do not stop the deployment.

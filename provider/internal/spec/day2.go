@@ -11,6 +11,41 @@ type HealthInput struct {
 	RequireNodesReady *bool
 }
 
+// CredentialsInput configures the client credentials' lifetime.
+type CredentialsInput struct {
+	Validity    string
+	RenewBefore string
+}
+
+// Credentials is the validated lifetime of the talosconfig's and kubeconfig's certificates.
+type Credentials struct {
+	Validity    time.Duration
+	RenewBefore time.Duration
+}
+
+// Credential defaults: a year, as Talos issues them, renewed in the last 30 days.
+const (
+	DefaultCredentialsValidity    = 365 * 24 * time.Hour
+	DefaultCredentialsRenewBefore = 30 * 24 * time.Hour
+	minCredentialsValidity        = time.Minute
+)
+
+func buildCredentials(p *problems, in CredentialsInput) Credentials {
+	c := Credentials{
+		Validity:    duration(p, "credentials.validity", in.Validity, DefaultCredentialsValidity),
+		RenewBefore: duration(p, "credentials.renewBefore", in.RenewBefore, DefaultCredentialsRenewBefore),
+	}
+
+	switch {
+	case c.Validity < minCredentialsValidity:
+		p.errorf("credentials.validity", "%s is shorter than a minute; use e.g. \"8760h\" (a year)", c.Validity)
+	case c.RenewBefore >= c.Validity:
+		p.errorf("credentials.renewBefore", "%s is not shorter than credentials.validity (%s): every up would renew; use e.g. \"720h\"", c.RenewBefore, c.Validity)
+	}
+
+	return c
+}
+
 // UpgradeInput configures rolling Talos OS upgrades.
 type UpgradeInput struct {
 	Drain          *bool
@@ -67,6 +102,7 @@ var cniNone = regexp.MustCompile(`(?s)"?cni"?\s*:\s*\{?\s*"?name"?\s*:\s*"?none"
 func buildDay2(p *problems, in Input, c *Cluster) {
 	c.Health = Health{Timeout: DefaultHealthTimeout, RequireNodesReady: true}
 	c.Health.Timeout = duration(p, "health.timeout", in.Health.Timeout, DefaultHealthTimeout)
+	c.Credentials = buildCredentials(p, in.Credentials)
 
 	if !c.Cilium && patchesSetCNINone(in) {
 		c.Health.RequireNodesReady = false

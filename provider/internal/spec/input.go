@@ -30,6 +30,7 @@ type Input struct {
 	Cilium                    *CiliumInput
 	HelmCharts                []HelmChartInput
 	Health                    HealthInput
+	Credentials               CredentialsInput
 	Upgrade                   UpgradeInput
 	ManifestSync              ManifestSyncInput
 }

@@ -229,6 +229,165 @@ func (o CiliumPtrOutput) Version() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
+// Lifetime of the admin talosconfig's and kubeconfig's client certificates.
+type Credentials struct {
+	// A `pulumi up` this long or less before expiry renews both. Default: `720h` (30 days). Run an up in that window (a scheduled CI job does) and the credentials never expire under you.
+	RenewBefore *string `pulumi:"renewBefore"`
+	// How long a new certificate is valid, as a duration. Default: `8760h` (a year, as Talos issues them).
+	Validity *string `pulumi:"validity"`
+}
+
+// CredentialsInput is an input type that accepts CredentialsArgs and CredentialsOutput values.
+// You can construct a concrete instance of `CredentialsInput` via:
+//
+//	CredentialsArgs{...}
+type CredentialsInput interface {
+	pulumi.Input
+
+	ToCredentialsOutput() CredentialsOutput
+	ToCredentialsOutputWithContext(context.Context) CredentialsOutput
+}
+
+// Lifetime of the admin talosconfig's and kubeconfig's client certificates.
+type CredentialsArgs struct {
+	// A `pulumi up` this long or less before expiry renews both. Default: `720h` (30 days). Run an up in that window (a scheduled CI job does) and the credentials never expire under you.
+	RenewBefore pulumi.StringPtrInput `pulumi:"renewBefore"`
+	// How long a new certificate is valid, as a duration. Default: `8760h` (a year, as Talos issues them).
+	Validity pulumi.StringPtrInput `pulumi:"validity"`
+}
+
+func (CredentialsArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*Credentials)(nil)).Elem()
+}
+
+func (i CredentialsArgs) ToCredentialsOutput() CredentialsOutput {
+	return i.ToCredentialsOutputWithContext(context.Background())
+}
+
+func (i CredentialsArgs) ToCredentialsOutputWithContext(ctx context.Context) CredentialsOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(CredentialsOutput)
+}
+
+func (i CredentialsArgs) ToCredentialsPtrOutput() CredentialsPtrOutput {
+	return i.ToCredentialsPtrOutputWithContext(context.Background())
+}
+
+func (i CredentialsArgs) ToCredentialsPtrOutputWithContext(ctx context.Context) CredentialsPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(CredentialsOutput).ToCredentialsPtrOutputWithContext(ctx)
+}
+
+// CredentialsPtrInput is an input type that accepts CredentialsArgs, CredentialsPtr and CredentialsPtrOutput values.
+// You can construct a concrete instance of `CredentialsPtrInput` via:
+//
+//	        CredentialsArgs{...}
+//
+//	or:
+//
+//	        nil
+type CredentialsPtrInput interface {
+	pulumi.Input
+
+	ToCredentialsPtrOutput() CredentialsPtrOutput
+	ToCredentialsPtrOutputWithContext(context.Context) CredentialsPtrOutput
+}
+
+type credentialsPtrType CredentialsArgs
+
+func CredentialsPtr(v *CredentialsArgs) CredentialsPtrInput {
+	return (*credentialsPtrType)(v)
+}
+
+func (*credentialsPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**Credentials)(nil)).Elem()
+}
+
+func (i *credentialsPtrType) ToCredentialsPtrOutput() CredentialsPtrOutput {
+	return i.ToCredentialsPtrOutputWithContext(context.Background())
+}
+
+func (i *credentialsPtrType) ToCredentialsPtrOutputWithContext(ctx context.Context) CredentialsPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(CredentialsPtrOutput)
+}
+
+// Lifetime of the admin talosconfig's and kubeconfig's client certificates.
+type CredentialsOutput struct{ *pulumi.OutputState }
+
+func (CredentialsOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*Credentials)(nil)).Elem()
+}
+
+func (o CredentialsOutput) ToCredentialsOutput() CredentialsOutput {
+	return o
+}
+
+func (o CredentialsOutput) ToCredentialsOutputWithContext(ctx context.Context) CredentialsOutput {
+	return o
+}
+
+func (o CredentialsOutput) ToCredentialsPtrOutput() CredentialsPtrOutput {
+	return o.ToCredentialsPtrOutputWithContext(context.Background())
+}
+
+func (o CredentialsOutput) ToCredentialsPtrOutputWithContext(ctx context.Context) CredentialsPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v Credentials) *Credentials {
+		return &v
+	}).(CredentialsPtrOutput)
+}
+
+// A `pulumi up` this long or less before expiry renews both. Default: `720h` (30 days). Run an up in that window (a scheduled CI job does) and the credentials never expire under you.
+func (o CredentialsOutput) RenewBefore() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Credentials) *string { return v.RenewBefore }).(pulumi.StringPtrOutput)
+}
+
+// How long a new certificate is valid, as a duration. Default: `8760h` (a year, as Talos issues them).
+func (o CredentialsOutput) Validity() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Credentials) *string { return v.Validity }).(pulumi.StringPtrOutput)
+}
+
+type CredentialsPtrOutput struct{ *pulumi.OutputState }
+
+func (CredentialsPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**Credentials)(nil)).Elem()
+}
+
+func (o CredentialsPtrOutput) ToCredentialsPtrOutput() CredentialsPtrOutput {
+	return o
+}
+
+func (o CredentialsPtrOutput) ToCredentialsPtrOutputWithContext(ctx context.Context) CredentialsPtrOutput {
+	return o
+}
+
+func (o CredentialsPtrOutput) Elem() CredentialsOutput {
+	return o.ApplyT(func(v *Credentials) Credentials {
+		if v != nil {
+			return *v
+		}
+		var ret Credentials
+		return ret
+	}).(CredentialsOutput)
+}
+
+// A `pulumi up` this long or less before expiry renews both. Default: `720h` (30 days). Run an up in that window (a scheduled CI job does) and the credentials never expire under you.
+func (o CredentialsPtrOutput) RenewBefore() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Credentials) *string {
+		if v == nil {
+			return nil
+		}
+		return v.RenewBefore
+	}).(pulumi.StringPtrOutput)
+}
+
+// How long a new certificate is valid, as a duration. Default: `8760h` (a year, as Talos issues them).
+func (o CredentialsPtrOutput) Validity() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Credentials) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Validity
+	}).(pulumi.StringPtrOutput)
+}
+
 // An extra virtual disk of a node, identified inside the VM by a serial number.
 type DataDisk struct {
 	// Proxmox storage for the disk. Default: the node's `datastoreId`.
@@ -2792,6 +2951,8 @@ func (o VmIdRangePtrOutput) Start() pulumi.IntPtrOutput {
 func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*CiliumInput)(nil)).Elem(), CiliumArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*CiliumPtrInput)(nil)).Elem(), CiliumArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*CredentialsInput)(nil)).Elem(), CredentialsArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*CredentialsPtrInput)(nil)).Elem(), CredentialsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DataDiskInput)(nil)).Elem(), DataDiskArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DataDiskArrayInput)(nil)).Elem(), DataDiskArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*HealthInput)(nil)).Elem(), HealthArgs{})
@@ -2818,6 +2979,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*VmIdRangePtrInput)(nil)).Elem(), VmIdRangeArgs{})
 	pulumi.RegisterOutputType(CiliumOutput{})
 	pulumi.RegisterOutputType(CiliumPtrOutput{})
+	pulumi.RegisterOutputType(CredentialsOutput{})
+	pulumi.RegisterOutputType(CredentialsPtrOutput{})
 	pulumi.RegisterOutputType(DataDiskOutput{})
 	pulumi.RegisterOutputType(DataDiskArrayOutput{})
 	pulumi.RegisterOutputType(HealthOutput{})

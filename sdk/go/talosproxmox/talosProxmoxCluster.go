@@ -75,6 +75,8 @@ type talosProxmoxClusterArgs struct {
 	ConfigPatches []string `pulumi:"configPatches"`
 	// Patches applied to control plane nodes, after `configPatches`.
 	ControlPlaneConfigPatches []string `pulumi:"controlPlaneConfigPatches"`
+	// Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues new ones (its preview shows the update) and the outputs change; see docs/security.md.
+	Credentials *Credentials `pulumi:"credentials"`
 	// Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
 	Endpoint *string `pulumi:"endpoint"`
 	// Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
@@ -127,6 +129,8 @@ type TalosProxmoxClusterArgs struct {
 	ConfigPatches pulumi.StringArrayInput
 	// Patches applied to control plane nodes, after `configPatches`.
 	ControlPlaneConfigPatches pulumi.StringArrayInput
+	// Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues new ones (its preview shows the update) and the outputs change; see docs/security.md.
+	Credentials *CredentialsArgs
 	// Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
 	Endpoint *string
 	// Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).

@@ -5,6 +5,11 @@ import * as pulumi from "@pulumi/pulumi";
 import * as utilities from "../utilities";
 
 // Export members:
+export { ClientCredentialsArgs } from "./clientCredentials";
+export type ClientCredentials = import("./clientCredentials").ClientCredentials;
+export const ClientCredentials: typeof import("./clientCredentials").ClientCredentials = null as any;
+utilities.lazyLoad(exports, ["ClientCredentials"], () => require("./clientCredentials"));
+
 export { ClusterHealthArgs } from "./clusterHealth";
 export type ClusterHealth = import("./clusterHealth").ClusterHealth;
 export const ClusterHealth: typeof import("./clusterHealth").ClusterHealth = null as any;
@@ -50,6 +55,8 @@ const _module = {
     version: utilities.getVersion(),
     construct: (name: string, type: string, urn: string): pulumi.Resource => {
         switch (type) {
+            case "talos-proxmox:lifecycle:ClientCredentials":
+                return new ClientCredentials(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:ClusterHealth":
                 return new ClusterHealth(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:KubernetesUpgrade":

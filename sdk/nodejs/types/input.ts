@@ -32,6 +32,20 @@ export interface CiliumArgs {
 }
 
 /**
+ * Lifetime of the admin talosconfig's and kubeconfig's client certificates.
+ */
+export interface CredentialsArgs {
+    /**
+     * A `pulumi up` this long or less before expiry renews both. Default: `720h` (30 days). Run an up in that window (a scheduled CI job does) and the credentials never expire under you.
+     */
+    renewBefore?: pulumi.Input<string | undefined>;
+    /**
+     * How long a new certificate is valid, as a duration. Default: `8760h` (a year, as Talos issues them).
+     */
+    validity?: pulumi.Input<string | undefined>;
+}
+
+/**
  * An extra virtual disk of a node, identified inside the VM by a serial number.
  */
 export interface DataDiskArgs {

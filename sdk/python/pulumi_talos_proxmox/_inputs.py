@@ -17,6 +17,8 @@ from . import _utilities
 __all__ = [
     'CiliumArgs',
     'CiliumArgsDict',
+    'CredentialsArgs',
+    'CredentialsArgsDict',
     'DataDiskArgs',
     'DataDiskArgsDict',
     'HealthArgs',
@@ -155,6 +157,60 @@ class CiliumArgs:
     @version.setter
     def version(self, value: Optional[_builtins.str]):
         pulumi.set(self, "version", value)
+
+
+class CredentialsArgsDict(TypedDict):
+    """
+    Lifetime of the admin talosconfig's and kubeconfig's client certificates.
+    """
+    renew_before: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    A `pulumi up` this long or less before expiry renews both. Default: `720h` (30 days). Run an up in that window (a scheduled CI job does) and the credentials never expire under you.
+    """
+    validity: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    How long a new certificate is valid, as a duration. Default: `8760h` (a year, as Talos issues them).
+    """
+
+@pulumi.input_type
+class CredentialsArgs:
+    def __init__(__self__, *,
+                 renew_before: pulumi.Input[Optional[_builtins.str]] = None,
+                 validity: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        Lifetime of the admin talosconfig's and kubeconfig's client certificates.
+
+        :param pulumi.Input[_builtins.str] renew_before: A `pulumi up` this long or less before expiry renews both. Default: `720h` (30 days). Run an up in that window (a scheduled CI job does) and the credentials never expire under you.
+        :param pulumi.Input[_builtins.str] validity: How long a new certificate is valid, as a duration. Default: `8760h` (a year, as Talos issues them).
+        """
+        if renew_before is not None:
+            pulumi.set(__self__, "renew_before", renew_before)
+        if validity is not None:
+            pulumi.set(__self__, "validity", validity)
+
+    @_builtins.property
+    @pulumi.getter(name="renewBefore")
+    def renew_before(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        A `pulumi up` this long or less before expiry renews both. Default: `720h` (30 days). Run an up in that window (a scheduled CI job does) and the credentials never expire under you.
+        """
+        return pulumi.get(self, "renew_before")
+
+    @renew_before.setter
+    def renew_before(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "renew_before", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def validity(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        How long a new certificate is valid, as a duration. Default: `8760h` (a year, as Talos issues them).
+        """
+        return pulumi.get(self, "validity")
+
+    @validity.setter
+    def validity(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "validity", value)
 
 
 class DataDiskArgsDict(TypedDict):

@@ -29,6 +29,7 @@ class TalosProxmoxClusterArgs:
                  config_contract: Optional[_builtins.str] = None,
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
+                 credentials: Optional['CredentialsArgs'] = None,
                  endpoint: Optional[_builtins.str] = None,
                  extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
@@ -56,6 +57,7 @@ class TalosProxmoxClusterArgs:
         :param _builtins.str config_contract: Format of the Talos machine configuration, as a Talos minor (`v1.11` … `v1.14`): `v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of `talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep data disks mounted outside /var/mnt (e.g. /var/lib/longhorn), which contract v1.14 cannot express.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
+        :param 'CredentialsArgs' credentials: Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues new ones (its preview shows the update) and the outputs change; see docs/security.md.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
         :param Mapping[str, _builtins.str] extra_manifest_namespaces: Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
@@ -86,6 +88,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "config_patches", config_patches)
         if control_plane_config_patches is not None:
             pulumi.set(__self__, "control_plane_config_patches", control_plane_config_patches)
+        if credentials is not None:
+            pulumi.set(__self__, "credentials", credentials)
         if endpoint is not None:
             pulumi.set(__self__, "endpoint", endpoint)
         if extra_manifest_namespaces is not None:
@@ -214,6 +218,18 @@ class TalosProxmoxClusterArgs:
     @control_plane_config_patches.setter
     def control_plane_config_patches(self, value: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]):
         pulumi.set(self, "control_plane_config_patches", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def credentials(self) -> Optional['CredentialsArgs']:
+        """
+        Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues new ones (its preview shows the update) and the outputs change; see docs/security.md.
+        """
+        return pulumi.get(self, "credentials")
+
+    @credentials.setter
+    def credentials(self, value: Optional['CredentialsArgs']):
+        pulumi.set(self, "credentials", value)
 
     @_builtins.property
     @pulumi.getter
@@ -420,6 +436,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  config_contract: Optional[_builtins.str] = None,
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
+                 credentials: Optional[Union['CredentialsArgs', 'CredentialsArgsDict']] = None,
                  endpoint: Optional[_builtins.str] = None,
                  extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
@@ -450,6 +467,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param _builtins.str config_contract: Format of the Talos machine configuration, as a Talos minor (`v1.11` … `v1.14`): `v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of `talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep data disks mounted outside /var/mnt (e.g. /var/lib/longhorn), which contract v1.14 cannot express.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
+        :param Union['CredentialsArgs', 'CredentialsArgsDict'] credentials: Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues new ones (its preview shows the update) and the outputs change; see docs/security.md.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
         :param Mapping[str, _builtins.str] extra_manifest_namespaces: Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
@@ -499,6 +517,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  config_contract: Optional[_builtins.str] = None,
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
+                 credentials: Optional[Union['CredentialsArgs', 'CredentialsArgsDict']] = None,
                  endpoint: Optional[_builtins.str] = None,
                  extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
@@ -536,6 +555,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["config_contract"] = config_contract
             __props__.__dict__["config_patches"] = config_patches
             __props__.__dict__["control_plane_config_patches"] = control_plane_config_patches
+            __props__.__dict__["credentials"] = credentials
             __props__.__dict__["endpoint"] = endpoint
             __props__.__dict__["extra_manifest_namespaces"] = extra_manifest_namespaces
             __props__.__dict__["extra_manifests"] = extra_manifests
