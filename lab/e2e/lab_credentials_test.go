@@ -117,7 +117,9 @@ func credentialsWork(t *testing.T, kubeconfig, talosconfig string) {
 	}
 	defer c.Close() //nolint:errcheck
 
-	if _, err := c.Version(client.WithNodes(t.Context(), cfg.Contexts[cfg.Context].Nodes...)); err != nil {
-		t.Fatalf("the talosconfig does not reach the nodes: %v", err)
+	for _, node := range cfg.Contexts[cfg.Context].Nodes {
+		if _, err := c.Version(client.WithNode(t.Context(), node)); err != nil {
+			t.Fatalf("the talosconfig does not reach node %s: %v", node, err)
+		}
 	}
 }

@@ -64,21 +64,7 @@ func TestLeftoverFromAnEarlierUp(t *testing.T) {
 	t.Parallel()
 
 	l, p := onSmallCluster(t, newEnv(t), "leftover", lab.Options{Subnet: 39})
-	destroyRoute := "DELETE /nodes/{node}/qemu/{vmid}"
-
-	l.PVE.FailNextTaskStatus("qmcreate", 1)
-	l.PVE.SetRouteFailureRate(destroyRoute, 1)
-
-	if out, err := p.Run(t.Context(), "up", "--yes", "--skip-preview"); err == nil {
-		t.Fatalf("up succeeded although the leftover could not be destroyed:\n%s", out)
-	}
-
-	leftover := orphanVMs(t, l, p)
-	if len(leftover) != 1 {
-		t.Fatalf("want one VM outside the state, have %v", leftover)
-	}
-
-	vm := leftover[0]
+	vm := leaveLeftover(t, l, p)
 	powerOn(t, l, vm)
 	l.PVE.SetRouteFailureRate(destroyRoute, 0)
 
@@ -117,19 +103,7 @@ func TestNeverStartedLeftoverFromAnEarlierUp(t *testing.T) {
 	t.Parallel()
 
 	l, p := onSmallCluster(t, newEnv(t), "neverstarted", lab.Options{Subnet: 59})
-	destroyRoute := "DELETE /nodes/{node}/qemu/{vmid}"
-
-	l.PVE.FailNextTaskStatus("qmcreate", 1)
-	l.PVE.SetRouteFailureRate(destroyRoute, 1)
-
-	if out, err := p.Run(t.Context(), "up", "--yes", "--skip-preview"); err == nil {
-		t.Fatalf("up succeeded although the leftover could not be destroyed:\n%s", out)
-	}
-
-	if n := len(orphanVMs(t, l, p)); n != 1 {
-		t.Fatalf("want one VM outside the state, have %d", n)
-	}
-
+	leaveLeftover(t, l, p)
 	l.PVE.SetRouteFailureRate(destroyRoute, 0)
 
 	out, err := p.Run(t.Context(), "up", "--yes", "--skip-preview")
@@ -140,6 +114,30 @@ func TestNeverStartedLeftoverFromAnEarlierUp(t *testing.T) {
 	assertNoDuplicateVMs(t, l, p)
 	assertConverged(t, l, p)
 	previewDestroyEmpty(t, l, p)
+}
+
+// destroyRoute is Proxmox's VM destroy, which leaveLeftover makes fail.
+const destroyRoute = "DELETE /nodes/{node}/qemu/{vmid}"
+
+// leaveLeftover runs an `up` whose first VM create fails on its task status and whose every VM
+// destroy fails, so the guard cannot clear the leftover: the up fails and the leftover stays,
+// the only VM outside the state. Destroys keep failing until the caller turns that off.
+func leaveLeftover(t *testing.T, l *lab.Lab, p *lab.Pulumi) pvefake.VM {
+	t.Helper()
+
+	l.PVE.FailNextTaskStatus("qmcreate", 1)
+	l.PVE.SetRouteFailureRate(destroyRoute, 1)
+
+	if out, err := p.Run(t.Context(), "up", "--yes", "--skip-preview"); err == nil {
+		t.Fatalf("up succeeded although the leftover could not be destroyed:\n%s", out)
+	}
+
+	leftover := orphanVMs(t, l, p)
+	if len(leftover) != 1 {
+		t.Fatalf("want one VM outside the state, have %v", leftover)
+	}
+
+	return leftover[0]
 }
 
 // orphanVMs are the fake's VMs that the state does not hold.
