@@ -23,9 +23,10 @@ import (
 //   - on error (the engine calls it when the create failed): when the failure names the VM's
 //     create task and Proxmox shows the VM — this cluster's node, stopped, never started since it
 //     was created — the guard destroys it and asks the engine to retry the create, in the same up;
-//   - before create (the engine calls it only for a VM that is not in the state): the same check
-//     clears an orphan an earlier up left (its error hook could not). A VM of this node that has
-//     run, or someone else's VM at the id, stops the create with an error saying what to do.
+//   - before create (the engine calls it only for a VM that is not in the state, at preview too):
+//     the same check clears an orphan an earlier up left (its error hook could not); a preview
+//     only says that the up will. A VM of this node that has run, or someone else's VM at the id,
+//     stops the preview or the create with an error saying what to do.
 //
 // Adopting the orphan instead (the `import` option) is not possible safely: the component does
 // not see the state, and import on a VM that is in it replaces, so deletes, that VM. The orphan
@@ -87,7 +88,7 @@ func (g *vmGuard) hooks(n spec.Node, vmid int, resName string) ([]pulumi.Resourc
 		_, err := g.clear(ctx, n, vmid, resName, false)
 
 		return err
-	}, nil)
+	}, &pulumi.ResourceHookOptions{OnDryRun: true})
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +167,13 @@ func (g *vmGuard) clear(ctx context.Context, n spec.Node, vmid int, resName stri
 		}
 
 		return false, g.notInState(n, vmid, found, resName)
+	}
+
+	if g.ctx.DryRun() {
+		g.warn("node %s: VM %d on %s was left by a create that failed before the VM was recorded in the state (it never "+
+			"started); pulumi up destroys it and creates the node's VM again", n.Name, vmid, found.Node)
+
+		return false, nil
 	}
 
 	g.warn("node %s: VM %d on %s was left by a create that failed before the VM was recorded in the state (it never "+

@@ -57,8 +57,8 @@ func TestCreateTaskStatusFailureLeavesNoDuplicate(t *testing.T) {
 
 // TestLeftoverFromAnEarlierUp: the guard cannot destroy the leftover (every VM destroy fails),
 // so the up fails and the leftover stays. Then:
-//   - once it has been started by someone, the next up refuses to touch it and prints the command
-//     that adopts it; nothing is created or destroyed;
+//   - once it has been started by someone, the next preview and up refuse to touch it and print
+//     the command that adopts it; nothing is created or destroyed;
 //   - running exactly that command and `up` converge with no duplicate.
 func TestLeftoverFromAnEarlierUp(t *testing.T) {
 	t.Parallel()
@@ -67,6 +67,10 @@ func TestLeftoverFromAnEarlierUp(t *testing.T) {
 	vm := leaveLeftover(t, l, p)
 	powerOn(t, l, vm)
 	l.PVE.SetRouteFailureRate(destroyRoute, 0)
+
+	if out, err := p.Run(t.Context(), "preview"); err == nil || !strings.Contains(out, "has run, but it is not in this stack's state") {
+		t.Errorf("preview with a started leftover: want the not-in-state error, have %v\n%s", err, out)
+	}
 
 	out, err := p.Run(t.Context(), "up", "--yes", "--skip-preview")
 	if err == nil || !strings.Contains(out, "has run, but it is not in this stack's state") {
@@ -105,6 +109,14 @@ func TestNeverStartedLeftoverFromAnEarlierUp(t *testing.T) {
 	l, p := onSmallCluster(t, newEnv(t), "neverstarted", lab.Options{Subnet: 59})
 	leaveLeftover(t, l, p)
 	l.PVE.SetRouteFailureRate(destroyRoute, 0)
+
+	if out, err := p.Run(t.Context(), "preview"); err != nil || !strings.Contains(out, "pulumi up destroys it and creates the node's VM again") {
+		t.Errorf("preview with a never-started leftover: want the warning, have %v\n%s", err, out)
+	}
+
+	if n := len(orphanVMs(t, l, p)); n != 1 {
+		t.Errorf("preview touched the leftover: %d VMs outside the state", n)
+	}
 
 	out, err := p.Run(t.Context(), "up", "--yes", "--skip-preview")
 	if err != nil || !strings.Contains(out, "it never started); destroying it") {
