@@ -57,11 +57,18 @@ func providerCredentials(ctx *pulumi.Context, p pulumi.ProviderResource) (pvecli
 		return pveclient.Credentials{}, fmt.Errorf("the provider's URN did not resolve")
 	}
 
-	var res struct {
-		State map[string]any `pulumi:"state"`
-	}
-	if err := ctx.Invoke("pulumi:pulumi:getResource", map[string]any{"urn": urn}, &res); err != nil {
-		return pveclient.Credentials{}, err
+	// The output form of the invoke: the provider's state holds secrets (its apiToken), which the
+	// plain form refuses.
+	got := make(chan map[string]any, 1)
+	ctx.InvokeOutput("pulumi:pulumi:getResource", map[string]any{"urn": urn}, pulumi.MapOutput{}, pulumi.InvokeOutputOptions{}).(pulumi.MapOutput).
+		ApplyT(func(m map[string]any) int { got <- m; return 0 })
+
+	var res struct{ State map[string]any }
+	select {
+	case m := <-got:
+		res.State, _ = m["state"].(map[string]any)
+	case <-time.After(10 * time.Second):
+		return pveclient.Credentials{}, fmt.Errorf("the engine did not answer pulumi:pulumi:getResource for %s", urn)
 	}
 
 	str := func(key string) string {
