@@ -14,7 +14,9 @@ func (echoMocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 	return args.Name + "-id", args.Inputs, nil
 }
 
-func (echoMocks) Call(pulumi.MockCallArgs) (resource.PropertyMap, error) { return resource.PropertyMap{}, nil }
+func (echoMocks) Call(pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	return resource.PropertyMap{}, nil
+}
 
 // The VM guard reads an explicit proxmoxve provider's settings through the engine's
 // pulumi:pulumi:getResource, secrets included; without one, the stack configuration.
