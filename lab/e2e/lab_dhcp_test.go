@@ -57,6 +57,11 @@ func TestDHCPClusterOnTheLab(t *testing.T) {
 
 	l, p := onLab(t, newEnv(t), lab.Options{Subnet: 61}, dhcpCluster)
 
+	// A new DHCP cluster previews (its addresses, MACs and credentials are unknown then).
+	if out, err := p.Run(t.Context(), "preview"); err != nil {
+		t.Fatalf("preview: %v\n%s", err, out)
+	}
+
 	out, err := p.Run(t.Context(), "up", "--yes", "--skip-preview")
 	if err != nil {
 		t.Fatalf("up: %v\n%s", err, out)

@@ -176,9 +176,9 @@ func TestBadInputOnTheLab(t *testing.T) {
 		t.Errorf("the fake has %d VMs after a rejected program", n)
 	}
 
-	// Only the inventory check's reads reach Proxmox (nodes, datastores, PCI mappings): nothing
-	// is written.
-	inventory := []string{"GET /nodes", "GET /nodes/{node}/storage", "GET /cluster/mapping/{type}", "GET /cluster/resources"}
+	// Only the inventory check's reads reach Proxmox (nodes, datastores, VMs, PCI mappings):
+	// nothing is written.
+	inventory := []string{"GET /nodes", "GET /nodes/{node}/storage", "GET /nodes/{node}/qemu", "GET /cluster/mapping/{type}", "GET /cluster/resources"}
 	for route := range l.PVE.Calls() {
 		if !slices.Contains(inventory, route) {
 			t.Errorf("a rejected program called %s on the Proxmox API", route)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	p "github.com/pulumi/pulumi-go-provider"
@@ -21,13 +22,13 @@ type ClientCredentials struct{}
 // ClientCredentialsArgs are a ClientCredentials' inputs.
 type ClientCredentialsArgs struct {
 	ClusterName             string   `pulumi:"clusterName"`
-	Endpoint                string   `pulumi:"endpoint"`
+	Endpoint                string   `pulumi:"endpoint,optional"`
 	OsCaCertificate         string   `pulumi:"osCaCertificate"`
 	OsCaKey                 string   `pulumi:"osCaKey" provider:"secret"`
 	KubernetesCaCertificate string   `pulumi:"kubernetesCaCertificate"`
 	KubernetesCaKey         string   `pulumi:"kubernetesCaKey" provider:"secret"`
-	TalosEndpoints          []string `pulumi:"talosEndpoints"`
-	TalosNodes              []string `pulumi:"talosNodes"`
+	TalosEndpoints          []string `pulumi:"talosEndpoints,optional"`
+	TalosNodes              []string `pulumi:"talosNodes,optional"`
 	Validity                string   `pulumi:"validity"`
 	RenewBefore             string   `pulumi:"renewBefore"`
 }
@@ -84,10 +85,11 @@ func issue(in ClientCredentialsArgs) (ClientCredentialsState, error) {
 }
 
 // known tells whether the inputs credentials are issued from are known (at preview, the secrets
-// of a new cluster and DHCP addresses are not; they arrive empty).
+// of a new cluster and DHCP addresses are not; they arrive empty, which is why the addresses are
+// optional inputs).
 func (a ClientCredentialsArgs) known() bool {
 	return a.OsCaCertificate != "" && a.OsCaKey != "" && a.KubernetesCaCertificate != "" && a.KubernetesCaKey != "" &&
-		a.Endpoint != "" && a.Validity != ""
+		a.Endpoint != "" && a.Validity != "" && len(a.TalosEndpoints) > 0 && !slices.Contains(a.TalosEndpoints, "")
 }
 
 // Create issues the credentials; at preview too when the CAs are known (issuing is local and

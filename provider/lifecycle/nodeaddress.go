@@ -22,7 +22,7 @@ type NodeAddress struct{}
 // NodeAddressArgs are a NodeAddress's inputs.
 type NodeAddressArgs struct {
 	Node         string `pulumi:"node"`
-	MacAddress   string `pulumi:"macAddress"`
+	MacAddress   string `pulumi:"macAddress,optional"`
 	Subnet       string `pulumi:"subnet"`
 	AgentAddress string `pulumi:"agentAddress,optional"`
 	Timeout      string `pulumi:"timeout"`
@@ -56,6 +56,10 @@ func (r *NodeAddress) Create(ctx context.Context, req infer.CreateRequest[NodeAd
 	in := req.Inputs
 	if req.DryRun {
 		return infer.CreateResponse[NodeAddressState]{ID: in.Node, Output: NodeAddressState{NodeAddressArgs: in}}, nil
+	}
+
+	if in.MacAddress == "" && in.AgentAddress == "" {
+		return infer.CreateResponse[NodeAddressState]{}, fmt.Errorf("node %s: the VM reports no MAC address for its NIC", in.Node)
 	}
 
 	if in.AgentAddress != "" {

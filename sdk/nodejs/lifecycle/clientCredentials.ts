@@ -41,7 +41,7 @@ export class ClientCredentials extends pulumi.CustomResource {
     /**
      * The Kubernetes API URL.
      */
-    declare public readonly endpoint: pulumi.Output<string>;
+    declare public readonly endpoint: pulumi.Output<string | undefined>;
     declare public /*out*/ readonly kubeconfig: pulumi.Output<string>;
     /**
      * The Kubernetes CA certificate (base64 PEM).
@@ -67,11 +67,11 @@ export class ClientCredentials extends pulumi.CustomResource {
     /**
      * The talosconfig's endpoints.
      */
-    declare public readonly talosEndpoints: pulumi.Output<string[]>;
+    declare public readonly talosEndpoints: pulumi.Output<string[] | undefined>;
     /**
      * The talosconfig's nodes.
      */
-    declare public readonly talosNodes: pulumi.Output<string[]>;
+    declare public readonly talosNodes: pulumi.Output<string[] | undefined>;
     declare public /*out*/ readonly talosconfig: pulumi.Output<string>;
     /**
      * How long issued certificates are valid (a duration).
@@ -92,9 +92,6 @@ export class ClientCredentials extends pulumi.CustomResource {
             if (args?.clusterName === undefined && !opts.urn) {
                 throw new Error("Missing required property 'clusterName'");
             }
-            if (args?.endpoint === undefined && !opts.urn) {
-                throw new Error("Missing required property 'endpoint'");
-            }
             if (args?.kubernetesCaCertificate === undefined && !opts.urn) {
                 throw new Error("Missing required property 'kubernetesCaCertificate'");
             }
@@ -109,12 +106,6 @@ export class ClientCredentials extends pulumi.CustomResource {
             }
             if (args?.renewBefore === undefined && !opts.urn) {
                 throw new Error("Missing required property 'renewBefore'");
-            }
-            if (args?.talosEndpoints === undefined && !opts.urn) {
-                throw new Error("Missing required property 'talosEndpoints'");
-            }
-            if (args?.talosNodes === undefined && !opts.urn) {
-                throw new Error("Missing required property 'talosNodes'");
             }
             if (args?.validity === undefined && !opts.urn) {
                 throw new Error("Missing required property 'validity'");
@@ -165,7 +156,7 @@ export interface ClientCredentialsArgs {
     /**
      * The Kubernetes API URL.
      */
-    endpoint: pulumi.Input<string>;
+    endpoint?: pulumi.Input<string | undefined>;
     /**
      * The Kubernetes CA certificate (base64 PEM).
      */
@@ -189,11 +180,11 @@ export interface ClientCredentialsArgs {
     /**
      * The talosconfig's endpoints.
      */
-    talosEndpoints: pulumi.Input<pulumi.Input<string>[]>;
+    talosEndpoints?: pulumi.Input<pulumi.Input<string>[] | undefined>;
     /**
      * The talosconfig's nodes.
      */
-    talosNodes: pulumi.Input<pulumi.Input<string>[]>;
+    talosNodes?: pulumi.Input<pulumi.Input<string>[] | undefined>;
     /**
      * How long issued certificates are valid (a duration).
      */

@@ -43,7 +43,7 @@ export class NodeAddress extends pulumi.CustomResource {
     /**
      * The MAC address of the VM's NIC.
      */
-    declare public readonly macAddress: pulumi.Output<string>;
+    declare public readonly macAddress: pulumi.Output<string | undefined>;
     /**
      * The node's hostname.
      */
@@ -68,9 +68,6 @@ export class NodeAddress extends pulumi.CustomResource {
         let resourceInputs: pulumi.Inputs = {};
         opts = opts || {};
         if (!opts.id) {
-            if (args?.macAddress === undefined && !opts.urn) {
-                throw new Error("Missing required property 'macAddress'");
-            }
             if (args?.node === undefined && !opts.urn) {
                 throw new Error("Missing required property 'node'");
             }
@@ -112,7 +109,7 @@ export interface NodeAddressArgs {
     /**
      * The MAC address of the VM's NIC.
      */
-    macAddress: pulumi.Input<string>;
+    macAddress?: pulumi.Input<string | undefined>;
     /**
      * The node's hostname.
      */

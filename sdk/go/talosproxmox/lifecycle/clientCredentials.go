@@ -19,8 +19,8 @@ type ClientCredentials struct {
 	// The cluster's name (the talosconfig context).
 	ClusterName pulumi.StringOutput `pulumi:"clusterName"`
 	// The Kubernetes API URL.
-	Endpoint   pulumi.StringOutput `pulumi:"endpoint"`
-	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	Endpoint   pulumi.StringPtrOutput `pulumi:"endpoint"`
+	Kubeconfig pulumi.StringOutput    `pulumi:"kubeconfig"`
 	// The Kubernetes CA certificate (base64 PEM).
 	KubernetesCaCertificate pulumi.StringOutput `pulumi:"kubernetesCaCertificate"`
 	// The Kubernetes CA key (base64 PEM).
@@ -51,9 +51,6 @@ func NewClientCredentials(ctx *pulumi.Context,
 	if args.ClusterName == nil {
 		return nil, errors.New("invalid value for required argument 'ClusterName'")
 	}
-	if args.Endpoint == nil {
-		return nil, errors.New("invalid value for required argument 'Endpoint'")
-	}
 	if args.KubernetesCaCertificate == nil {
 		return nil, errors.New("invalid value for required argument 'KubernetesCaCertificate'")
 	}
@@ -68,12 +65,6 @@ func NewClientCredentials(ctx *pulumi.Context,
 	}
 	if args.RenewBefore == nil {
 		return nil, errors.New("invalid value for required argument 'RenewBefore'")
-	}
-	if args.TalosEndpoints == nil {
-		return nil, errors.New("invalid value for required argument 'TalosEndpoints'")
-	}
-	if args.TalosNodes == nil {
-		return nil, errors.New("invalid value for required argument 'TalosNodes'")
 	}
 	if args.Validity == nil {
 		return nil, errors.New("invalid value for required argument 'Validity'")
@@ -127,7 +118,7 @@ type clientCredentialsArgs struct {
 	// The cluster's name (the talosconfig context).
 	ClusterName string `pulumi:"clusterName"`
 	// The Kubernetes API URL.
-	Endpoint string `pulumi:"endpoint"`
+	Endpoint *string `pulumi:"endpoint"`
 	// The Kubernetes CA certificate (base64 PEM).
 	KubernetesCaCertificate string `pulumi:"kubernetesCaCertificate"`
 	// The Kubernetes CA key (base64 PEM).
@@ -151,7 +142,7 @@ type ClientCredentialsArgs struct {
 	// The cluster's name (the talosconfig context).
 	ClusterName pulumi.StringInput
 	// The Kubernetes API URL.
-	Endpoint pulumi.StringInput
+	Endpoint pulumi.StringPtrInput
 	// The Kubernetes CA certificate (base64 PEM).
 	KubernetesCaCertificate pulumi.StringInput
 	// The Kubernetes CA key (base64 PEM).
@@ -263,8 +254,8 @@ func (o ClientCredentialsOutput) ClusterName() pulumi.StringOutput {
 }
 
 // The Kubernetes API URL.
-func (o ClientCredentialsOutput) Endpoint() pulumi.StringOutput {
-	return o.ApplyT(func(v *ClientCredentials) pulumi.StringOutput { return v.Endpoint }).(pulumi.StringOutput)
+func (o ClientCredentialsOutput) Endpoint() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ClientCredentials) pulumi.StringPtrOutput { return v.Endpoint }).(pulumi.StringPtrOutput)
 }
 
 func (o ClientCredentialsOutput) Kubeconfig() pulumi.StringOutput {

@@ -21,7 +21,7 @@ type NodeAddress struct {
 	AgentAddress pulumi.StringPtrOutput `pulumi:"agentAddress"`
 	How          pulumi.StringOutput    `pulumi:"how"`
 	// The MAC address of the VM's NIC.
-	MacAddress pulumi.StringOutput `pulumi:"macAddress"`
+	MacAddress pulumi.StringPtrOutput `pulumi:"macAddress"`
 	// The node's hostname.
 	Node pulumi.StringOutput `pulumi:"node"`
 	// The node subnet to scan (CIDR).
@@ -37,9 +37,6 @@ func NewNodeAddress(ctx *pulumi.Context,
 		return nil, errors.New("missing one or more required arguments")
 	}
 
-	if args.MacAddress == nil {
-		return nil, errors.New("invalid value for required argument 'MacAddress'")
-	}
 	if args.Node == nil {
 		return nil, errors.New("invalid value for required argument 'Node'")
 	}
@@ -85,7 +82,7 @@ type nodeAddressArgs struct {
 	// The IPv4 address the guest agent reported, if it did.
 	AgentAddress *string `pulumi:"agentAddress"`
 	// The MAC address of the VM's NIC.
-	MacAddress string `pulumi:"macAddress"`
+	MacAddress *string `pulumi:"macAddress"`
 	// The node's hostname.
 	Node string `pulumi:"node"`
 	// The node subnet to scan (CIDR).
@@ -99,7 +96,7 @@ type NodeAddressArgs struct {
 	// The IPv4 address the guest agent reported, if it did.
 	AgentAddress pulumi.StringPtrInput
 	// The MAC address of the VM's NIC.
-	MacAddress pulumi.StringInput
+	MacAddress pulumi.StringPtrInput
 	// The node's hostname.
 	Node pulumi.StringInput
 	// The node subnet to scan (CIDR).
@@ -209,8 +206,8 @@ func (o NodeAddressOutput) How() pulumi.StringOutput {
 }
 
 // The MAC address of the VM's NIC.
-func (o NodeAddressOutput) MacAddress() pulumi.StringOutput {
-	return o.ApplyT(func(v *NodeAddress) pulumi.StringOutput { return v.MacAddress }).(pulumi.StringOutput)
+func (o NodeAddressOutput) MacAddress() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *NodeAddress) pulumi.StringPtrOutput { return v.MacAddress }).(pulumi.StringPtrOutput)
 }
 
 // The node's hostname.

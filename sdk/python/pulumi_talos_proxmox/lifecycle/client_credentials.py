@@ -20,39 +20,42 @@ __all__ = ['ClientCredentialsArgs', 'ClientCredentials']
 class ClientCredentialsArgs:
     def __init__(__self__, *,
                  cluster_name: pulumi.Input[_builtins.str],
-                 endpoint: pulumi.Input[_builtins.str],
                  kubernetes_ca_certificate: pulumi.Input[_builtins.str],
                  kubernetes_ca_key: pulumi.Input[_builtins.str],
                  os_ca_certificate: pulumi.Input[_builtins.str],
                  os_ca_key: pulumi.Input[_builtins.str],
                  renew_before: pulumi.Input[_builtins.str],
-                 talos_endpoints: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]],
-                 talos_nodes: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]],
-                 validity: pulumi.Input[_builtins.str]):
+                 validity: pulumi.Input[_builtins.str],
+                 endpoint: pulumi.Input[Optional[_builtins.str]] = None,
+                 talos_endpoints: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
+                 talos_nodes: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None):
         """
         The set of arguments for constructing a ClientCredentials resource.
 
         :param pulumi.Input[_builtins.str] cluster_name: The cluster's name (the talosconfig context).
-        :param pulumi.Input[_builtins.str] endpoint: The Kubernetes API URL.
         :param pulumi.Input[_builtins.str] kubernetes_ca_certificate: The Kubernetes CA certificate (base64 PEM).
         :param pulumi.Input[_builtins.str] kubernetes_ca_key: The Kubernetes CA key (base64 PEM).
         :param pulumi.Input[_builtins.str] os_ca_certificate: The Talos API CA certificate (base64 PEM).
         :param pulumi.Input[_builtins.str] os_ca_key: The Talos API CA key (base64 PEM).
         :param pulumi.Input[_builtins.str] renew_before: How long before expiry an up renews them (a duration).
+        :param pulumi.Input[_builtins.str] validity: How long issued certificates are valid (a duration).
+        :param pulumi.Input[_builtins.str] endpoint: The Kubernetes API URL.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] talos_endpoints: The talosconfig's endpoints.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] talos_nodes: The talosconfig's nodes.
-        :param pulumi.Input[_builtins.str] validity: How long issued certificates are valid (a duration).
         """
         pulumi.set(__self__, "cluster_name", cluster_name)
-        pulumi.set(__self__, "endpoint", endpoint)
         pulumi.set(__self__, "kubernetes_ca_certificate", kubernetes_ca_certificate)
         pulumi.set(__self__, "kubernetes_ca_key", kubernetes_ca_key)
         pulumi.set(__self__, "os_ca_certificate", os_ca_certificate)
         pulumi.set(__self__, "os_ca_key", os_ca_key)
         pulumi.set(__self__, "renew_before", renew_before)
-        pulumi.set(__self__, "talos_endpoints", talos_endpoints)
-        pulumi.set(__self__, "talos_nodes", talos_nodes)
         pulumi.set(__self__, "validity", validity)
+        if endpoint is not None:
+            pulumi.set(__self__, "endpoint", endpoint)
+        if talos_endpoints is not None:
+            pulumi.set(__self__, "talos_endpoints", talos_endpoints)
+        if talos_nodes is not None:
+            pulumi.set(__self__, "talos_nodes", talos_nodes)
 
     @_builtins.property
     @pulumi.getter(name="clusterName")
@@ -65,18 +68,6 @@ class ClientCredentialsArgs:
     @cluster_name.setter
     def cluster_name(self, value: pulumi.Input[_builtins.str]):
         pulumi.set(self, "cluster_name", value)
-
-    @_builtins.property
-    @pulumi.getter
-    def endpoint(self) -> pulumi.Input[_builtins.str]:
-        """
-        The Kubernetes API URL.
-        """
-        return pulumi.get(self, "endpoint")
-
-    @endpoint.setter
-    def endpoint(self, value: pulumi.Input[_builtins.str]):
-        pulumi.set(self, "endpoint", value)
 
     @_builtins.property
     @pulumi.getter(name="kubernetesCaCertificate")
@@ -139,30 +130,6 @@ class ClientCredentialsArgs:
         pulumi.set(self, "renew_before", value)
 
     @_builtins.property
-    @pulumi.getter(name="talosEndpoints")
-    def talos_endpoints(self) -> pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]:
-        """
-        The talosconfig's endpoints.
-        """
-        return pulumi.get(self, "talos_endpoints")
-
-    @talos_endpoints.setter
-    def talos_endpoints(self, value: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]):
-        pulumi.set(self, "talos_endpoints", value)
-
-    @_builtins.property
-    @pulumi.getter(name="talosNodes")
-    def talos_nodes(self) -> pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]:
-        """
-        The talosconfig's nodes.
-        """
-        return pulumi.get(self, "talos_nodes")
-
-    @talos_nodes.setter
-    def talos_nodes(self, value: pulumi.Input[Sequence[pulumi.Input[_builtins.str]]]):
-        pulumi.set(self, "talos_nodes", value)
-
-    @_builtins.property
     @pulumi.getter
     def validity(self) -> pulumi.Input[_builtins.str]:
         """
@@ -173,6 +140,42 @@ class ClientCredentialsArgs:
     @validity.setter
     def validity(self, value: pulumi.Input[_builtins.str]):
         pulumi.set(self, "validity", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def endpoint(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The Kubernetes API URL.
+        """
+        return pulumi.get(self, "endpoint")
+
+    @endpoint.setter
+    def endpoint(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "endpoint", value)
+
+    @_builtins.property
+    @pulumi.getter(name="talosEndpoints")
+    def talos_endpoints(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
+        """
+        The talosconfig's endpoints.
+        """
+        return pulumi.get(self, "talos_endpoints")
+
+    @talos_endpoints.setter
+    def talos_endpoints(self, value: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]):
+        pulumi.set(self, "talos_endpoints", value)
+
+    @_builtins.property
+    @pulumi.getter(name="talosNodes")
+    def talos_nodes(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
+        """
+        The talosconfig's nodes.
+        """
+        return pulumi.get(self, "talos_nodes")
+
+    @talos_nodes.setter
+    def talos_nodes(self, value: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]):
+        pulumi.set(self, "talos_nodes", value)
 
 
 @pulumi.type_token("talos-proxmox:lifecycle:ClientCredentials")
@@ -254,8 +257,6 @@ class ClientCredentials(pulumi.CustomResource):
             if cluster_name is None and not opts.urn:
                 raise TypeError("Missing required property 'cluster_name'")
             __props__.__dict__["cluster_name"] = cluster_name
-            if endpoint is None and not opts.urn:
-                raise TypeError("Missing required property 'endpoint'")
             __props__.__dict__["endpoint"] = endpoint
             if kubernetes_ca_certificate is None and not opts.urn:
                 raise TypeError("Missing required property 'kubernetes_ca_certificate'")
@@ -272,11 +273,7 @@ class ClientCredentials(pulumi.CustomResource):
             if renew_before is None and not opts.urn:
                 raise TypeError("Missing required property 'renew_before'")
             __props__.__dict__["renew_before"] = renew_before
-            if talos_endpoints is None and not opts.urn:
-                raise TypeError("Missing required property 'talos_endpoints'")
             __props__.__dict__["talos_endpoints"] = talos_endpoints
-            if talos_nodes is None and not opts.urn:
-                raise TypeError("Missing required property 'talos_nodes'")
             __props__.__dict__["talos_nodes"] = talos_nodes
             if validity is None and not opts.urn:
                 raise TypeError("Missing required property 'validity'")
@@ -333,7 +330,7 @@ class ClientCredentials(pulumi.CustomResource):
 
     @_builtins.property
     @pulumi.getter
-    def endpoint(self) -> pulumi.Output[_builtins.str]:
+    def endpoint(self) -> pulumi.Output[Optional[_builtins.str]]:
         """
         The Kubernetes API URL.
         """
@@ -391,7 +388,7 @@ class ClientCredentials(pulumi.CustomResource):
 
     @_builtins.property
     @pulumi.getter(name="talosEndpoints")
-    def talos_endpoints(self) -> pulumi.Output[Sequence[_builtins.str]]:
+    def talos_endpoints(self) -> pulumi.Output[Optional[Sequence[_builtins.str]]]:
         """
         The talosconfig's endpoints.
         """
@@ -399,7 +396,7 @@ class ClientCredentials(pulumi.CustomResource):
 
     @_builtins.property
     @pulumi.getter(name="talosNodes")
-    def talos_nodes(self) -> pulumi.Output[Sequence[_builtins.str]]:
+    def talos_nodes(self) -> pulumi.Output[Optional[Sequence[_builtins.str]]]:
         """
         The talosconfig's nodes.
         """

@@ -19,38 +19,27 @@ __all__ = ['NodeAddressArgs', 'NodeAddress']
 @pulumi.input_type
 class NodeAddressArgs:
     def __init__(__self__, *,
-                 mac_address: pulumi.Input[_builtins.str],
                  node: pulumi.Input[_builtins.str],
                  subnet: pulumi.Input[_builtins.str],
                  timeout: pulumi.Input[_builtins.str],
-                 agent_address: pulumi.Input[Optional[_builtins.str]] = None):
+                 agent_address: pulumi.Input[Optional[_builtins.str]] = None,
+                 mac_address: pulumi.Input[Optional[_builtins.str]] = None):
         """
         The set of arguments for constructing a NodeAddress resource.
 
-        :param pulumi.Input[_builtins.str] mac_address: The MAC address of the VM's NIC.
         :param pulumi.Input[_builtins.str] node: The node's hostname.
         :param pulumi.Input[_builtins.str] subnet: The node subnet to scan (CIDR).
         :param pulumi.Input[_builtins.str] timeout: How long the search may take (a duration).
         :param pulumi.Input[_builtins.str] agent_address: The IPv4 address the guest agent reported, if it did.
+        :param pulumi.Input[_builtins.str] mac_address: The MAC address of the VM's NIC.
         """
-        pulumi.set(__self__, "mac_address", mac_address)
         pulumi.set(__self__, "node", node)
         pulumi.set(__self__, "subnet", subnet)
         pulumi.set(__self__, "timeout", timeout)
         if agent_address is not None:
             pulumi.set(__self__, "agent_address", agent_address)
-
-    @_builtins.property
-    @pulumi.getter(name="macAddress")
-    def mac_address(self) -> pulumi.Input[_builtins.str]:
-        """
-        The MAC address of the VM's NIC.
-        """
-        return pulumi.get(self, "mac_address")
-
-    @mac_address.setter
-    def mac_address(self, value: pulumi.Input[_builtins.str]):
-        pulumi.set(self, "mac_address", value)
+        if mac_address is not None:
+            pulumi.set(__self__, "mac_address", mac_address)
 
     @_builtins.property
     @pulumi.getter
@@ -99,6 +88,18 @@ class NodeAddressArgs:
     @agent_address.setter
     def agent_address(self, value: pulumi.Input[Optional[_builtins.str]]):
         pulumi.set(self, "agent_address", value)
+
+    @_builtins.property
+    @pulumi.getter(name="macAddress")
+    def mac_address(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The MAC address of the VM's NIC.
+        """
+        return pulumi.get(self, "mac_address")
+
+    @mac_address.setter
+    def mac_address(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "mac_address", value)
 
 
 @pulumi.type_token("talos-proxmox:lifecycle:NodeAddress")
@@ -163,8 +164,6 @@ class NodeAddress(pulumi.CustomResource):
             __props__ = NodeAddressArgs.__new__(NodeAddressArgs)
 
             __props__.__dict__["agent_address"] = agent_address
-            if mac_address is None and not opts.urn:
-                raise TypeError("Missing required property 'mac_address'")
             __props__.__dict__["mac_address"] = mac_address
             if node is None and not opts.urn:
                 raise TypeError("Missing required property 'node'")
@@ -228,7 +227,7 @@ class NodeAddress(pulumi.CustomResource):
 
     @_builtins.property
     @pulumi.getter(name="macAddress")
-    def mac_address(self) -> pulumi.Output[_builtins.str]:
+    def mac_address(self) -> pulumi.Output[Optional[_builtins.str]]:
         """
         The MAC address of the VM's NIC.
         """
