@@ -23,10 +23,12 @@ import (
 //   - on error (the engine calls it when the create failed): when the failure names the VM's
 //     create task and Proxmox shows the VM — this cluster's node, stopped, never started since it
 //     was created — the guard destroys it and asks the engine to retry the create, in the same up;
-//   - before create (the engine calls it only for a VM that is not in the state, at preview too):
-//     the same check clears an orphan an earlier up left (its error hook could not); a preview
-//     only says that the up will. A VM of this node that has run, or someone else's VM at the id,
-//     stops the preview or the create with an error saying what to do.
+//   - before create (the engine calls it only for a VM that is not in the state, or for the new
+//     VM of a replacement, after the old one was deleted; at preview too): the same check clears
+//     an orphan an earlier up left (its error hook could not); a preview only says that the up
+//     will. A VM of this node that has run stops the create with an error saying what to do (a
+//     preview only warns: it cannot tell it from the VM a replacement deletes first); someone
+//     else's VM at the id stops the preview too.
 //
 // Adopting the orphan instead (the `import` option) is not possible safely: the component does
 // not see the state, and import on a VM that is in it replaces, so deletes, that VM. The orphan
@@ -163,6 +165,16 @@ func (g *vmGuard) clear(ctx context.Context, n spec.Node, vmid int, resName stri
 
 	if started || found.Node != n.HostNode {
 		if afterFailure {
+			return false, nil
+		}
+
+		if g.ctx.DryRun() {
+			// A preview cannot tell this VM from the one a replacement of the node's VM deletes
+			// first (same name, tags and id; deleteBeforeReplace): the up, which runs after that
+			// delete, decides.
+			g.warn("node %s: VM %d on %s is this node's and has run; unless this preview replaces the node's VM, it is not in the "+
+				"stack's state and pulumi up will stop before creating another: %v", n.Name, vmid, found.Node, g.notInState(n, vmid, found, resName))
+
 			return false, nil
 		}
 

@@ -57,8 +57,8 @@ func TestCreateTaskStatusFailureLeavesNoDuplicate(t *testing.T) {
 
 // TestLeftoverFromAnEarlierUp: the guard cannot destroy the leftover (every VM destroy fails),
 // so the up fails and the leftover stays. Then:
-//   - once it has been started by someone, the next preview and up refuse to touch it and print
-//     the command that adopts it; nothing is created or destroyed;
+//   - once it has been started by someone, the next preview warns and the up refuses to touch it,
+//     both printing the command that adopts it; nothing is created or destroyed;
 //   - running exactly that command and `up` converge with no duplicate.
 func TestLeftoverFromAnEarlierUp(t *testing.T) {
 	t.Parallel()
@@ -68,8 +68,9 @@ func TestLeftoverFromAnEarlierUp(t *testing.T) {
 	powerOn(t, l, vm)
 	l.PVE.SetRouteFailureRate(destroyRoute, 0)
 
-	if out, err := p.Run(t.Context(), "preview"); err == nil || !strings.Contains(out, "has run, but it is not in this stack's state") {
-		t.Errorf("preview with a started leftover: want the not-in-state error, have %v\n%s", err, out)
+	if out, err := p.Run(t.Context(), "preview"); err != nil || !strings.Contains(out, "unless this preview replaces the node's VM") ||
+		!strings.Contains(out, "pulumi import") {
+		t.Errorf("preview with a started leftover: want the warning with the import command, have %v\n%s", err, out)
 	}
 
 	out, err := p.Run(t.Context(), "up", "--yes", "--skip-preview")
