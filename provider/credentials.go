@@ -47,13 +47,8 @@ func proxmoxCredentials(ctx *pulumi.Context, opts []pulumi.ResourceOption) pvecl
 }
 
 func providerCredentials(ctx *pulumi.Context, p pulumi.ProviderResource) (pveclient.Credentials, error) {
-	ch := make(chan string, 1)
-	p.URN().ApplyT(func(u pulumi.URN) int { ch <- string(u); return 0 })
-
-	var urn string
-	select {
-	case urn = <-ch:
-	case <-time.After(10 * time.Second):
+	urn, ok := awaitURN(p, 10*time.Second)
+	if !ok {
 		return pveclient.Credentials{}, fmt.Errorf("the provider's URN did not resolve")
 	}
 

@@ -84,19 +84,25 @@ func proxmoxProvider(opts []pulumi.ResourceOption) pulumi.ProviderResource {
 	}
 
 	for _, p := range candidates {
-		urn := make(chan string, 1)
-		p.URN().ApplyT(func(u pulumi.URN) int { urn <- string(u); return 0 })
-
-		select {
-		case u := <-urn:
-			if resource.URN(u).Type() == "pulumi:providers:proxmoxve" {
-				return p
-			}
-		case <-time.After(5 * time.Second):
+		if u, ok := awaitURN(p, 5*time.Second); ok && resource.URN(u).Type() == "pulumi:providers:proxmoxve" {
+			return p
 		}
 	}
 
 	return nil
+}
+
+// awaitURN waits at most timeout for r's URN, which resolves once the engine registered r.
+func awaitURN(r pulumi.Resource, timeout time.Duration) (string, bool) {
+	ch := make(chan string, 1)
+	r.URN().ApplyT(func(u pulumi.URN) int { ch <- string(u); return 0 })
+
+	select {
+	case u := <-ch:
+		return u, true
+	case <-time.After(timeout):
+		return "", false
+	}
 }
 
 func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOption) (*inventory, error) {

@@ -201,14 +201,9 @@ func (g *vmGuard) clear(ctx context.Context, n spec.Node, vmid int, resName stri
 // notInState is the error for a VM of this node that has run but is not in the state (a lost or
 // rolled-back state, or a VM made by hand): nothing is destroyed; the user imports or deletes it.
 func (g *vmGuard) notInState(n spec.Node, vmid int, found *pveclient.Guest, resName string) error {
-	urn := "<the cluster's URN>"
-	ch := make(chan string, 1)
-	g.comp.URN().ApplyT(func(u pulumi.URN) int { ch <- string(u); return 0 })
-
-	select {
-	case u := <-ch:
-		urn = u
-	case <-time.After(5 * time.Second):
+	urn, ok := awaitURN(g.comp, 5*time.Second)
+	if !ok {
+		urn = "<the cluster's URN>"
 	}
 
 	return fmt.Errorf("VM %d on %s (%s) is cluster %s's node %s and has run, but it is not in this stack's state (a lost or "+
