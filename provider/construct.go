@@ -70,7 +70,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 
 	comp.HelmReleases = releaseInfos(helm)
 
-	b := &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: p, pass: pass, helm: inlineManifests(helm), vmIDs: vmIDs,
+	b := &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: p, pass: pass, helm: inlineManifests(helm), vmIDs: vmIDs, inventory: inv.inv,
 		guard: newVMGuard(ctx, comp, c.Name, opts)}
 	if err := b.build(); err != nil {
 		return nil, err
@@ -113,6 +113,8 @@ type builder struct {
 	// vmIDs are the VM ids of the nodes that pin none (vmids.go); empty when Proxmox could not be
 	// asked, and Proxmox then chooses.
 	vmIDs map[string]int
+	// inventory is what Proxmox answered (nil when it could not be asked).
+	inventory *inventory
 	// guard clears what an interrupted VM create left in Proxmox (orphans.go).
 	guard *vmGuard
 	// self is the explicit provider of the lifecycle resources (lifecycleProvider).

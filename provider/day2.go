@@ -86,7 +86,9 @@ func (b *builder) operate(r running) error {
 		return err
 	}
 
-	upgrades, err := b.rollout(func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
+	order := b.controlPlaneOrder(r)
+
+	upgrades, err := b.rollout(order, func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
 		deps := slices.Concat([]pulumi.Resource{r.applies[n.Name]}, r.ready, after)
 
 		var u nodeUpgrade
@@ -113,7 +115,7 @@ func (b *builder) operate(r running) error {
 		return err
 	}
 
-	configured, err := b.reconfigure(r, version, workers, cps, upgrades)
+	configured, err := b.reconfigure(r, version, workers, cps, order, upgrades)
 	if err != nil {
 		return err
 	}
@@ -258,7 +260,9 @@ func (b *builder) nodeInputs(r running, n spec.Node, own pulumi.Map) pulumi.Map 
 // per node, chained like the upgrades (control planes one at a time, workers upgrade.maxParallel
 // at a time): a kubernetesVersion change moves component by component as upgrade-k8s does, and
 // any other configuration change reaches one node at a time. It returns the NodeConfigs.
-func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers, cps pulumi.StringMap, upgrades []pulumi.Resource) ([]pulumi.Resource, error) {
+func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers, cps pulumi.StringMap, order []spec.Node,
+	upgrades []pulumi.Resource,
+) ([]pulumi.Resource, error) {
 	c := b.cluster
 
 	var k8s pulumi.CustomResourceState
@@ -273,7 +277,7 @@ func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers
 		return nil, errorf("registering the Kubernetes upgrade: %w", err)
 	}
 
-	return b.rollout(func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
+	return b.rollout(order, func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
 		deps := append([]pulumi.Resource{&k8s, r.applies[n.Name]}, after...)
 
 		var res pulumi.CustomResourceState
@@ -294,9 +298,10 @@ func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers
 }
 
 // rollout registers one step per node in rollout order through register, which gets the steps
-// the node's must wait for: control planes one at a time (by name), then workers
-// upgrade.maxParallel at a time, each after the last control plane. It returns the steps.
-func (b *builder) rollout(register func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error)) ([]pulumi.Resource, error) {
+// the node's must wait for: control planes one at a time in the order given (leader last, see
+// controlPlaneOrder), then workers upgrade.maxParallel at a time, each after the last control
+// plane. It returns the steps.
+func (b *builder) rollout(cps []spec.Node, register func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error)) ([]pulumi.Resource, error) {
 	c := b.cluster
 	out := make([]pulumi.Resource, 0, len(c.Nodes))
 	lanes := make([]pulumi.Resource, c.Upgrade.MaxParallel)
@@ -305,36 +310,30 @@ func (b *builder) rollout(register func(n spec.Node, after []pulumi.Resource) (p
 
 	worker := 0
 
-	for _, role := range []spec.Role{spec.RoleControlPlane, spec.RoleWorker} {
-		for _, n := range c.Nodes {
-			if n.Role != role {
-				continue
+	for _, n := range slices.Concat(cps, c.Workers()) {
+		var after []pulumi.Resource
+
+		lane := &lastCP
+		if n.Role == spec.RoleWorker {
+			lane = &lanes[worker%len(lanes)]
+			worker++
+
+			if lastCP != nil {
+				after = append(after, lastCP)
 			}
-
-			var after []pulumi.Resource
-
-			lane := &lastCP
-			if role == spec.RoleWorker {
-				lane = &lanes[worker%len(lanes)]
-				worker++
-
-				if lastCP != nil {
-					after = append(after, lastCP)
-				}
-			}
-
-			if *lane != nil {
-				after = append(after, *lane)
-			}
-
-			step, err := register(n, after)
-			if err != nil {
-				return nil, err
-			}
-
-			*lane = step
-			out = append(out, step)
 		}
+
+		if *lane != nil {
+			after = append(after, *lane)
+		}
+
+		step, err := register(n, after)
+		if err != nil {
+			return nil, err
+		}
+
+		*lane = step
+		out = append(out, step)
 	}
 
 	return out, nil

@@ -22,9 +22,41 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 )
 
-// etcdMemberNames reads the etcd member list (dead members included) through a node's Talos
-// API, with the stack's talosconfig output.
-func etcdMemberNames(t *testing.T, p *lab.Pulumi, via string) []string {
+// etcdLeader names the member that leads etcd, read through a node's Talos API (EtcdStatus and
+// the member list) with the stack's talosconfig output.
+func etcdLeader(t *testing.T, p *lab.Pulumi, via string) string {
+	t.Helper()
+
+	c := stackTalosClient(t, p, via)
+	defer c.Close() //nolint:errcheck
+
+	st, err := c.EtcdStatus(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	list, err := c.EtcdMemberList(t.Context(), &machineapi.EtcdMemberListRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, s := range st.GetMessages() {
+		for _, m := range list.GetMessages() {
+			for _, mem := range m.GetMembers() {
+				if mem.GetId() == s.GetMemberStatus().GetLeader() {
+					return mem.GetHostname()
+				}
+			}
+		}
+	}
+
+	t.Fatalf("no etcd leader through %s: %v", via, st)
+
+	return ""
+}
+
+// stackTalosClient is a Talos API client of one node with the stack's talosconfig output.
+func stackTalosClient(t *testing.T, p *lab.Pulumi, via string) *client.Client {
 	t.Helper()
 
 	cfg, err := clientconfig.FromString(mustRun(t, p, "stack", "output", "talosconfig", "--show-secrets"))
@@ -36,6 +68,16 @@ func etcdMemberNames(t *testing.T, p *lab.Pulumi, via string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	return c
+}
+
+// etcdMemberNames reads the etcd member list (dead members included) through a node's Talos
+// API, with the stack's talosconfig output.
+func etcdMemberNames(t *testing.T, p *lab.Pulumi, via string) []string {
+	t.Helper()
+
+	c := stackTalosClient(t, p, via)
 	defer c.Close() //nolint:errcheck
 
 	resp, err := c.EtcdMemberList(t.Context(), &machineapi.EtcdMemberListRequest{})

@@ -13,10 +13,11 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
 )
 
-// TestUpgradeStopsAtANodeThatRollsBack: cp-2's new image does not boot (Talos falls back to the
-// old one). The up fails naming cp-2 and what it runs; cp-3 and the workers are not touched.
-// Once the fault is gone, the preview lists only the nodes still to do (cp-1 is finished) and
-// the next up finishes without rebooting cp-1 again.
+// TestUpgradeStopsAtANodeThatRollsBack: the second control plane in rollout order (leader last)
+// gets a new image that does not boot (Talos falls back to the old one). The up fails naming it
+// and what it runs; the nodes after it are not touched. Once the fault is gone, the preview lists
+// only the nodes still to do (the first is finished) and the next up finishes without rebooting
+// the first again.
 func TestUpgradeStopsAtANodeThatRollsBack(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
 
@@ -25,7 +26,10 @@ func TestUpgradeStopsAtANodeThatRollsBack(t *testing.T) {
 
 	mustRun(t, p, "up", "--yes", "--skip-preview")
 
-	labNodes(t, l)["cp-2"].SetFaults(talosemu.Faults{RollbackUpgrade: true})
+	order, _ := rolloutOrder(t, p, l)
+	first, bad := order[0], order[1]
+
+	labNodes(t, l)[bad].SetFaults(talosemu.Faults{RollbackUpgrade: true})
 	setTalosVersion(t, e, "v1.11.5", "v1.11.6")
 
 	start := time.Now()
@@ -35,14 +39,14 @@ func TestUpgradeStopsAtANodeThatRollsBack(t *testing.T) {
 		t.Fatalf("the up succeeded although cp-2 rolled back:\n%s", out)
 	}
 
-	for _, want := range []string{"node cp-2 rebooted but runs v1.11.5", "not v1.11.6"} {
+	for _, want := range []string{"node " + bad + " rebooted but runs v1.11.5", "not v1.11.6"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the error does not say %q:\n%s", want, out)
 		}
 	}
 
-	if downs := eventsSince(l, t, start).downs(); !slices.Equal(downs, []string{"cp-1", "cp-2"}) {
-		t.Errorf("nodes that went down: %v, want cp-1 then cp-2 and nothing after the failure", downs)
+	if downs := eventsSince(l, t, start).downs(); !slices.Equal(downs, order[:2]) {
+		t.Errorf("nodes that went down: %v, want %v and nothing after the failure", downs, order[:2])
 	}
 
 	running := map[string]string{}
@@ -50,27 +54,35 @@ func TestUpgradeStopsAtANodeThatRollsBack(t *testing.T) {
 		running[name] = n.Running().Version
 	}
 
-	want := map[string]string{"cp-1": "v1.11.6", "cp-2": "v1.11.5", "cp-3": "v1.11.5", "worker-1": "v1.11.5", "worker-2": "v1.11.5"}
-	for name, v := range want {
+	for _, name := range order {
+		v := "v1.11.5"
+		if name == first {
+			v = "v1.11.6"
+		}
+
 		if running[name] != v {
 			t.Errorf("%s runs %s, want %s", name, running[name], v)
 		}
 	}
 
-	labNodes(t, l)["cp-2"].SetFaults(talosemu.Faults{})
+	labNodes(t, l)[bad].SetFaults(talosemu.Faults{})
 
-	got := previewUpdates(t, p, nodeUpgradeType)
-	if wantUpdates := []string{
-		"update rollback-cp-2-upgrade", "update rollback-cp-3-upgrade", "update rollback-worker-1-upgrade", "update rollback-worker-2-upgrade",
-	}; !slices.Equal(got, wantUpdates) {
-		t.Errorf("the preview after the failure shows %v, want %v (cp-1 is done)", got, wantUpdates)
+	var wantUpdates []string
+	for _, name := range order[1:] {
+		wantUpdates = append(wantUpdates, "update rollback-"+name+"-upgrade")
+	}
+
+	slices.Sort(wantUpdates)
+
+	if got := previewUpdates(t, p, nodeUpgradeType); !slices.Equal(got, wantUpdates) {
+		t.Errorf("the preview after the failure shows %v, want %v (%s is done)", got, wantUpdates, first)
 	}
 
 	start = time.Now()
 	mustRun(t, p, "up", "--yes", "--skip-preview")
 
-	if downs := eventsSince(l, t, start).downs(); !slices.Equal(downs, []string{"cp-2", "cp-3", "worker-1", "worker-2"}) {
-		t.Errorf("nodes that went down in the second up: %v, want the four that were left", downs)
+	if downs := eventsSince(l, t, start).downs(); !slices.Equal(downs, order[1:]) {
+		t.Errorf("nodes that went down in the second up: %v, want the four that were left: %v", downs, order[1:])
 	}
 
 	for name, n := range labNodes(t, l) {

@@ -65,6 +65,8 @@ type Kubelet struct {
 	networkReady bool
 	podIPs       map[string]string // pod UID → IP
 	nextIP       int
+	// requeue hands a pod back to the pod loop (set by watchPods).
+	requeue func(*corev1.Pod)
 }
 
 // Start registers the node and runs the kubelet until ctx ends or Stop is called.

@@ -37,6 +37,10 @@ func (k *Kubelet) watchPods(ctx context.Context) {
 		}
 	}
 
+	k.mu.Lock()
+	k.requeue = func(p *corev1.Pod) { enqueue(p) }
+	k.mu.Unlock()
+
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
@@ -108,8 +112,18 @@ func (k *Kubelet) finish(ctx context.Context, pod *corev1.Pod) {
 		grace = time.Duration(*s) * time.Second
 	}
 
-	if time.Since(pod.DeletionTimestamp.Add(-time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0))*time.Second)) < grace {
-		return // the resync comes back to it
+	// Its containers stop grace after the deletion began: come back then (the resync is a
+	// second's granularity, which would make every eviction take up to 1.2 s).
+	if left := grace - time.Since(pod.DeletionTimestamp.Add(-time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0))*time.Second)); left > 0 {
+		k.mu.Lock()
+		requeue := k.requeue
+		k.mu.Unlock()
+
+		if requeue != nil {
+			time.AfterFunc(left, func() { requeue(pod) })
+		}
+
+		return
 	}
 
 	err := k.opts.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{

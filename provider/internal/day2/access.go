@@ -87,6 +87,11 @@ func (p Progress) say(format string, args ...any) {
 // poll calls try every interval until it succeeds, ctx ends or timeout passes. Every 10 s (and
 // whenever the reason changes) it reports what it still waits for. The error names the last reason.
 func poll(ctx context.Context, timeout time.Duration, what string, progress Progress, try func(context.Context) error) error {
+	return pollEvery(ctx, 250*time.Millisecond, timeout, what, progress, try)
+}
+
+// pollEvery is poll with another interval between tries.
+func pollEvery(ctx context.Context, interval, timeout time.Duration, what string, progress Progress, try func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -107,7 +112,7 @@ func poll(ctx context.Context, timeout time.Duration, what string, progress Prog
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: not reached after %s: %w", what, timeout, err)
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
-	"github.com/siderolabs/talos/pkg/machinery/client"
 )
 
 // ConfigOptions describe a new machine configuration for one running node.
@@ -93,13 +92,13 @@ func ApplyConfig(ctx context.Context, o ConfigOptions) (bool, error) {
 
 	o.Progress.say("%s: the new configuration needs a reboot", o.Node.Name)
 
-	return true, o.afterReboot(ctx, c, before)
+	return true, o.afterReboot(ctx, before)
 }
 
-func (o ConfigOptions) afterReboot(ctx context.Context, c *client.Client, before Observed) error {
+func (o ConfigOptions) afterReboot(ctx context.Context, before Observed) error {
 	u := UpgradeOptions{Access: o.Access, Node: o.Node, ControlPlanes: o.ControlPlanes, CheckReady: o.CheckReady, Timeout: o.Timeout, Progress: o.Progress}
 
-	after, err := u.waitReboot(ctx, c, before.BootID)
+	after, err := u.waitReboot(ctx, before.BootID)
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,7 @@ func Upgrade(ctx context.Context, o UpgradeOptions) (Observed, error) {
 		return before, fmt.Errorf("upgrading node %s: %w", o.Node.Name, err)
 	}
 
-	after, err := o.waitReboot(ctx, c, before.BootID)
+	after, err := o.waitReboot(ctx, before.BootID)
 	if err != nil {
 		return before, err
 	}
@@ -213,11 +213,19 @@ func (o UpgradeOptions) installAndReboot(ctx context.Context, c *client.Client, 
 	return c.Reboot(ctx)
 }
 
-// waitReboot waits for a new boot id and reads what the node runs then.
-func (o UpgradeOptions) waitReboot(ctx context.Context, c *client.Client, bootID string) (Observed, error) {
+// waitReboot waits for a new boot id and reads what the node runs then. Every try dials anew:
+// a client that failed to connect while the node was down would wait out gRPC's reconnect
+// backoff (up to seconds) after the node is back.
+func (o UpgradeOptions) waitReboot(ctx context.Context, bootID string) (Observed, error) {
 	var after Observed
 
-	err := poll(ctx, o.Timeout, o.Node.Name+" to reboot", o.Progress, func(ctx context.Context) error {
+	err := pollEvery(ctx, 100*time.Millisecond, o.Timeout, o.Node.Name+" to reboot", o.Progress, func(ctx context.Context) error {
+		c, err := o.Access.Talos(ctx, o.Node.Address)
+		if err != nil {
+			return err
+		}
+		defer c.Close() //nolint:errcheck
+
 		obs, err := Observe(ctx, c)
 		if err != nil {
 			return err

@@ -159,8 +159,11 @@ func planVM(c *spec.Cluster, n spec.Node, download int) VM {
 		Download: download,
 		Agent:    c.Image.GuestAgent,
 		EFIDisk:  n.BIOS == "ovmf",
-		Description: fmt.Sprintf("Talos %s %s of cluster %s (Talos %s, schematic %s). Managed by Pulumi (talos-proxmox); changes made here are overwritten.",
-			n.Role, n.Name, c.Name, c.TalosVersion, c.Image.SchematicID),
+		// No Talos version or schematic: the VM is updated before a rollout starts, so the
+		// description would claim the new version on nodes a failed rollout never reached, and
+		// every upgrade would first update every VM.
+		Description: fmt.Sprintf("Talos %s %s of cluster %s. Managed by Pulumi (talos-proxmox); changes made here are overwritten.",
+			n.Role, n.Name, c.Name),
 	}
 
 	vm.Disks = append(vm.Disks, Disk{Interface: "scsi0", DatastoreID: n.DatastoreID, SizeGiB: n.DiskSizeGiB, FromImage: true})

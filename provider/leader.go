@@ -1,0 +1,116 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+)
+
+// leaderWait bounds how long Construct waits for the cluster's credentials and addresses (known
+// at once for a running cluster, from the state) and then for an answer from etcd.
+const leaderWait = 20 * time.Second
+
+// controlPlaneOrder is the order control planes are upgraded and reconfigured in: by name, with
+// the one that leads etcd last. A rollout then moves leadership once, when it reaches that node,
+// instead of again whenever the next node in line happens to lead, and never hands it to a node
+// that still has its reboot ahead. The leader is read from the running cluster; a new cluster, a
+// preview that does not know the credentials yet, or a cluster that does not answer keeps the
+// order by name (and the leader still hands over before its reboot, see day2.Upgrade).
+func (b *builder) controlPlaneOrder(r running) []spec.Node {
+	cps := b.cluster.ControlPlanes()
+	if len(cps) < 2 || !b.runs(cps) {
+		return cps
+	}
+
+	leader, err := b.etcdLeader(r, cps)
+	if err != nil {
+		_ = b.ctx.Log.Debug("control planes upgrade in name order: "+err.Error(), &pulumi.LogArgs{Resource: b.comp})
+
+		return cps
+	}
+
+	return leaderLast(cps, leader)
+}
+
+// leaderLast moves the node named leader to the end, keeping the others' order.
+func leaderLast(cps []spec.Node, leader string) []spec.Node {
+	i := slices.IndexFunc(cps, func(n spec.Node) bool { return n.Name == leader })
+	if i < 0 {
+		return cps
+	}
+
+	out := slices.Concat(cps[:i:i], cps[i+1:])
+
+	return append(out, cps[i])
+}
+
+// runs reports whether at least two of the control planes already have their VM: only then is
+// there an etcd cluster to ask.
+func (b *builder) runs(cps []spec.Node) bool {
+	if b.inventory == nil {
+		return false
+	}
+
+	have := 0
+
+	for _, n := range cps {
+		if len(ownVMs(b.cluster.Name, n.Name, b.inventory.VMs)) > 0 {
+			have++
+		}
+	}
+
+	return have >= 2
+}
+
+// etcdLeader asks the running cluster which control plane leads etcd, through the credentials and
+// addresses of this program (their values from the state, for a running cluster).
+func (b *builder) etcdLeader(r running, cps []spec.Node) (string, error) {
+	ctx, cancel := context.WithTimeout(b.ctx.Context(), leaderWait)
+	defer cancel()
+
+	talosconfig, err := knownString(ctx, r.talosconfig)
+	if err != nil {
+		return "", fmt.Errorf("the talosconfig: %w", err)
+	}
+
+	nodes := make([]day2.Node, 0, len(cps))
+
+	for _, n := range cps {
+		address, err := knownString(ctx, b.nodeIPs[n.Name])
+		if err != nil {
+			return "", fmt.Errorf("the address of %s: %w", n.Name, err)
+		}
+
+		nodes = append(nodes, day2.Node{Name: n.Name, Address: address, ControlPlane: true})
+	}
+
+	leader, err := day2.EtcdLeader(ctx, day2.Access{Talosconfig: talosconfig}, nodes)
+	if err != nil {
+		return "", fmt.Errorf("reading the etcd leader: %w", err)
+	}
+
+	return leader, nil
+}
+
+// knownString waits for a string output's value; an unknown value (a preview before the
+// resource exists) is an error.
+func knownString(ctx context.Context, o pulumi.StringOutput) (string, error) {
+	res, err := internals.UnsafeAwaitOutput(ctx, o)
+	if err != nil {
+		return "", err
+	}
+
+	s, ok := res.Value.(string)
+	if !res.Known || !ok {
+		return "", fmt.Errorf("not known yet")
+	}
+
+	return s, nil
+}
