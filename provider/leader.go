@@ -20,12 +20,13 @@ const leaderWait = 20 * time.Second
 // controlPlaneOrder is the order control planes are upgraded and reconfigured in: by name, with
 // the one that leads etcd last. A rollout then moves leadership once, when it reaches that node,
 // instead of again whenever the next node in line happens to lead, and never hands it to a node
-// that still has its reboot ahead. The leader is read from the running cluster; a new cluster, a
-// preview that does not know the credentials yet, or a cluster that does not answer keeps the
-// order by name (and the leader still hands over before its reboot, see day2.Upgrade).
+// that still has its reboot ahead. The leader is read from the running cluster; a new cluster or
+// one that does not answer keeps the order by name (and the leader still hands over before
+// its reboot, see day2.Upgrade). A preview does not ask: it runs nothing, so the order does not
+// show in it, and the leader may change before the up anyway.
 func (b *builder) controlPlaneOrder(r running) []spec.Node {
 	cps := b.cluster.ControlPlanes()
-	if len(cps) < 2 || !b.runs(cps) {
+	if len(cps) < 2 || b.ctx.DryRun() || !b.runs(cps) {
 		return cps
 	}
 

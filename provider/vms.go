@@ -72,8 +72,8 @@ func (b *builder) virtualMachines(files []*download.File) error {
 // provider does not honour a `disks[*]` wildcard, so every disk is listed):
 //   - the OS disk's source image: it only matters when the VM is created. A new Talos version or
 //     schematic must not re-create running VMs (fileId forces a new VM, and all of them at once
-//     would lose etcd); new nodes get the new image. Running nodes keep the version they run:
-//     the component does not upgrade them yet (docs/operations.md says how to, by hand).
+//     would lose etcd); new nodes get the new image. Running nodes are upgraded in place, one
+//     at a time, by their NodeUpgrade (day2.go).
 //   - every disk's speed block: the proxmoxve provider defaults it to zeros but reads disks back
 //     without one, so every disk would show a diff on every preview. The component never sets it.
 func vmIgnoredPaths(disks int) []string {

@@ -156,7 +156,7 @@ func TestUpgradeDrainTimesOut(t *testing.T) {
 	}
 }
 
-func kubeClient(t *testing.T, kubeconfig string) kubernetes.Interface {
+func kubeClient(t testing.TB, kubeconfig string) kubernetes.Interface {
 	t.Helper()
 
 	rc, err := clientcmd.RESTConfigFromKubeConfig([]byte(strings.TrimSpace(kubeconfig)))

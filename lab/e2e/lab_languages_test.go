@@ -133,7 +133,7 @@ func copyDir(t *testing.T, from, to string) {
 	}
 }
 
-func repoPath(t *testing.T, rel string) string {
+func repoPath(t testing.TB, rel string) string {
 	t.Helper()
 
 	p, err := filepath.Abs(filepath.Join("..", "..", rel))
