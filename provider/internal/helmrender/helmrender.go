@@ -128,8 +128,9 @@ func (r *Renderer) client() *http.Client {
 
 // Render fetches a release's chart and renders it, or takes the render from the cache when
 // everything that can change it is unchanged (see renderKey). A render is done twice, both passes
-// at once, and output that differs between the two is refused (the determinism gate); only a
-// render that passed the gate is cached.
+// at once (the second without the values' schema check, which cannot differ), and output that
+// differs between the two is refused (the determinism gate); only a render that passed the gate
+// is cached.
 func (r *Renderer) Render(ctx context.Context, rel Release) (*Manifest, error) {
 	a, err := r.Fetch(ctx, rel.Source)
 	if err != nil {
@@ -155,7 +156,9 @@ func (r *Renderer) Render(ctx context.Context, rel Release) (*Manifest, error) {
 		wg     sync.WaitGroup
 	)
 
-	wg.Go(func() { second, err2 = RenderArchive(ctx, a, rel, r.KubeVersion) })
+	// The second pass checks the output only: the values were checked against the schema by
+	// the first.
+	wg.Go(func() { second, err2 = renderArchive(ctx, a, rel, r.KubeVersion, false) })
 
 	first, err := RenderArchive(ctx, a, rel, r.KubeVersion)
 

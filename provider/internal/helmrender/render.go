@@ -17,6 +17,13 @@ import (
 // client-only, nothing remote (`lookup` returns nothing), test hooks dropped, other hooks kept as
 // ordinary manifests after the others, NOTES dropped. The result is normalised (see Manifest).
 func RenderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion string) (*Manifest, error) {
+	return renderArchive(ctx, a, rel, kubeVersion, true)
+}
+
+// renderArchive is RenderArchive; without validate it skips the values' schema check, which
+// only the determinism gate's second pass does (the check is the same in both passes, and for a
+// large schema such as Cilium's it costs as much as the render).
+func renderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion string, validate bool) (*Manifest, error) {
 	kv, err := chartutil.ParseKubeVersion(kubeVersion)
 	if err != nil {
 		return nil, fmt.Errorf("%s: Kubernetes version %q: %w", rel.Path, kubeVersion, err)
@@ -55,7 +62,11 @@ func RenderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion str
 	inst.SkipSchemaValidation = true
 
 	validated := make(chan error, 1)
-	go func() { validated <- validateValues(second, rel.Values) }()
+	if validate {
+		go func() { validated <- validateValues(second, rel.Values) }()
+	} else {
+		validated <- nil
+	}
 
 	out, err := inst.RunWithContext(ctx, ch, copyValues(rel.Values))
 	if verr := <-validated; verr != nil {
