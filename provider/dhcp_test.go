@@ -39,7 +39,7 @@ func TestConstructDHCP(t *testing.T) {
 
 	vm := r.named("lab-cp-1")
 	agent := vm.Inputs.Get("agent").AsMap()
-	if agent.Get("waitForIp").IsMap() || agent.Get("timeout").AsString() != "5s" {
+	if agent.Get("waitForIp").IsMap() || agent.Get("timeout").AsString() != "1s" {
 		t.Errorf("the provider must not wait for the guest agent, which does not run in maintenance mode (siderolabs/talos#11651): agent = %v", agent)
 	}
 

@@ -202,8 +202,10 @@ func (b *builder) vmArgs(p plan.VM, image *download.File, vmid int) *vm.VirtualM
 // agentArgs enables the QEMU guest agent when the image has it. The proxmoxve provider reads the
 // agent's interfaces after starting a VM, for up to agent.timeout (15 minutes by default); a Talos
 // node in maintenance mode runs no extension, so its agent does not answer until the configuration
-// is applied (siderolabs/talos#11651), and that read would hold every create. The component needs
-// nothing from it then (DHCP nodes are found by NodeAddress), so the wait is short.
+// is applied (siderolabs/talos#11651), and that read would hold every create for its whole timeout.
+// The component needs nothing from it then (DHCP nodes are found by NodeAddress), and a running
+// Talos node's agent answers in milliseconds, so the wait is one second (5 s cost every create 4 s
+// more, BenchmarkLabUpSpread).
 func (b *builder) agentArgs(p plan.VM) vm.VirtualMachineAgentArgs {
 	args := vm.VirtualMachineAgentArgs{Enabled: pulumi.Bool(p.Agent), Trim: pulumi.Bool(p.Agent)}
 	if p.Agent {
@@ -214,7 +216,7 @@ func (b *builder) agentArgs(p plan.VM) vm.VirtualMachineAgentArgs {
 }
 
 // agentTimeout bounds the proxmoxve provider's read of the guest agent after a VM starts.
-const agentTimeout = "5s"
+const agentTimeout = "1s"
 
 // nodeAddressTimeout bounds the search for a DHCP node's address.
 const nodeAddressTimeout = "10m"
