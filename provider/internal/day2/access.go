@@ -84,19 +84,29 @@ func (p Progress) say(format string, args ...any) {
 	}
 }
 
-// poll calls try every interval until it succeeds, ctx ends or timeout passes. Every 10 s (and
-// whenever the reason changes) it reports what it still waits for. The error names the last reason.
+// poll calls try until it succeeds, ctx ends or timeout passes: at once, then after 100 ms, and
+// half as long again after every failure up to a second between tries (a gate that passes a
+// moment after the node is back is seen then, and a long wait does not hammer the node). Every
+// 10 s (and whenever the reason changes) it reports what it still waits for. The error names the
+// last reason.
 func poll(ctx context.Context, timeout time.Duration, what string, progress Progress, try func(context.Context) error) error {
-	return pollEvery(ctx, 250*time.Millisecond, timeout, what, progress, try)
+	return pollBackoff(ctx, 100*time.Millisecond, time.Second, timeout, what, progress, try)
 }
 
-// pollEvery is poll with another interval between tries.
+// pollEvery is poll with a fixed interval between tries.
 func pollEvery(ctx context.Context, interval, timeout time.Duration, what string, progress Progress, try func(context.Context) error) error {
+	return pollBackoff(ctx, interval, interval, timeout, what, progress, try)
+}
+
+func pollBackoff(ctx context.Context, first, most, timeout time.Duration, what string, progress Progress,
+	try func(context.Context) error,
+) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	start := time.Now()
 	last, lastSaid := "", time.Time{}
+	interval := first
 
 	for {
 		err := try(ctx)
@@ -114,5 +124,7 @@ func pollEvery(ctx context.Context, interval, timeout time.Duration, what string
 			return fmt.Errorf("%s: not reached after %s: %w", what, timeout, err)
 		case <-time.After(interval):
 		}
+
+		interval = min(interval*3/2, most)
 	}
 }
