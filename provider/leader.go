@@ -20,8 +20,9 @@ const leaderWait = 20 * time.Second
 // controlPlaneOrder is the order control planes are upgraded and reconfigured in: by name, with
 // the one that leads etcd last. A rollout then moves leadership once, when it reaches that node,
 // instead of again whenever the next node in line happens to lead, and never hands it to a node
-// that still has its reboot ahead. The leader is read from the running cluster; a new cluster or
-// one that does not answer keeps the order by name (and the leader still hands over before
+// that still has its reboot ahead. The leader is read from the running cluster through the
+// upgrades' etcd gate (day2.EtcdHealthy); a new cluster, or one whose etcd does not answer
+// healthy, keeps the order by name (and the leader still hands over before
 // its reboot, see day2.Upgrade). A preview does not ask: it runs nothing, so the order does not
 // show in it, and the leader may change before the up anyway.
 func (b *builder) controlPlaneOrder(r running) []spec.Node {
@@ -92,12 +93,18 @@ func (b *builder) etcdLeader(r running, cps []spec.Node) (string, error) {
 		nodes = append(nodes, day2.Node{Name: n.Name, Address: address, ControlPlane: true})
 	}
 
-	leader, err := day2.EtcdLeader(ctx, day2.Access{Talosconfig: talosconfig}, nodes)
+	// The upgrades' own etcd gate: a cluster whose etcd is not healthy has no order worth
+	// choosing, as every node's pre-gate then waits for etcd first.
+	view, err := day2.EtcdHealthy(ctx, day2.Access{Talosconfig: talosconfig}, nodes)
 	if err != nil {
 		return "", fmt.Errorf("reading the etcd leader: %w", err)
 	}
 
-	return leader, nil
+	if view.Leader == "" {
+		return "", fmt.Errorf("no control plane leads etcd")
+	}
+
+	return view.Leader, nil
 }
 
 // knownString waits for a string output's value; an unknown value (a preview before the

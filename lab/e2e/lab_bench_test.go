@@ -127,14 +127,10 @@ func labUp(b *testing.B, n, subnet int) (elapsed, critical time.Duration) {
 func clusterStart(b *testing.B, l *lab.Lab, p *lab.Pulumi) time.Duration {
 	var bootstrap time.Time
 
-	for _, n := range labNodes(b, l) {
-		for _, ev := range n.Cluster().Events() {
-			if ev.Kind == "etcd" && (bootstrap.IsZero() || ev.Time.Before(bootstrap)) {
-				bootstrap = ev.Time
-			}
+	for _, ev := range eventsSince(l, b, time.Time{}).events {
+		if ev.Kind == "etcd" && (bootstrap.IsZero() || ev.Time.Before(bootstrap)) {
+			bootstrap = ev.Time
 		}
-
-		break // one cluster: every node shares its log
 	}
 
 	out, err := p.Run(b.Context(), "stack", "output", "kubeconfig", "--show-secrets")
@@ -220,18 +216,13 @@ func BenchmarkRollingUpgrade(b *testing.B) {
 
 // rolloutSpan is when the first node went down and the last came back after since.
 func rolloutSpan(b *testing.B, l *lab.Lab, since time.Time) (first, last time.Time, ok bool) {
-	for _, n := range labNodes(b, l) {
-		for _, ev := range n.Cluster().Events() {
-			switch {
-			case !ev.Time.After(since):
-			case ev.Kind == "down" && first.IsZero():
-				first = ev.Time
-			case ev.Kind == "boot":
-				last = ev.Time
-			}
+	for _, ev := range eventsSince(l, b, since).events {
+		switch {
+		case ev.Kind == "down" && first.IsZero():
+			first = ev.Time
+		case ev.Kind == "boot":
+			last = ev.Time
 		}
-
-		break // one cluster: every node shares its log
 	}
 
 	return first, last, !first.IsZero() && last.After(first)

@@ -132,7 +132,7 @@ type rollout struct {
 	events []talosemu.Event
 }
 
-func eventsSince(l *lab.Lab, t *testing.T, since time.Time) rollout {
+func eventsSince(l *lab.Lab, t testing.TB, since time.Time) rollout {
 	t.Helper()
 
 	var r rollout

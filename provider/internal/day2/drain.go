@@ -72,7 +72,7 @@ func Drain(ctx context.Context, kube kubernetes.Interface, name string, timeout 
 // evictAll is kubectl's drain (drain.RunNodeDrain: the same pod filters, the eviction API, an
 // eviction a PodDisruptionBudget refuses asked again) with one difference: it checks every
 // 100 ms that the pods are gone where kubectl looks once a second, which on a rolling upgrade
-// cost a second per node. h.Ctx bounds it.
+// cost a second per node. ctx and h.Timeout bound it.
 func evictAll(ctx context.Context, h *drain.Helper, node string, progress Progress) error {
 	list, errs := h.GetPodsForDeletion(node)
 	if errs != nil {
@@ -108,7 +108,7 @@ func evictAll(ctx context.Context, h *drain.Helper, node string, progress Progre
 		return err
 	}
 
-	for {
+	return pollEvery(ctx, 100*time.Millisecond, h.Timeout, "the pods to leave "+node, progress, func(ctx context.Context) error {
 		var left []corev1.Pod
 
 		for _, pod := range pods {
@@ -116,23 +116,19 @@ func evictAll(ctx context.Context, h *drain.Helper, node string, progress Progre
 
 			switch {
 			case apierrors.IsNotFound(err) || (err == nil && p.UID != pod.UID):
-			case err != nil && ctx.Err() == nil:
-				return fmt.Errorf("waiting for pod %s/%s to terminate: %w", pod.Namespace, pod.Name, err)
+			case err != nil:
+				return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 			default:
 				left = append(left, pod)
 			}
 		}
 
-		if pods = left; len(pods) == 0 {
-			return nil
+		if pods = left; len(pods) > 0 {
+			return fmt.Errorf("%d pods still terminating, e.g. %s/%s", len(pods), pods[0].Namespace, pods[0].Name)
 		}
 
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("pods did not terminate in time: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }
 
 // evict asks the eviction API (or deletes, where a cluster has none) until it accepts. A

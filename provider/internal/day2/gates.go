@@ -2,7 +2,6 @@ package day2
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -155,59 +154,4 @@ func podReady(pod *corev1.Pod) bool {
 	}
 
 	return false
-}
-
-// EtcdLeader names the control plane whose etcd member leads, asking the members in turn until
-// one answers with a leader it can name. It is read-only.
-func EtcdLeader(ctx context.Context, a Access, cps []Node) (string, error) {
-	var errs []error
-
-	for _, n := range cps {
-		leader, err := etcdLeaderFrom(ctx, a, n)
-		if err == nil {
-			return leader, nil
-		}
-
-		errs = append(errs, err)
-	}
-
-	return "", errors.Join(errs...)
-}
-
-func etcdLeaderFrom(ctx context.Context, a Access, n Node) (string, error) {
-	c, err := a.Talos(ctx, n.Address)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close() //nolint:errcheck
-
-	st, err := c.EtcdStatus(ctx)
-	if err != nil {
-		return "", fmt.Errorf("etcd member %s: %w", n.Name, err)
-	}
-
-	var leader uint64
-
-	for _, m := range st.GetMessages() {
-		leader = m.GetMemberStatus().GetLeader()
-	}
-
-	if leader == 0 {
-		return "", fmt.Errorf("etcd member %s has no leader", n.Name)
-	}
-
-	list, err := c.EtcdMemberList(ctx, &machineapi.EtcdMemberListRequest{})
-	if err != nil {
-		return "", fmt.Errorf("etcd member list from %s: %w", n.Name, err)
-	}
-
-	for _, m := range list.GetMessages() {
-		for _, member := range m.GetMembers() {
-			if member.GetId() == leader && member.GetHostname() != "" {
-				return member.GetHostname(), nil
-			}
-		}
-	}
-
-	return "", fmt.Errorf("etcd member %s follows %016x, which the member list does not name", n.Name, leader)
 }
