@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
@@ -13,8 +14,9 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/talosconfig"
 )
 
-// machineSecrets registers the cluster's PKI (the talos provider generates and keeps it), before
-// any VM: the configurations are checked with it first (configCheck).
+// machineSecrets registers the cluster's PKI (the talos provider generates and keeps it). The
+// configurations applied are made from it; a running cluster's are checked with it before any
+// new VM (configCheck).
 func (b *builder) machineSecrets() error {
 	c := b.cluster
 
@@ -38,11 +40,10 @@ func (b *builder) machineSecrets() error {
 // machineConfiguration generates a node's configuration: Talos' own generation, then the
 // component's patches, then the user's (cluster-wide, role, node). It is a secret: it holds
 // the cluster's keys.
-func (b *builder) machineConfiguration(n spec.Node, nodePatch pulumi.StringOutput, endpointURL pulumi.StringOutput,
+func (b *builder) machineConfiguration(n spec.Node, src configSource, nodePatch pulumi.StringOutput, endpointURL pulumi.StringOutput,
 	manifests pulumi.StringOutput,
 ) pulumi.StringOutput {
 	c := b.cluster
-	secrets := b.secrets
 
 	type source struct {
 		from    string
@@ -88,14 +89,14 @@ func (b *builder) machineConfiguration(n spec.Node, nodePatch pulumi.StringOutpu
 	// getConfiguration cannot write the newer contracts. The contract is the one the cluster was
 	// created with (the secrets keep it: they ignore later talosVersion changes), so an OS
 	// upgrade never switches the configuration's format (siderolabs/terraform-provider-talos#401).
-	cfg := pulumi.All(secrets.MachineSecrets, secrets.TalosVersion, endpointURL, all).ApplyT(func(v []any) (string, error) {
+	cfg := pulumi.All(src.secrets, src.contract, endpointURL, all).ApplyT(func(v []any) (string, error) {
 		return machineconfig.Generate(machineconfig.Request{
 			ClusterName:       c.Name,
 			Endpoint:          v[2].(string),
 			KubernetesVersion: c.KubernetesVersion,
 			Contract:          v[1].(string),
 			ControlPlane:      n.Role == spec.RoleControlPlane,
-			Secrets:           secretsOf(v[0].(machine.MachineSecrets)),
+			Secrets:           v[0].(machineconfig.Secrets),
 			Patches:           v[3].([]machineconfig.Patch),
 		})
 	}).(pulumi.StringOutput)
@@ -125,18 +126,72 @@ func secretsOf(m machine.MachineSecrets) machineconfig.Secrets {
 	}
 }
 
-// configCheck generates and validates every node's configuration with the cluster's secrets and
-// contract as soon as the secrets exist, with placeholder addresses where they come from the
-// VMs (DHCP): a patch Talos rejects — a JSON patch on a multi-document configuration, a
-// hostname beside the HostnameConfig document, a field Talos does not know — then fails the
-// `up` before any VM is created (and at preview, once the secrets exist). It resolves to the
-// secrets resource, which the VMs then depend on. With static addresses the checked
-// configurations are the ones applied (b.configs), so each is generated once.
+// configSource is what a node's configuration is generated from: secrets (resolving to
+// machineconfig.Secrets) and the configuration contract.
+type configSource struct {
+	secrets  pulumi.AnyOutput
+	contract pulumi.StringOutput
+}
+
+// clusterSecrets is the cluster's own source: the talos provider's secrets and the contract they
+// keep.
+func (b *builder) clusterSecrets() configSource {
+	return configSource{
+		secrets: b.secrets.MachineSecrets.ApplyT(func(m machine.MachineSecrets) machineconfig.Secrets {
+			return secretsOf(m)
+		}).(pulumi.AnyOutput),
+		contract: b.secrets.TalosVersion,
+	}
+}
+
+// placeholderSecrets is the source of a cluster whose secrets do not exist yet: placeholder
+// secrets (machineconfig.Placeholder) and the contract the secrets will be created with.
+func (b *builder) placeholderSecrets() configSource {
+	contract := b.cluster.ConfigContract
+
+	return configSource{
+		secrets: pulumi.All().ApplyT(func([]any) (machineconfig.Secrets, error) {
+			return machineconfig.Placeholder(contract)
+		}).(pulumi.AnyOutput),
+		contract: pulumi.String(contract).ToStringOutput(),
+	}
+}
+
+// isNew reports whether Proxmox holds no VM of this cluster (by its tags), so its secrets are
+// created in this update with the contract asked for. Unknown (Proxmox not asked) is not new.
+func (b *builder) isNew() bool {
+	if b.inventory == nil {
+		return false
+	}
+
+	return !slices.ContainsFunc(b.inventory.VMs, func(v vm.GetVirtualMachinesVm) bool { return isOwnVM(b.cluster.Name, v.Tags) })
+}
+
+// configCheck generates and validates every node's configuration with placeholder addresses
+// where they come from the VMs (DHCP): a patch Talos rejects — a JSON patch on a multi-document
+// configuration, a hostname beside the HostnameConfig document, a field Talos does not know —
+// then fails the `up` (and the preview) before any VM is created. The VMs depend on what it
+// resolves to.
+//
+// A new cluster is checked with placeholder secrets and the contract its secrets will keep, at
+// once: its VMs do not wait for the talos provider to generate the secrets (an RSA key, up to
+// seconds), which are needed only when the configurations are applied. A cluster that has VMs
+// is checked with its own secrets and contract (the contract may be older than the one asked for
+// now), which exist already. With static addresses the configurations made from the cluster's
+// secrets are the ones applied (b.configs), so each is generated once.
 func (b *builder) configCheck() pulumi.ResourceArrayOutput {
 	c := b.cluster
-	b.manifests = b.manifestsPatch()
-	manifests := b.manifests
+	own := b.clusterSecrets()
+	b.manifests = b.manifestsPatch(own.contract)
 	b.configs = map[string]pulumi.StringOutput{}
+
+	placeholder := b.isNew()
+
+	check, checkManifests := own, b.manifests
+	if placeholder {
+		check = b.placeholderSecrets()
+		checkManifests = b.manifestsPatch(check.contract)
+	}
 
 	var cpIPs []string
 
@@ -160,24 +215,32 @@ func (b *builder) configCheck() pulumi.ResourceArrayOutput {
 
 	endpointURL := pulumi.String(talosconfig.ClusterEndpoint(endpoint)).ToStringOutput()
 
-	var configs []any
+	var checked []any
 
 	for _, n := range c.Nodes {
-		nodePatch := b.secrets.TalosVersion.ApplyT(func(contract string) (string, error) {
-			return talosconfig.NodePatch(c, n, talosconfig.Addresses{NodeIP: ip[n.Name], ControlPlaneIPs: cpIPs, Endpoint: endpoint}, contract)
-		}).(pulumi.StringOutput)
-
-		cfg := b.machineConfiguration(n, nodePatch, endpointURL, manifests)
-		if !c.Network.DHCP {
-			b.configs[n.Name] = cfg
+		nodePatch := func(src configSource) pulumi.StringOutput {
+			return src.contract.ApplyT(func(contract string) (string, error) {
+				return talosconfig.NodePatch(c, n, talosconfig.Addresses{NodeIP: ip[n.Name], ControlPlaneIPs: cpIPs, Endpoint: endpoint}, contract)
+			}).(pulumi.StringOutput)
 		}
 
-		configs = append(configs, cfg)
+		if !c.Network.DHCP {
+			b.configs[n.Name] = b.machineConfiguration(n, own, nodePatch(own), endpointURL, b.manifests)
+		}
+
+		if cfg, ok := b.configs[n.Name]; ok && !placeholder {
+			checked = append(checked, cfg)
+		} else {
+			checked = append(checked, b.machineConfiguration(n, check, nodePatch(check), endpointURL, checkManifests))
+		}
 	}
 
-	secrets := b.secrets
+	var deps []pulumi.Resource
+	if !placeholder {
+		deps = []pulumi.Resource{b.secrets}
+	}
 
-	return pulumi.All(configs...).ApplyT(func([]any) []pulumi.Resource {
-		return []pulumi.Resource{secrets}
+	return pulumi.All(checked...).ApplyT(func([]any) []pulumi.Resource {
+		return deps
 	}).(pulumi.ResourceArrayOutput)
 }

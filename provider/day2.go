@@ -88,7 +88,7 @@ func (b *builder) operate(r running) error {
 
 	order := b.controlPlaneOrder(r)
 
-	upgrades, err := b.rollout(order, func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
+	upgrades, err := b.rollout(order, true, func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
 		deps := slices.Concat([]pulumi.Resource{r.applies[n.Name]}, r.ready, after)
 
 		var u nodeUpgrade
@@ -277,8 +277,11 @@ func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers
 		return nil, errorf("registering the Kubernetes upgrade: %w", err)
 	}
 
-	return b.rollout(order, func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
-		deps := append([]pulumi.Resource{&k8s, r.applies[n.Name]}, after...)
+	return b.rollout(order, false, func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
+		deps := append([]pulumi.Resource{r.applies[n.Name]}, after...)
+		if !b.isNew() {
+			deps = append(deps, &k8s)
+		}
 
 		var res pulumi.CustomResourceState
 		if err := b.ctx.RegisterResource(nodeConfigToken, b.child(n.Name+"-node-config"), b.nodeInputs(r, n, pulumi.Map{
@@ -301,7 +304,17 @@ func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers
 // the node's must wait for: control planes one at a time in the order given (leader last, see
 // controlPlaneOrder), then workers upgrade.maxParallel at a time, each after the last control
 // plane. It returns the steps.
-func (b *builder) rollout(cps []spec.Node, register func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error)) ([]pulumi.Resource, error) {
+//
+// A new cluster (no VM of it in Proxmox) has nothing running that the order protects, and its
+// steps' creates only record what each node runs: they go at once, except that with cpsInTurn
+// the control planes still go one at a time (a NodeUpgrade's create upgrades a node that does not
+// run the target, which a node installed from the target image does; should one not, etcd still
+// loses one member at a time). Chaining them cost a Pulumi step per node on every create.
+func (b *builder) rollout(cps []spec.Node, cpsInTurn bool, register func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error)) ([]pulumi.Resource, error) {
+	if b.isNew() {
+		return b.atOnce(cps, cpsInTurn, register)
+	}
+
 	c := b.cluster
 	out := make([]pulumi.Resource, 0, len(c.Nodes))
 	lanes := make([]pulumi.Resource, c.Upgrade.MaxParallel)
@@ -333,6 +346,33 @@ func (b *builder) rollout(cps []spec.Node, register func(n spec.Node, after []pu
 		}
 
 		*lane = step
+		out = append(out, step)
+	}
+
+	return out, nil
+}
+
+// atOnce is rollout for a new cluster.
+func (b *builder) atOnce(cps []spec.Node, cpsInTurn bool, register func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error)) ([]pulumi.Resource, error) {
+	out := make([]pulumi.Resource, 0, len(b.cluster.Nodes))
+
+	var lastCP pulumi.Resource
+
+	for _, n := range slices.Concat(cps, b.cluster.Workers()) {
+		var after []pulumi.Resource
+		if n.Role == spec.RoleControlPlane && cpsInTurn && lastCP != nil {
+			after = []pulumi.Resource{lastCP}
+		}
+
+		step, err := register(n, after)
+		if err != nil {
+			return nil, err
+		}
+
+		if n.Role == spec.RoleControlPlane {
+			lastCP = step
+		}
+
 		out = append(out, step)
 	}
 

@@ -8,29 +8,48 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender/helmtest"
 )
 
-// The upgrades are chained so the engine runs control planes one at a time, then workers
-// upgrade.maxParallel at a time, and the health gate after all of them; the outputs come through
-// the gate.
+// runningHomelab is the Proxmox inventory of the homelab cluster once it runs: every node's VM.
+func runningHomelab() *mockInventory {
+	inv := labInventory()
+	for i, n := range []string{"cp-1", "cp-2", "cp-3", "worker-1", "worker-2"} {
+		inv.VMs = append(inv.VMs, map[string]any{"vmId": 111 + i, "name": n, "nodeName": "pve1", "tags": []string{"homelab", "talos"}})
+	}
+
+	return inv
+}
+
+// The upgrades of a running cluster are chained so the engine runs control planes one at a
+// time, then workers upgrade.maxParallel at a time, and the health gate after all of them; the
+// outputs come through the gate. A new cluster's records (creates that only read the nodes) go at
+// once, the control planes' upgrades still one at a time.
 func TestConstructRollingUpgradeOrder(t *testing.T) {
 	t.Parallel()
 
 	for _, tc := range []struct {
 		name        string
 		maxParallel string
-		// want maps each node's upgrade to the upgrades it must wait for.
-		want map[string][]string
+		running     bool
+		// want maps each node's upgrade to the upgrades it must wait for; configs each node's
+		// configuration to the configurations it must wait for.
+		want, configs map[string][]string
 	}{
-		{"one at a time", "", map[string][]string{
+		{"one at a time", "", true, map[string][]string{
 			"cp-1": nil, "cp-2": {"cp-1"}, "cp-3": {"cp-2"}, "worker-1": {"cp-3"}, "worker-2": {"cp-3", "worker-1"},
-		}},
-		{"two workers at once", `"upgrade": {"maxParallel": 2},`, map[string][]string{
+		}, nil},
+		{"two workers at once", `"upgrade": {"maxParallel": 2},`, true, map[string][]string{
 			"cp-1": nil, "cp-2": {"cp-1"}, "cp-3": {"cp-2"}, "worker-1": {"cp-3"}, "worker-2": {"cp-3"},
-		}},
+		}, nil},
+		{"new cluster", "", false, map[string][]string{
+			"cp-1": nil, "cp-2": {"cp-1"}, "cp-3": {"cp-2"}, "worker-1": nil, "worker-2": nil,
+		}, map[string][]string{"cp-1": nil, "cp-2": nil, "cp-3": nil, "worker-1": nil, "worker-2": nil}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
 			r := &recorder{}
+			if tc.running {
+				r.proxmox = runningHomelab()
+			}
 			in := strings.Replace(homelabJSON, "{", "{"+tc.maxParallel, 1)
 
 			if _, err := construct(t, r, "homelab", inputsFromJSON(t, in)); err != nil {
@@ -84,14 +103,19 @@ func TestConstructRollingUpgradeOrder(t *testing.T) {
 				}
 			}
 
-			checkReconfigureOrder(t, r, tc.want)
+			if tc.configs == nil {
+				tc.configs = tc.want
+			}
+
+			checkReconfigureOrder(t, r, tc.configs, tc.running)
 		})
 	}
 }
 
 // After the upgrades: the Kubernetes upgrade, then the running nodes' configurations in the
-// upgrades' order; the Talos provider's apply configures a new node only.
-func checkReconfigureOrder(t *testing.T, r *recorder, want map[string][]string) {
+// upgrades' order (a new cluster's configuration records at once, without waiting for the
+// Kubernetes record); the Talos provider's apply configures a new node only.
+func checkReconfigureOrder(t *testing.T, r *recorder, want map[string][]string, running bool) {
 	t.Helper()
 
 	has := func(deps []string, name string) bool {
@@ -130,8 +154,9 @@ func checkReconfigureOrder(t *testing.T, r *recorder, want map[string][]string) 
 			t.Errorf("%s's configuration waits for those of %v, want %v", node, got, wantDeps)
 		}
 
-		if !has(c.Dependencies, "homelab-kubernetes") || !has(c.Dependencies, "homelab-"+node+"-config") {
-			t.Errorf("%s's configuration does not wait for the Kubernetes upgrade and its first apply: %v", node, c.Dependencies)
+		if has(c.Dependencies, "homelab-kubernetes") != running || !has(c.Dependencies, "homelab-"+node+"-config") {
+			t.Errorf("%s's configuration waits for the Kubernetes upgrade: %v (want %v), and for its first apply: %v", node,
+				has(c.Dependencies, "homelab-kubernetes"), running, c.Dependencies)
 		}
 
 		if !c.Inputs.Get("configuration").Secret() {

@@ -28,7 +28,7 @@ func (b *builder) talos() error {
 	for _, n := range c.Nodes {
 		cfg, checked := b.configs[n.Name]
 		if !checked {
-			cfg = b.machineConfiguration(n, b.nodePatch(n, secrets.TalosVersion), endpointURL, manifests)
+			cfg = b.machineConfiguration(n, b.clusterSecrets(), b.nodePatch(n, secrets.TalosVersion), endpointURL, manifests)
 		}
 		ip := b.nodeIPs[n.Name]
 
@@ -157,8 +157,8 @@ func (b *builder) clientCredentials(endpointURL pulumi.StringOutput) (*clientCre
 
 // manifestsPatch is the control plane patch with the rendered Helm releases, then the inline
 // manifests, and the extra manifests, identical on every control plane. Manifest contents may be outputs or secrets.
-func (b *builder) manifestsPatch() pulumi.StringOutput {
-	contents := []any{b.secrets.TalosVersion}
+func (b *builder) manifestsPatch(contract pulumi.StringOutput) pulumi.StringOutput {
+	contents := []any{contract}
 	for _, c := range b.pass.ManifestContents {
 		contents = append(contents, c)
 	}
