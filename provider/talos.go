@@ -5,7 +5,6 @@ import (
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
-	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/talosconfig"
 )
 
@@ -18,8 +17,6 @@ func (b *builder) talos() error {
 
 	endpointURL := b.endpointHost().ApplyT(talosconfig.ClusterEndpoint).(pulumi.StringOutput)
 	manifests := b.manifests
-
-	var cpApplies []pulumi.Resource
 
 	applies := map[string]pulumi.Resource{}
 	configs := pulumi.StringArray{}
@@ -54,17 +51,16 @@ func (b *builder) talos() error {
 		applies[n.Name] = apply
 		configs = append(configs, cfg)
 		configOf[n.Name] = cfg
-
-		if n.Role == spec.RoleControlPlane {
-			cpApplies = append(cpApplies, apply)
-		}
 	}
 
 	first := b.nodeIPs[c.BootstrapNode().Name]
 
 	bootstrapOpts := []pulumi.ResourceOption{
 		b.parent(),
-		pulumi.DependsOn(cpApplies),
+		// The bootstrap node alone must be configured, as Talos documents: the other control
+		// planes join its etcd whenever they are configured (waiting for all of them held the
+		// cluster's start until the last VM, created in whatever order the engine takes them).
+		pulumi.DependsOn([]pulumi.Resource{applies[c.BootstrapNode().Name]}),
 		// Bootstrapping a running cluster again fails: once done, never again, whatever
 		// happens to the node list.
 		pulumi.IgnoreChanges([]string{"node", "endpoint", "clientConfiguration"}),

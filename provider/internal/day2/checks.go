@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/siderolabs/talos/pkg/cluster/check"
 	"github.com/siderolabs/talos/pkg/conditions"
@@ -21,19 +20,25 @@ import (
 // this very `up`, whose VM is deleted after the gate, or one managed elsewhere) neither fails
 // the gate nor is touched.
 func clusterChecks(kube kubernetes.Interface, nodes []Node, requireReady bool) []check.ClusterCheck {
-	poll := func(name string, every time.Duration, f func(ctx context.Context) error) check.ClusterCheck {
-		return func(check.ClusterInfo) conditions.Condition { return conditions.PollingCondition(name, f, every) }
+	poll := func(name string, f func(ctx context.Context) error) check.ClusterCheck {
+		return func(check.ClusterInfo) conditions.Condition { return newBackoffCondition(name, f) }
 	}
 
 	checks := check.PreBootSequenceChecks()
 	checks = append(checks,
-		poll("all nodes of the cluster to report in Kubernetes", 2*time.Second, func(ctx context.Context) error {
+		poll("all nodes of the cluster to report in Kubernetes", func(ctx context.Context) error {
 			_, err := nodesReport(ctx, kube, nodes, false)
 
 			return err
 		}),
-		check.K8sComponentsReadinessChecks()[1], // all control plane static pods to be running (Talos' COSI view)
-		poll("all control plane components to be ready", 2*time.Second, func(ctx context.Context) error {
+		// Talos' check of the control plane's static pods through COSI (K8sComponentsReadinessChecks),
+		// on the gates' schedule rather than every 5 s.
+		func(ci check.ClusterInfo) conditions.Condition {
+			return newBackoffCondition("all control plane static pods to be running", func(ctx context.Context) error {
+				return check.K8sControlPlaneStaticPods(ctx, ci)
+			})
+		},
+		poll("all control plane components to be ready", func(ctx context.Context) error {
 			for _, n := range nodes {
 				if n.ControlPlane {
 					if err := StaticPodsRunning(ctx, kube, n.Name); err != nil {
@@ -47,7 +52,7 @@ func clusterChecks(kube kubernetes.Interface, nodes []Node, requireReady bool) [
 	)
 
 	if requireReady {
-		checks = append(checks, poll("all nodes of the cluster to be Ready", 2*time.Second, func(ctx context.Context) error {
+		checks = append(checks, poll("all nodes of the cluster to be Ready", func(ctx context.Context) error {
 			_, err := nodesReport(ctx, kube, nodes, true)
 
 			return err
@@ -56,17 +61,17 @@ func clusterChecks(kube kubernetes.Interface, nodes []Node, requireReady bool) [
 
 	return append(checks,
 		func(ci check.ClusterInfo) conditions.Condition {
-			return conditions.PollingCondition("kube-proxy to report ready", func(ctx context.Context) error {
+			return newBackoffCondition("kube-proxy to report ready", func(ctx context.Context) error {
 				present, replicas, err := check.DaemonSetPresent(ctx, ci, "kube-system", "k8s-app=kube-proxy")
 				if err != nil || !present {
 					return skipUnless(err)
 				}
 
 				return check.K8sPodReadyAssertion(ctx, ci, replicas, "kube-system", "k8s-app=kube-proxy")
-			}, 2*time.Second)
+			})
 		},
 		func(ci check.ClusterInfo) conditions.Condition {
-			return conditions.PollingCondition("coredns to report ready", func(ctx context.Context) error {
+			return newBackoffCondition("coredns to report ready", func(ctx context.Context) error {
 				if !requireReady {
 					return conditions.ErrSkipAssertion // no CNI: CoreDNS cannot start
 				}
@@ -77,9 +82,9 @@ func clusterChecks(kube kubernetes.Interface, nodes []Node, requireReady bool) [
 				}
 
 				return check.K8sPodReadyAssertion(ctx, ci, replicas, "kube-system", "k8s-app=kube-dns")
-			}, 2*time.Second)
+			})
 		},
-		poll("all nodes of the cluster to be schedulable", 2*time.Second, func(ctx context.Context) error {
+		poll("all nodes of the cluster to be schedulable", func(ctx context.Context) error {
 			list, err := nodesReport(ctx, kube, nodes, false)
 			if err != nil {
 				return err

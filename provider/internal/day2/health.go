@@ -83,7 +83,9 @@ func Health(ctx context.Context, o HealthOptions) error {
 		}
 	}
 
-	_ = poll(ctx, o.Timeout/2, "etcd on every control plane", o.Progress, func(ctx context.Context) error {
+	// It asks every 250 ms at most: the members join one after the other, and each try is one
+	// Talos call per control plane.
+	_ = pollBackoff(ctx, 100*time.Millisecond, 250*time.Millisecond, o.Timeout/2, "etcd on every control plane", o.Progress, func(ctx context.Context) error {
 		_, err := EtcdHealthy(ctx, o.Access, cps)
 
 		return err
