@@ -51,7 +51,10 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// HungPod, when it returns true for a pod being deleted, keeps it terminating forever.
 	HungPod func(*corev1.Pod) bool
-	Logf    func(format string, args ...any)
+	// OnStatus, when set, is told after every status the API server accepted whether it said
+	// Ready (the Node's condition keeps its transition time to the second only).
+	OnStatus func(ready bool)
+	Logf     func(format string, args ...any)
 }
 
 // Kubelet is a running emulated kubelet.

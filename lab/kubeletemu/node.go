@@ -86,17 +86,35 @@ func (k *Kubelet) heartbeat(ctx context.Context) error {
 		return err
 	}
 
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	ready := false
+
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := k.opts.Client.CoreV1().Nodes().Get(ctx, k.opts.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 
 		k.setStatus(node)
+		ready = isReady(node)
 		_, err = k.opts.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 
 		return err
 	})
+	if err == nil && k.opts.OnStatus != nil {
+		k.opts.OnStatus(ready)
+	}
+
+	return err
+}
+
+func isReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+
+	return false
 }
 
 func (k *Kubelet) setStatus(node *corev1.Node) {

@@ -110,6 +110,7 @@ func (c *Cluster) bootstrap(n *Node) error {
 
 	c.etcdCA = rec.etcdCA.Crt
 	e.held = false
+	c.log.add(Event{Node: rec.hostname, Kind: "bootstrap"})
 	c.startLocked(n, e, "bootstrap", func(ctx context.Context) (*etcdmember.Member, error) {
 		return etcdmember.Bootstrap(ctx, e.cfg)
 	})

@@ -13,7 +13,9 @@ type Event struct {
 	// Node is the hostname ("" before the node has a configuration).
 	Node string
 	// Kind is "down" (the API goes down for a reboot or reset), "boot" (the API is up again, on
-	// Version) or "etcd" (a member started or stopped; Running of Members then run).
+	// Version), "bootstrap" (the Bootstrap API started the cluster's etcd on Node), "etcd" (a
+	// member started or stopped; Running of Members then run) or "ready" (the Node first said
+	// Ready in this boot, as the API server accepted it).
 	Kind    string
 	Version string
 	// Running and Members count etcd members after an "etcd" event: running, and those of the

@@ -155,6 +155,24 @@ func TestKubernetesOnTheLab(t *testing.T) {
 		eventually(t, 90*time.Second, "node Ready", func() error { return nodeReady(kc, name) })
 	}
 
+	// The event log has the bootstrap, then each node's first Ready (benchmarks time from them).
+	var boot time.Time
+
+	ready := map[string]time.Time{}
+
+	for _, ev := range cluster.Events() {
+		switch ev.Kind {
+		case "bootstrap":
+			boot = ev.Time
+		case "ready":
+			ready[ev.Node] = ev.Time
+		}
+	}
+
+	if boot.IsZero() || len(ready) != 2 || !ready["cp-1"].After(boot) || !ready["w-1"].After(boot) {
+		t.Errorf("events: bootstrap %v, ready %v; want the bootstrap, then cp-1 and w-1 Ready", boot, ready)
+	}
+
 	n, _ := kc.CoreV1().Nodes().Get(ctx, "w-1", metav1.GetOptions{})
 	if got := n.Status.NodeInfo.KubeletVersion; got != "v"+talosemu.BundleKubernetesVersion {
 		t.Errorf("kubelet version %q", got)
