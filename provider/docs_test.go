@@ -148,8 +148,9 @@ switching formats under running nodes is a known source of breakage.
   as those documents (the error says which). The Kubernetes upgrade patches the images where the
   configuration has them (machinery's stdpatches).
 
-Every node's configuration is generated and validated with the cluster's secrets before any VM is
-created. Patches (` + "`configPatches`" + ` and friends) may be strategic merges, whole extra documents (e.g. a
+Every node's configuration is generated and validated before any VM is created (and at preview):
+with the cluster's own secrets and format once it runs, and for a new cluster with placeholder
+secrets in the format its secrets will keep, so its VMs need not wait for the secrets' RSA key. Patches (` + "`configPatches`" + ` and friends) may be strategic merges, whole extra documents (e.g. a
 ` + "`UserVolumeConfig`" + `) or, up to contract v1.11, JSON patches; from v1.12 Talos rejects JSON patches on a
 multi-document configuration and a ` + "`machine.network.hostname`" + ` beside the ` + "`HostnameConfig`" + ` document:
 the error names the patch and says what to write instead.

@@ -14,7 +14,7 @@ import (
 )
 
 // previewRuns is how many no-op previews of each program BenchmarkPreview times.
-const previewRuns = 5
+const previewRuns = 9
 
 // BenchmarkPreview compares a no-op `pulumi preview` of a 3-control-plane cluster through the
 // component (testdata/preview/component) with the same cluster written by hand with the same
