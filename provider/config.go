@@ -158,9 +158,14 @@ func (b *builder) placeholderSecrets() configSource {
 }
 
 // isNew reports whether Proxmox holds no VM of this cluster (by its tags), so its secrets are
-// created in this update with the contract asked for. Unknown (Proxmox not asked) is not new.
+// created in this update with the contract asked for. Unknown (Proxmox not asked, or a provider
+// that answers nothing, e.g. with unknown configuration at preview) is not new.
+//
+// Proxmox, not the state, decides: secrets left by a first `up` that failed before any VM keep
+// the contract they were created with, and if talosVersion or configContract changed since, a
+// patch the placeholder check accepts may still be refused at the apply, after the VMs exist.
 func (b *builder) isNew() bool {
-	if b.inventory == nil {
+	if b.inventory == nil || len(b.inventory.Nodes) == 0 {
 		return false
 	}
 

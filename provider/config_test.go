@@ -28,9 +28,16 @@ func TestConfigCheckOfNewAndRunningClusters(t *testing.T) {
 		{"new cluster", nil, false},
 		{"new cluster beside someone else's VM", []map[string]any{otherVM}, false},
 		{"running cluster", []map[string]any{otherVM, ownVM}, true},
+		// A provider that answers nothing (unknown configuration at preview) is not a new cluster:
+		// the cluster's own secrets and contract are used.
+		{"inventory that answers nothing", nil, true},
 	} {
 		inv := labInventory()
 		inv.VMs = tc.vms
+
+		if tc.name == "inventory that answers nothing" {
+			inv = &mockInventory{}
+		}
 		r := &recorder{proxmox: inv}
 
 		if _, err := construct(t, r, "homelab", inputsFromJSON(t, homelabJSON)); err != nil {

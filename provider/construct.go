@@ -121,8 +121,9 @@ type builder struct {
 	self    *pulumi.ProviderResourceState
 	vms     map[string]pulumi.Resource
 	secrets *machine.Secrets
-	// checked resolves once every node's configuration was generated and validated with the
-	// cluster's secrets and contract; the VMs wait for it.
+	// checked resolves once every node's configuration was generated and validated (with the
+	// cluster's secrets and contract, or for a new cluster placeholder secrets, see configCheck);
+	// the VMs wait for it.
 	checked pulumi.ResourceArrayOutput
 	// configs are the checked configurations by node, when they are the ones to apply (static
 	// addresses: nothing in them comes from the VMs).

@@ -259,7 +259,7 @@ func (b *builder) nodeInputs(r running, n spec.Node, own pulumi.Map) pulumi.Map 
 // reconfigure registers, after the OS upgrades, the Kubernetes upgrade and then one NodeConfig
 // per node, chained like the upgrades (control planes one at a time, workers upgrade.maxParallel
 // at a time): a kubernetesVersion change moves component by component as upgrade-k8s does, and
-// any other configuration change reaches one node at a time. It returns the NodeConfigs.
+// any other configuration change reaches one node at a time. It returns the NodeConfigs and the Kubernetes upgrade.
 func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers, cps pulumi.StringMap, order []spec.Node,
 	upgrades []pulumi.Resource,
 ) ([]pulumi.Resource, error) {
@@ -277,7 +277,7 @@ func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers
 		return nil, errorf("registering the Kubernetes upgrade: %w", err)
 	}
 
-	return b.rollout(order, false, func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
+	configs, err := b.rollout(order, false, func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
 		deps := append([]pulumi.Resource{r.applies[n.Name]}, after...)
 		if !b.isNew() {
 			deps = append(deps, &k8s)
@@ -298,6 +298,13 @@ func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers
 
 		return &res, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+
+	// For a new cluster the configurations do not wait for the Kubernetes record: what waits for
+	// them (the membership, then the health gate) waits for it too.
+	return append(configs, &k8s), nil
 }
 
 // rollout registers one step per node in rollout order through register, which gets the steps

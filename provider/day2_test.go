@@ -132,6 +132,9 @@ func checkReconfigureOrder(t *testing.T, r *recorder, want map[string][]string, 
 	}
 
 	m := r.named("homelab-membership")
+	if !has(m.Dependencies, "homelab-kubernetes") {
+		t.Error("the membership (and so the health gate) does not wait for the Kubernetes upgrade")
+	}
 
 	for node, wantDeps := range want {
 		if !has(k.Dependencies, "homelab-"+node+"-upgrade") {
