@@ -12,11 +12,12 @@ import (
 // checkTryTimeout bounds one try of a health check (a Kubernetes list, a few Talos calls).
 const checkTryTimeout = 10 * time.Second
 
-// backoffCondition is Talos' PollingCondition (conditions.PollingCondition) with the gates'
-// schedule (see poll): it tries at once, then after 100 ms, half as long again after every failure
-// up to a second, each try bounded by checkTryTimeout. Talos' condition tries every interval and
-// bounds each try by that same interval, so a check that fails once while the cluster forms
-// (a Node not yet Ready) held the gate a whole interval (2 s) after it would have passed.
+// backoffCondition is Talos' PollingCondition (conditions.PollingCondition) on a faster schedule:
+// it tries at once, then after 100 ms, half as long again after every failure up to half a second
+// (a try is one Kubernetes list or a few Talos calls, and the gate ends every up), each try
+// bounded by checkTryTimeout. Talos' condition tries every interval and bounds each try by that
+// same interval, so a check that fails once while the cluster forms (a Node not yet Ready) held
+// the gate a whole interval (2 s) after it would have passed.
 type backoffCondition struct {
 	description string
 	assertion   conditions.AssertionFunc
@@ -31,7 +32,7 @@ type backoffCondition struct {
 var _ conditions.Stateful = (*backoffCondition)(nil)
 
 func newBackoffCondition(description string, assertion conditions.AssertionFunc) *backoffCondition {
-	return &backoffCondition{description: description, assertion: assertion, first: 100 * time.Millisecond, most: time.Second}
+	return &backoffCondition{description: description, assertion: assertion, first: 100 * time.Millisecond, most: 500 * time.Millisecond}
 }
 
 func (b *backoffCondition) String() string { return b.description }
