@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/plan"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/talosconfig"
@@ -43,6 +45,18 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 
 	helm, helmWarnings, err := validateAndRender(ctx.Context(), c, specErr)
 
+	// At preview nothing is created: while Proxmox is asked, the children that do not depend on
+	// its answer (image, downloads, secrets) are registered, so the engine works through them
+	// meanwhile. At `up` nothing is registered before every problem, Proxmox' included, is known.
+	var b *builder
+	if ctx.DryRun() && err == nil {
+		if b, err = newBuilder(ctx, name, c, pass, helm, slices.Concat(c.Warnings, helmWarnings), opts); err == nil {
+			err = b.imageAndSecrets()
+		}
+
+		helmWarnings = nil
+	}
+
 	inv := <-inventoryDone
 	if len(inv.problems) > 0 {
 		err = withProblems(err, inv.problems)
@@ -57,24 +71,27 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		return nil, err
 	}
 
-	p := plan.Build(c)
+	if b == nil {
+		if b, err = newBuilder(ctx, name, c, pass, helm, slices.Concat(c.Warnings, helmWarnings), opts); err != nil {
+			return nil, err
+		}
 
-	comp := &TalosProxmoxCluster{}
-	if err := ctx.RegisterComponentResource(ClusterToken, name, comp, opts...); err != nil {
+		if err := b.imageAndSecrets(); err != nil {
+			return nil, err
+		}
+	}
+
+	for _, w := range vmIDWarnings {
+		_ = ctx.Log.Warn(w, &pulumi.LogArgs{Resource: b.comp})
+	}
+
+	b.vmIDs, b.inventory = vmIDs, inv.inv
+
+	if err := b.rest(); err != nil {
 		return nil, err
 	}
 
-	for _, w := range slices.Concat(c.Warnings, helmWarnings, vmIDWarnings) {
-		_ = ctx.Log.Warn(w, &pulumi.LogArgs{Resource: comp})
-	}
-
-	comp.HelmReleases = releaseInfos(helm)
-
-	b := &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: p, pass: pass, helm: inlineManifests(helm), vmIDs: vmIDs, inventory: inv.inv,
-		guard: newVMGuard(ctx, comp, c.Name, opts)}
-	if err := b.build(); err != nil {
-		return nil, err
-	}
+	comp := b.comp
 
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
 		"kubeconfig":      comp.Kubeconfig,
@@ -118,9 +135,11 @@ type builder struct {
 	// guard clears what an interrupted VM create left in Proxmox (orphans.go).
 	guard *vmGuard
 	// self is the explicit provider of the lifecycle resources (lifecycleProvider).
-	self    *pulumi.ProviderResourceState
-	vms     map[string]pulumi.Resource
-	secrets *machine.Secrets
+	self *pulumi.ProviderResourceState
+	// downloaded are the image's downloads, one per host that needs one.
+	downloaded []*download.File
+	vms        map[string]pulumi.Resource
+	secrets    *machine.Secrets
 	// checked resolves once every node's configuration was generated and validated (with the
 	// cluster's secrets and contract, or for a new cluster placeholder secrets, see configCheck);
 	// the VMs wait for it.
@@ -136,24 +155,46 @@ func (b *builder) child(suffix string) string { return plan.ResourceName(b.name,
 
 func (b *builder) parent() pulumi.ResourceOrInvokeOption { return pulumi.Parent(b.comp) }
 
-func (b *builder) build() error {
+// newBuilder registers the component (after every input was checked) with its warnings, and
+// returns the builder of its children.
+func newBuilder(ctx *pulumi.Context, name string, c *spec.Cluster, pass passThrough, helm []*helmrender.Manifest, warnings []string,
+	opts []pulumi.ResourceOption,
+) (*builder, error) {
+	comp := &TalosProxmoxCluster{}
+	if err := ctx.RegisterComponentResource(ClusterToken, name, comp, opts...); err != nil {
+		return nil, err
+	}
+
+	for _, w := range warnings {
+		_ = ctx.Log.Warn(w, &pulumi.LogArgs{Resource: comp})
+	}
+
+	comp.HelmReleases = releaseInfos(helm)
+
+	return &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: plan.Build(c), pass: pass, helm: inlineManifests(helm),
+		guard: newVMGuard(ctx, comp, c.Name, opts)}, nil
+}
+
+// imageAndSecrets registers what does not depend on Proxmox' inventory: the image, its downloads
+// and the machine secrets.
+func (b *builder) imageAndSecrets() error {
 	schematic, err := b.schematic()
 	if err != nil {
 		return err
 	}
 
-	downloads, err := b.downloads(schematic)
-	if err != nil {
+	if b.downloaded, err = b.downloads(schematic); err != nil {
 		return err
 	}
 
-	if err := b.machineSecrets(); err != nil {
-		return err
-	}
+	return b.machineSecrets()
+}
 
+// rest registers the rest, once the inventory (b.inventory, b.vmIDs) is known.
+func (b *builder) rest() error {
 	b.checked = b.configCheck()
 
-	if err := b.virtualMachines(downloads); err != nil {
+	if err := b.virtualMachines(b.downloaded); err != nil {
 		return err
 	}
 

@@ -85,3 +85,43 @@ func TestInventoryReadsAreRetried(t *testing.T) {
 		t.Errorf("a read that keeps failing: %v after %d calls", err, calls)
 	}
 }
+
+// At preview (nothing is created) the image, its downloads and the secrets are registered while
+// Proxmox is still asked, and the inventory's problems still fail the preview; at `up` nothing
+// is registered before Proxmox answered (TestConstructChecksTheInventory).
+func TestPreviewRegistersWhileProxmoxIsAsked(t *testing.T) {
+	t.Parallel()
+
+	for _, up := range []bool{false, true} {
+		r := &recorder{inventoryWaits: make(chan struct{})}
+
+		if _, err := constructAs(t, r, "homelab", inputsFromJSON(t, homelabJSON), !up); err != nil {
+			t.Fatal(err)
+		}
+
+		r.mu.Lock()
+		waited := r.inventoryWaited
+		r.mu.Unlock()
+
+		if waited == up {
+			t.Errorf("up %v: the secrets were registered before Proxmox answered: %v", up, waited)
+		}
+
+		if vms := r.ofType("proxmoxve:VM/virtualMachine:VirtualMachine"); len(vms) != 5 {
+			t.Errorf("up %v: %d VMs registered, want 5", up, len(vms))
+		}
+	}
+
+	inv := labInventory()
+	inv.Nodes = []string{"pve1", "pve3"}
+	r := &recorder{proxmox: inv}
+
+	_, err := constructAs(t, r, "homelab", inputsFromJSON(t, homelabJSON), true)
+	if err == nil || !strings.Contains(err.Error(), `nodes.cp-2.hostNode: "pve2" is not a node of this Proxmox cluster`) {
+		t.Fatalf("the preview does not report the missing host: %v", err)
+	}
+
+	if vms := r.ofType("proxmoxve:VM/virtualMachine:VirtualMachine"); len(vms) != 0 {
+		t.Errorf("%d VMs registered at a preview Proxmox cannot serve", len(vms))
+	}
+}

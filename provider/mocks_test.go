@@ -49,6 +49,11 @@ type recorder struct {
 	nextVM  int
 	// proxmox answers the proxmoxve inventory functions (default: labInventory).
 	proxmox *mockInventory
+	// inventoryWaits, when set, holds the VM list of the inventory until the machine secrets are
+	// registered (or 2 s pass); inventoryWaited says whether they came first.
+	inventoryWaits  chan struct{}
+	inventoryWaited bool
+	secretsOnce     sync.Once
 }
 
 // mockInventory is what the mock Proxmox cluster holds.
@@ -133,6 +138,10 @@ func (r *recorder) newResource(args integration.MockResourceArgs) (string, prope
 	}
 	r.regs = append(r.regs, reg)
 
+	if reg.Type == "talos:machine/secrets:Secrets" && r.inventoryWaits != nil {
+		r.secretsOnce.Do(func() { close(r.inventoryWaits) })
+	}
+
 	out := args.Inputs
 	id := args.Name + "-id"
 
@@ -164,6 +173,10 @@ func (r *recorder) newResource(args integration.MockResourceArgs) (string, prope
 		out = out.Set("clientConfiguration", mustProperty(`{"caCertificate":"ca","clientCertificate":"crt","clientKey":"key"}`))
 	case "talos:cluster/kubeconfig:Kubeconfig":
 		out = out.Set("kubeconfigRaw", property.New("apiVersion: v1\nkind: Config\n"))
+	case "talos-proxmox:lifecycle:ClientCredentials", "talos-proxmox:lifecycle:ClusterHealth":
+		// As issued: the mock engine would otherwise leave these secrets unknown at preview.
+		out = out.Set("kubeconfig", property.New("apiVersion: v1\nkind: Config\n").WithSecret(true))
+		out = out.Set("talosconfig", property.New("context: x\n").WithSecret(true))
 	case "talos:imageFactory/schematic:Schematic":
 		id = "schematic-id"
 	}
@@ -172,6 +185,16 @@ func (r *recorder) newResource(args integration.MockResourceArgs) (string, prope
 }
 
 func (r *recorder) call(args integration.MockCallArgs) (property.Map, error) {
+	if r.inventoryWaits != nil && args.Token == "proxmoxve:VM/getVirtualMachines:getVirtualMachines" {
+		select {
+		case <-r.inventoryWaits:
+			r.mu.Lock()
+			r.inventoryWaited = true
+			r.mu.Unlock()
+		case <-time.After(2 * time.Second):
+		}
+	}
+
 	r.mu.Lock()
 	r.invokes = append(r.invokes, invoke{Token: string(args.Token), Args: args.Args})
 	inv := r.proxmox
@@ -272,6 +295,11 @@ func constructB(b *testing.B, r *recorder, inputs property.Map) (p.ConstructResp
 }
 
 func constructIn(tb testing.TB, r *recorder, name string, inputs property.Map) (p.ConstructResponse, error) {
+	return constructAs(tb, r, name, inputs, false)
+}
+
+// constructAs constructs the component, as at preview when dryRun.
+func constructAs(tb testing.TB, r *recorder, name string, inputs property.Map, dryRun bool) (p.ConstructResponse, error) {
 	prov, err := Provider()
 	if err != nil {
 		tb.Fatal(err)
@@ -286,6 +314,7 @@ func constructIn(tb testing.TB, r *recorder, name string, inputs property.Map) (
 	return server.Construct(p.ConstructRequest{
 		Urn:    resource.URN("urn:pulumi:stack::project::" + ClusterToken + "::" + name),
 		Inputs: inputs,
+		DryRun: dryRun,
 	})
 }
 
