@@ -48,13 +48,18 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	// At preview nothing is created: while Proxmox is asked, the children that do not depend on
 	// its answer (image, downloads, secrets) are registered, so the engine works through them
 	// meanwhile. At `up` nothing is registered before every problem, Proxmox' included, is known.
-	var b *builder
-	if ctx.DryRun() && err == nil {
-		if b, err = newBuilder(ctx, name, c, pass, helm, slices.Concat(c.Warnings, helmWarnings), opts); err == nil {
-			err = b.imageAndSecrets()
+	start := func() (*builder, error) {
+		b, err := newBuilder(ctx, name, c, pass, helm, slices.Concat(c.Warnings, helmWarnings), opts)
+		if err != nil {
+			return nil, err
 		}
 
-		helmWarnings = nil
+		return b, b.imageAndSecrets()
+	}
+
+	var b *builder
+	if ctx.DryRun() && err == nil {
+		b, err = start()
 	}
 
 	inv := <-inventoryDone
@@ -72,11 +77,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	}
 
 	if b == nil {
-		if b, err = newBuilder(ctx, name, c, pass, helm, slices.Concat(c.Warnings, helmWarnings), opts); err != nil {
-			return nil, err
-		}
-
-		if err := b.imageAndSecrets(); err != nil {
+		if b, err = start(); err != nil {
 			return nil, err
 		}
 	}

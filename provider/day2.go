@@ -277,9 +277,11 @@ func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers
 		return nil, errorf("registering the Kubernetes upgrade: %w", err)
 	}
 
+	fresh := b.isNew()
+
 	configs, err := b.rollout(order, false, func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
 		deps := append([]pulumi.Resource{r.applies[n.Name]}, after...)
-		if !b.isNew() {
+		if !fresh {
 			deps = append(deps, &k8s)
 		}
 
@@ -318,11 +320,8 @@ func (b *builder) reconfigure(r running, provider pulumi.ResourceOption, workers
 // run the target, which a node installed from the target image does; should one not, etcd still
 // loses one member at a time). Chaining them cost a Pulumi step per node on every create.
 func (b *builder) rollout(cps []spec.Node, cpsInTurn bool, register func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error)) ([]pulumi.Resource, error) {
-	if b.isNew() {
-		return b.atOnce(cps, cpsInTurn, register)
-	}
-
 	c := b.cluster
+	fresh := b.isNew()
 	out := make([]pulumi.Resource, 0, len(c.Nodes))
 	lanes := make([]pulumi.Resource, c.Upgrade.MaxParallel)
 
@@ -333,8 +332,13 @@ func (b *builder) rollout(cps []spec.Node, cpsInTurn bool, register func(n spec.
 	for _, n := range slices.Concat(cps, c.Workers()) {
 		var after []pulumi.Resource
 
+		// The step this node waits for and then takes the place of; nil: it waits for none.
 		lane := &lastCP
-		if n.Role == spec.RoleWorker {
+
+		switch {
+		case n.Role == spec.RoleWorker && fresh, n.Role == spec.RoleControlPlane && fresh && !cpsInTurn:
+			lane = nil
+		case n.Role == spec.RoleWorker:
 			lane = &lanes[worker%len(lanes)]
 			worker++
 
@@ -343,7 +347,7 @@ func (b *builder) rollout(cps []spec.Node, cpsInTurn bool, register func(n spec.
 			}
 		}
 
-		if *lane != nil {
+		if lane != nil && *lane != nil {
 			after = append(after, *lane)
 		}
 
@@ -352,32 +356,8 @@ func (b *builder) rollout(cps []spec.Node, cpsInTurn bool, register func(n spec.
 			return nil, err
 		}
 
-		*lane = step
-		out = append(out, step)
-	}
-
-	return out, nil
-}
-
-// atOnce is rollout for a new cluster.
-func (b *builder) atOnce(cps []spec.Node, cpsInTurn bool, register func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error)) ([]pulumi.Resource, error) {
-	out := make([]pulumi.Resource, 0, len(b.cluster.Nodes))
-
-	var lastCP pulumi.Resource
-
-	for _, n := range slices.Concat(cps, b.cluster.Workers()) {
-		var after []pulumi.Resource
-		if n.Role == spec.RoleControlPlane && cpsInTurn && lastCP != nil {
-			after = []pulumi.Resource{lastCP}
-		}
-
-		step, err := register(n, after)
-		if err != nil {
-			return nil, err
-		}
-
-		if n.Role == spec.RoleControlPlane {
-			lastCP = step
+		if lane != nil {
+			*lane = step
 		}
 
 		out = append(out, step)

@@ -22,10 +22,12 @@ func (b *builder) talos() error {
 	configs := pulumi.StringArray{}
 	configOf := map[string]pulumi.StringOutput{}
 
+	own := b.clusterSecrets()
+
 	for _, n := range c.Nodes {
 		cfg, checked := b.configs[n.Name]
 		if !checked {
-			cfg = b.machineConfiguration(n, b.clusterSecrets(), b.nodePatch(n, secrets.TalosVersion), endpointURL, manifests)
+			cfg = b.machineConfiguration(n, own, b.nodePatch(n, own.contract), endpointURL, manifests)
 		}
 		ip := b.nodeIPs[n.Name]
 

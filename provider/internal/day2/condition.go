@@ -3,6 +3,7 @@ package day2
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 
@@ -56,34 +57,35 @@ func (b *backoffCondition) State() (conditions.State, error) {
 	}
 }
 
-// Wait tries the assertion until it passes (or asks to be skipped) or ctx ends.
+// Wait tries the assertion on poll's schedule until it passes (or asks to be skipped) or ctx
+// ends; ctx carries the gate's deadline.
 func (b *backoffCondition) Wait(ctx context.Context) error {
-	interval := b.first
-
-	for {
+	err := pollBackoff(ctx, b.first, b.most, untilCtxEnds, b.description, nil, func(ctx context.Context) error {
 		try, cancel := context.WithTimeout(ctx, checkTryTimeout)
-		err := b.assertion(try)
+		defer cancel()
 
-		cancel()
+		err := b.assertion(try)
 
 		b.mu.Lock()
 		b.tried, b.last = true, err
 		b.mu.Unlock()
 
-		if err == nil || errors.Is(err, conditions.ErrSkipAssertion) {
+		if errors.Is(err, conditions.ErrSkipAssertion) {
 			return nil
 		}
 
-		select {
-		case <-ctx.Done():
-			b.mu.Lock()
-			b.failed = true
-			b.mu.Unlock()
+		return err
+	})
+	if err != nil {
+		b.mu.Lock()
+		b.failed = true
+		b.mu.Unlock()
 
-			return ctx.Err()
-		case <-time.After(interval):
-		}
-
-		interval = min(interval*3/2, b.most)
+		return ctx.Err()
 	}
+
+	return nil
 }
+
+// untilCtxEnds is a poll timeout that leaves the end to the caller's context.
+const untilCtxEnds = time.Duration(math.MaxInt64)
