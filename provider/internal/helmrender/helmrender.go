@@ -127,10 +127,10 @@ func (r *Renderer) client() *http.Client {
 }
 
 // Render fetches a release's chart and renders it, or takes the render from the cache when
-// everything that can change it is unchanged (see renderKey). A render is done twice, both passes
-// at once (the second without the values' schema check, which cannot differ), and output that
-// differs between the two is refused (the determinism gate); only a render that passed the gate
-// is cached.
+// everything that can change it is unchanged (see renderKey). A render passes the determinism
+// gate before it is used or cached: the templates whose output can differ between two renders
+// (see varyingTemplates) are rendered a second time, beside the render, and output that differs
+// is refused.
 func (r *Renderer) Render(ctx context.Context, rel Release) (*Manifest, error) {
 	a, err := r.Fetch(ctx, rel.Source)
 	if err != nil {
@@ -150,30 +150,37 @@ func (r *Renderer) Render(ctx context.Context, rel Release) (*Manifest, error) {
 		}
 	}
 
+	ch, second, kv, err := loadFor(a, rel, r.KubeVersion)
+	if err != nil {
+		return nil, err
+	}
+
 	var (
-		second *Manifest
-		err2   error
-		wg     sync.WaitGroup
+		again gatePass
+		wg    sync.WaitGroup
 	)
 
-	// The second pass checks the output only: the values were checked against the schema by
-	// the first.
-	wg.Go(func() { second, err2 = renderArchive(ctx, a, rel, r.KubeVersion, false) })
+	wg.Go(func() { again = renderAgain(ctx, second, rel, kv) })
 
-	first, err := RenderArchive(ctx, a, rel, r.KubeVersion)
+	out, err := install(ctx, ch, rel, kv, second)
 
 	wg.Wait()
-	r.passes.Add(2)
+	r.passes.Add(1 + again.passes)
 
 	if err != nil {
 		return nil, err
 	}
 
-	if err2 != nil {
-		return nil, err2
+	first, err := manifestOf(out, a, rel, ch)
+	if err != nil {
+		return nil, err
 	}
 
-	if err := sameRender(rel, first, second); err != nil {
+	if again.err != nil {
+		return nil, again.err
+	}
+
+	if err := again.check(rel, ch, bySource(out)); err != nil {
 		return nil, err
 	}
 
@@ -184,8 +191,8 @@ func (r *Renderer) Render(ctx context.Context, rel Release) (*Manifest, error) {
 	return first, nil
 }
 
-// Passes is how many render passes this renderer ran (two per render: the gate); Hits how many
-// renders came from the cache.
+// Passes is how many render passes this renderer ran: one per render, and one more when the
+// chart has templates the determinism gate renders again.
 func (r *Renderer) Passes() int64 { return r.passes.Load() }
 
 // Hits is how many renders came from the cache.

@@ -17,35 +17,54 @@ import (
 // client-only, nothing remote (`lookup` returns nothing), test hooks dropped, other hooks kept as
 // ordinary manifests after the others, NOTES dropped. The result is normalised (see Manifest).
 func RenderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion string) (*Manifest, error) {
-	return renderArchive(ctx, a, rel, kubeVersion, true)
+	ch, second, kv, err := loadFor(a, rel, kubeVersion)
+	if err != nil {
+		return nil, err
+	}
+
+	out, err := install(ctx, ch, rel, kv, second)
+	if err != nil {
+		return nil, err
+	}
+
+	return manifestOf(out, a, rel, ch)
 }
 
-// renderArchive is RenderArchive; without validate it skips the values' schema check, which
-// only the determinism gate's second pass does (the check is the same in both passes, and for a
-// large schema such as Cilium's it costs as much as the render).
-func renderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion string, validate bool) (*Manifest, error) {
+// loadFor loads a fetched chart for a release and checks it is the chart asked for. second loads
+// a copy a concurrent render may use (the same chart when Helm will not change it).
+func loadFor(a *Archive, rel Release, kubeVersion string) (*chart.Chart, func() (*chart.Chart, error),
+	*chartutil.KubeVersion, error,
+) {
 	kv, err := chartutil.ParseKubeVersion(kubeVersion)
 	if err != nil {
-		return nil, fmt.Errorf("%s: Kubernetes version %q: %w", rel.Path, kubeVersion, err)
+		return nil, nil, nil, fmt.Errorf("%s: Kubernetes version %q: %w", rel.Path, kubeVersion, err)
 	}
 
 	ch, second, err := a.loadTwice()
 	if err != nil {
-		return nil, fmt.Errorf("%s: chart %s is not a valid Helm chart: %w", rel.Path, rel.Source, err)
+		return nil, nil, nil, fmt.Errorf("%s: chart %s is not a valid Helm chart: %w", rel.Path, rel.Source, err)
 	}
 
 	// A digest pin is looked up in the cache by content alone: make sure the archive is the chart
 	// asked for.
 	if !rel.Source.IsLocal() && ch.Metadata.Name != rel.Source.Chart {
-		return nil, fmt.Errorf("%s: chart %s: the archive holds chart %q; check chart and digest", rel.Path,
-			rel.Source, ch.Metadata.Name)
+		return nil, nil, nil, fmt.Errorf("%s: chart %s: the archive holds chart %q; check chart and digest",
+			rel.Path, rel.Source, ch.Metadata.Name)
 	}
 
 	if v := rel.Source.Version; v != "" && strings.TrimPrefix(v, "v") != strings.TrimPrefix(ch.Metadata.Version, "v") {
-		return nil, fmt.Errorf("%s: chart %s is version %s, not %s; check version", rel.Path, rel.Source,
+		return nil, nil, nil, fmt.Errorf("%s: chart %s is version %s, not %s; check version", rel.Path, rel.Source,
 			ch.Metadata.Version, v)
 	}
 
+	return ch, second, kv, nil
+}
+
+// install renders a chart as `helm template` does. validate, when not nil, loads the copy of the
+// chart the values are checked against, beside the render.
+func install(ctx context.Context, ch *chart.Chart, rel Release, kv *chartutil.KubeVersion,
+	validate func() (*chart.Chart, error),
+) (*release.Release, error) {
 	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	inst.DryRun = true
 	inst.DryRunOption = "client"
@@ -62,8 +81,8 @@ func renderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion str
 	inst.SkipSchemaValidation = true
 
 	validated := make(chan error, 1)
-	if validate {
-		go func() { validated <- validateValues(second, rel.Values) }()
+	if validate != nil {
+		go func() { validated <- validateValues(validate, rel.Values) }()
 	} else {
 		validated <- nil
 	}
@@ -78,6 +97,12 @@ func renderArchive(ctx context.Context, a *Archive, rel Release, kubeVersion str
 			ch.Metadata.Name, ch.Metadata.Version, err)
 	}
 
+	return out, nil
+}
+
+// manifestOf is a render's output as one normalised manifest: the manifests, then the hooks
+// other than tests.
+func manifestOf(out *release.Release, a *Archive, rel Release, ch *chart.Chart) (*Manifest, error) {
 	docs := []string{out.Manifest}
 
 	for _, h := range out.Hooks {
