@@ -13,6 +13,13 @@ SHELL        := bash
 .DEFAULT_GOAL := help
 
 GO           ?= go
+# Every Go build and test compiles as a release does (static, -trimpath): the go command's cache
+# keys include both, so one setting for all lets the plugin, the lab, the tests, the examples and
+# the toolchain share every compiled dependency (grpc, Kubernetes, Pulumi, Talos machinery), which
+# would otherwise each be compiled twice on a cold machine. The go command's own GOFLAGS (its
+# environment or `go env -w`) are kept.
+export CGO_ENABLED := 0
+export GOFLAGS     := $(strip $(shell $(GO) env GOFLAGS) -trimpath)
 # The plugin's version is written once, in provider/VERSION.
 VERSION      := $(shell cat provider/VERSION)
 PLUGIN       := bin/pulumi-resource-talos-proxmox
@@ -77,8 +84,8 @@ versitygw: ## Build the pinned versitygw, the S3 server the state-backend test k
 
 .PHONY: provider
 provider: ## Build the plugin into bin/
-	@# Built as a release builds it (static, -trimpath), so the release test reuses the compiled packages.
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(PLUGIN) ./provider/cmd/pulumi-resource-talos-proxmox
+	@# Built as a release builds it (static, -trimpath: see GOFLAGS above), so the release test reuses the compiled packages.
+	$(GO) build -o $(PLUGIN) ./provider/cmd/pulumi-resource-talos-proxmox
 
 .PHONY: lab
 lab: ## Build the lab's plugins into bin/lab/ (never shipped): talos stand-in, bridged bpg proxmoxve
