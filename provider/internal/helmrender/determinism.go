@@ -47,26 +47,28 @@ func renderAgain(ctx context.Context, load func() (*chart.Chart, error), rel Rel
 		return gatePass{varies: varies}
 	}
 
+	var passes int64
+
 	if ok {
+		passes++
+
 		if out, err := install(ctx, withTemplates(c, needed), rel, kv, nil); err == nil {
-			return gatePass{varies: varies, output: bySource(out), passes: 1}
+			return gatePass{varies: varies, output: bySource(out), passes: passes}
+		}
+
+		// Helm may have changed what the smaller chart shares with c (a chart with dependencies):
+		// render a fresh copy.
+		if c, err = load(); err != nil {
+			return gatePass{err: err, passes: passes}
 		}
 	}
 
 	out, err := install(ctx, c, rel, kv, nil)
 	if err != nil {
-		return gatePass{err: err, passes: 1 + btoi(ok)}
+		return gatePass{err: err, passes: passes + 1}
 	}
 
-	return gatePass{output: bySource(out), passes: 1 + btoi(ok)}
-}
-
-func btoi(b bool) int64 {
-	if b {
-		return 1
-	}
-
-	return 0
+	return gatePass{output: bySource(out), passes: passes + 1}
 }
 
 // bySource is a render's output by the template file each document came from (Helm's `# Source:`

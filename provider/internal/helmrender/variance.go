@@ -57,10 +57,11 @@ var steady = func() map[string]bool {
 }()
 
 // templateUse is what one template (a file's body or a defined name) does: whether it calls a
-// varying function itself, and which templates it calls by a constant name.
+// varying function itself, which templates it calls by a constant name, and whether it may call
+// templates it does not name (tpl, or an include of a computed name).
 type templateUse struct {
-	varies bool
-	calls  []string
+	varies, open bool
+	calls        []string
 }
 
 func (u *templateUse) node(n parse.Node) {
@@ -108,6 +109,10 @@ func (u *templateUse) node(n parse.Node) {
 		if n.Ident == "include" || !steady[n.Ident] {
 			u.varies = true // a varying or unknown function, or an include of a computed name
 		}
+
+		if n.Ident == "include" || n.Ident == "tpl" {
+			u.open = true
+		}
 	}
 }
 
@@ -137,7 +142,8 @@ func isPartial(name string) bool { return strings.HasPrefix(path.Base(name), "_"
 // between two renders of the same inputs: the files that call a varying function (see varying),
 // themselves or through the templates they include, however deep. It also returns every file
 // a render of those needs: the files defining a template they reach (a name defined twice keeps
-// both definers, so the same definition wins). ok is false when a template does not parse; the
+// both definers, so the same definition wins), and every file defining any template when one
+// of them may call a template it does not name. ok is false when a template does not parse; the
 // render reports that.
 func varyingTemplates(c *chart.Chart) (varies, needed map[string]bool, ok bool) {
 	files := map[string]*chart.File{}
@@ -145,6 +151,7 @@ func varyingTemplates(c *chart.Chart) (varies, needed map[string]bool, ok bool) 
 
 	uses := map[string][]*templateUse{} // a name defined in several files has several uses
 	definers := map[string][]string{}
+	defining := map[string]bool{} // the files that define a named template
 
 	for name, f := range files {
 		t := parse.New(name)
@@ -160,6 +167,9 @@ func varyingTemplates(c *chart.Chart) (varies, needed map[string]bool, ok bool) 
 			u.node(tree.Root)
 			uses[tn] = append(uses[tn], u)
 			definers[tn] = append(definers[tn], name)
+			if tn != name {
+				defining[name] = true
+			}
 		}
 	}
 
@@ -199,11 +209,17 @@ func varyingTemplates(c *chart.Chart) (varies, needed map[string]bool, ok bool) 
 			}
 		}
 
-		if varies[name] {
-			for n := range reached {
-				for _, f := range definers[n] {
-					needed[f] = true
-				}
+		if !varies[name] {
+			continue
+		}
+
+		for n := range reached {
+			for _, f := range definers[n] {
+				needed[f] = true
+			}
+
+			if slices.ContainsFunc(uses[n], func(u *templateUse) bool { return u.open }) {
+				maps.Copy(needed, defining)
 			}
 		}
 	}
