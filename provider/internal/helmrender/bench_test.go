@@ -1,6 +1,7 @@
 package helmrender_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,6 +90,52 @@ sys.exit(os.waitstatus_to_exitcode(status))`
 	kib, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
 
 	return kib << 10, err
+}
+
+// idleRSS starts the plugin binary at path, waits for the port it prints on stdout (it is then
+// serving, before any request) and returns its peak resident set size so far (VmHWM).
+func idleRSS(path string) (int64, error) {
+	cmd := exec.Command(path)
+
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+	port := make(chan error, 1)
+	go func() {
+		_, err := bufio.NewReader(stdout).ReadString('\n')
+		port <- err
+	}()
+
+	select {
+	case err := <-port:
+		if err != nil {
+			return 0, fmt.Errorf("%s printed no port: %w", path, err)
+		}
+	case <-time.After(30 * time.Second):
+		return 0, fmt.Errorf("%s printed no port in 30 s", path)
+	}
+
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+
+	for line := range strings.Lines(string(status)) {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" && f[2] == "kB" {
+			kib, err := strconv.ParseInt(f[1], 10, 64)
+			return kib << 10, err
+		}
+	}
+
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", cmd.Process.Pid)
 }
 
 func median(ds []time.Duration) time.Duration {
@@ -212,6 +259,17 @@ func BenchmarkHelmRender(b *testing.B) {
 	fmt.Printf("helm render ratio cold: %.2f\n", ratio(cold))
 	fmt.Printf("helm render ratio warm: %.3f\n", ratio(hit))
 	fmt.Printf("helm peak rss MiB: %.0f cli %.0f\n", float64(childRSS)/(1<<20), float64(cliRSS)/(1<<20))
+	// The plugin's own floor: the binary that renders at plan time (it also links Pulumi, Talos
+	// machinery, etcd's and Kubernetes' clients for day 2), serving and idle.
+	if plugin := os.Getenv("TALOS_PROXMOX_PLUGIN"); plugin != "" {
+		idle, err := idleRSS(plugin)
+		if err != nil {
+			b.Fatalf("plugin idle RSS: %v", err)
+		}
+
+		fmt.Printf("plugin idle rss MiB: %.0f\n", float64(idle)/(1<<20))
+	}
+
 	fmt.Printf("helm render detail: medians of %d: cold %.1f ms (with the gate's second render), warm %.2f ms (cache hit), "+
 		"one pass %.1f ms, helm template CLI %.1f ms; %d bytes, %d objects\n", rounds, ms(median(cold)), ms(median(hit)),
 		ms(median(pass)), ms(median(tmpl)), len(warm.Contents), len(warm.Objects))
