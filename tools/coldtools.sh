@@ -7,12 +7,13 @@
 #
 # Usage: tools/coldtools.sh   (about 20 minutes on 2 cores; needs the Go module proxy)
 set -euo pipefail
+export LC_ALL=C
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 goenv=$(go env GOENV)
 flags=$(go env GOFLAGS)
 home=$(mktemp -d)
-trap 'chmod -R u+w "$home" 2>/dev/null; rm -rf "$home"' EXIT
+trap 'chmod -R u+w "$home" 2>/dev/null || true; rm -rf "$home"' EXIT
 
 # The machine's go settings (GOPROXY, GOFLAGS ...) and npm settings carry over; nothing built does.
 if [ -f "$goenv" ]; then
@@ -21,8 +22,10 @@ if [ -f "$goenv" ]; then
 fi
 [ -f "$HOME/.npmrc" ] && cp "$HOME/.npmrc" "$home/"
 
+# The caches are named explicitly: the copied settings file may name the machine's own.
+unset XDG_CACHE_HOME XDG_CONFIG_HOME GOENV TALOS_PROXMOX_TOOLCHAIN_DIR TALOS_PROXMOX_KUBE_DIR
 export HOME=$home CGO_ENABLED=0 GOFLAGS="$flags -trimpath"
-unset GOCACHE GOMODCACHE XDG_CACHE_HOME TALOS_PROXMOX_TOOLCHAIN_DIR TALOS_PROXMOX_KUBE_DIR
+export GOCACHE=$home/.cache/go-build GOMODCACHE=$home/go/pkg/mod
 
 total_wall=0 total_cpu=0
 TIMEFORMAT='%R %U %S'
