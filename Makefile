@@ -79,7 +79,7 @@ kube: ## Build the pinned Kubernetes control plane for the lab (cached by versio
 	@tools/kube/build.sh >/dev/null
 
 .PHONY: cold-tools
-cold-tools: ## Time every tool's build from empty caches in a temporary HOME (wall and CPU; about 22 min on 2 cores)
+cold-tools: ## Time every tool's build from empty caches in a temporary HOME (wall and CPU; 21–26 min on 2 cores)
 	tools/coldtools.sh
 
 .PHONY: versitygw
