@@ -5,7 +5,7 @@
 # tool's wall time and CPU (user + sys) and the total, then removes the temporary HOME. This is
 # the floor a cold `make test` pays before this repository compiles (docs/performance.md).
 #
-# Usage: tools/coldtools.sh   (about 20 minutes on 2 cores; needs the Go module proxy)
+# Usage: tools/coldtools.sh   (21–26 minutes on 2 cores; needs the Go module proxy)
 set -euo pipefail
 export LC_ALL=C
 
