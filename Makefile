@@ -107,7 +107,7 @@ sdk: ## Regenerate sdk/{go,nodejs,python} from schema.json
 
 .PHONY: docs
 docs: ## Regenerate docs/configuration.md from the provider's schema
-	$(GO) test ./provider -count=1 -run '^TestConfigurationDocIsCurrent$$' -update-docs
+	$(GO) test ./provider/checks -count=1 -run '^TestConfigurationDocIsCurrent$$' -update-docs
 
 .PHONY: codegen
 codegen: schema sdk docs ## Regenerate every generated file (schema.json, sdk/, docs/configuration.md)

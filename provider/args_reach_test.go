@@ -9,6 +9,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/wire"
 )
 
 // TestEveryInputReachesTheSpecOrThePassThrough walks every field of the Args types,
@@ -28,7 +29,7 @@ func TestEveryInputReachesTheSpecOrThePassThrough(t *testing.T) {
 
 	type result struct {
 		in   spec.Input
-		pass passThrough
+		pass wire.PassThrough
 	}
 
 	convert := func(ctx *pulumi.Context, f argField, leaf variant) (result, error) {

@@ -1,17 +1,17 @@
 package provider
 
 import (
-	"fmt"
+	"errors"
 	"slices"
 
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/plan"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/proxmox"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
-	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/talosconfig"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/wire"
 )
 
 // NewTalosProxmoxCluster builds a Talos Kubernetes cluster on Proxmox VE. It is the
@@ -20,6 +20,11 @@ import (
 //
 // Every input is validated before anything is registered; an invalid input returns one error
 // listing every problem with its property path.
+//
+// It is the one place that calls the wiring's stages, in order: convert the arguments, build the
+// spec, check it against Proxmox (while the charts render), register the component, then the
+// image and secrets, the configuration check, the VMs, the Talos side and the day-2 resources,
+// each stage taking the results of the ones before.
 func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxClusterArgs,
 	opts ...pulumi.ResourceOption,
 ) (*TalosProxmoxCluster, error) {
@@ -34,12 +39,12 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	// render; what it lacks is reported with the other problems, before anything is registered.
 	type checked struct {
 		problems []error
-		inv      *inventory
+		inv      *proxmox.Inventory
 	}
 
 	inventoryDone := make(chan checked, 1)
 	go func() {
-		problems, inv := inventoryProblems(ctx, c, specErr, opts)
+		problems, inv := proxmox.Check(ctx, c, specErr, opts)
 		inventoryDone <- checked{problems, inv}
 	}()
 
@@ -48,18 +53,9 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	// At preview nothing is created: while Proxmox is asked, the children that do not depend on
 	// its answer (image, downloads, secrets) are registered, so the engine works through them
 	// meanwhile. At `up` nothing is registered before every problem, Proxmox' included, is known.
-	start := func() (*builder, error) {
-		b, err := newBuilder(ctx, name, c, pass, helm, slices.Concat(c.Warnings, helmWarnings), opts)
-		if err != nil {
-			return nil, err
-		}
-
-		return b, b.imageAndSecrets()
-	}
-
-	var b *builder
+	var early *started
 	if ctx.DryRun() && err == nil {
-		b, err = start()
+		early, err = start(ctx, name, c, helm, slices.Concat(c.Warnings, helmWarnings), opts)
 	}
 
 	inv := <-inventoryDone
@@ -67,7 +63,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		err = withProblems(err, inv.problems)
 	}
 
-	vmIDs, vmIDWarnings, vmIDErr := assignVMIDs(c, inv.inv)
+	vmIDs, vmIDWarnings, vmIDErr := proxmox.AssignVMIDs(c, inv.inv)
 	if vmIDErr != nil {
 		err = withProblems(err, []error{vmIDErr})
 	}
@@ -76,23 +72,51 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		return nil, err
 	}
 
-	if b == nil {
-		if b, err = start(); err != nil {
+	if early == nil {
+		if early, err = start(ctx, name, c, helm, slices.Concat(c.Warnings, helmWarnings), opts); err != nil {
 			return nil, err
 		}
 	}
 
+	s, comp := early.scope, early.comp
 	for _, w := range vmIDWarnings {
-		_ = ctx.Log.Warn(w, &pulumi.LogArgs{Resource: b.comp})
+		_ = ctx.Log.Warn(w, &pulumi.LogArgs{Resource: comp})
 	}
 
-	b.vmIDs, b.inventory = vmIDs, inv.inv
+	fresh := inv.inv.IsNew(c.Name)
+	manifests := inlineManifests(helm)
+	configs := wire.CheckConfigs(s, early.secrets, pass, manifests, fresh)
 
-	if err := b.rest(); err != nil {
+	self, err := wire.LifecycleProvider(s, Name, Version)
+	if err != nil {
 		return nil, err
 	}
 
-	comp := b.comp
+	machines, err := wire.VirtualMachines(s, early.plan, early.downloads, vmIDs, proxmox.NewVMGuard(ctx, comp, c.Name, opts),
+		configs.Checked, self)
+	if err != nil {
+		return nil, err
+	}
+
+	running, err := wire.Talos(s, early.secrets, machines, configs, self)
+	if err != nil {
+		return nil, err
+	}
+
+	order := wire.ControlPlaneOrder(s, inv.inv, machines.Addresses, running)
+
+	operated, err := wire.Operate(s, machines, running, order, fresh, manifests, pass, self)
+	if err != nil {
+		return nil, err
+	}
+
+	comp.ControlPlaneIps = machines.Addresses.Of(c.ControlPlanes())
+	comp.WorkerIps = machines.Addresses.Of(c.Workers())
+	comp.Nodes = nodeInfos(c, machines)
+	comp.Endpoint = running.Endpoint
+	comp.ClusterName = pulumi.String(c.Name).ToStringOutput()
+	comp.Kubeconfig = operated.Kubeconfig
+	comp.Talosconfig = operated.Talosconfig
 
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
 		"kubeconfig":      comp.Kubeconfig,
@@ -112,55 +136,21 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	return comp, nil
 }
 
-// builder registers the children of one cluster.
-type builder struct {
-	ctx     *pulumi.Context
-	name    string
-	comp    *TalosProxmoxCluster
-	cluster *spec.Cluster
-	plan    *plan.Plan
-	// pass is what flows from the inputs to the children as Pulumi inputs; nothing else is read
-	// from the arguments after validation.
-	pass passThrough
-	// helm is the rendered Helm releases, one inline manifest each, Cilium first.
-	helm []talosconfig.Manifest
-
-	// nodeIPs is every node's address, by name: plain strings with static addressing, the
-	// guest agent's report with DHCP.
-	nodeIPs map[string]pulumi.StringOutput
-	// vmIDs are the VM ids of the nodes that pin none (vmids.go); empty when Proxmox could not be
-	// asked, and Proxmox then chooses.
-	vmIDs map[string]int
-	// inventory is what Proxmox answered (nil when it could not be asked).
-	inventory *inventory
-	// guard clears what an interrupted VM create left in Proxmox (orphans.go).
-	guard *vmGuard
-	// self is the explicit provider of the lifecycle resources (lifecycleProvider).
-	self *pulumi.ProviderResourceState
-	// downloaded are the image's downloads, one per host that needs one.
-	downloaded []*download.File
-	vms        map[string]pulumi.Resource
-	secrets    *machine.Secrets
-	// checked resolves once every node's configuration was generated and validated (with the
-	// cluster's secrets and contract, or for a new cluster placeholder secrets, see configCheck);
-	// the VMs wait for it.
-	checked pulumi.ResourceArrayOutput
-	// configs are the checked configurations by node, when they are the ones to apply (static
-	// addresses: nothing in them comes from the VMs).
-	configs map[string]pulumi.StringOutput
-	// manifests is the control planes' manifests patch, in the cluster's contract.
-	manifests pulumi.StringOutput
+// started is what start registered: the component and what does not depend on Proxmox'
+// inventory (the image, its downloads and the machine secrets).
+type started struct {
+	comp      *TalosProxmoxCluster
+	scope     wire.Scope
+	plan      *plan.Plan
+	downloads []*download.File
+	secrets   *wire.Secrets
 }
 
-func (b *builder) child(suffix string) string { return plan.ResourceName(b.name, suffix) }
-
-func (b *builder) parent() pulumi.ResourceOrInvokeOption { return pulumi.Parent(b.comp) }
-
-// newBuilder registers the component (after every input was checked) with its warnings, and
-// returns the builder of its children.
-func newBuilder(ctx *pulumi.Context, name string, c *spec.Cluster, pass passThrough, helm []*helmrender.Manifest, warnings []string,
+// start registers the component (after every input was checked) with its warnings, then the
+// image, its downloads and the machine secrets.
+func start(ctx *pulumi.Context, name string, c *spec.Cluster, helm []*helmrender.Manifest, warnings []string,
 	opts []pulumi.ResourceOption,
-) (*builder, error) {
+) (*started, error) {
 	comp := &TalosProxmoxCluster{}
 	if err := ctx.RegisterComponentResource(ClusterToken, name, comp, opts...); err != nil {
 		return nil, err
@@ -171,71 +161,55 @@ func newBuilder(ctx *pulumi.Context, name string, c *spec.Cluster, pass passThro
 	}
 
 	comp.HelmReleases = releaseInfos(helm)
+	comp.SchematicId = pulumi.String(c.Image.SchematicID).ToStringOutput()
+	comp.InstallerImage = pulumi.String(c.Image.InstallerImage).ToStringOutput()
 
-	return &builder{ctx: ctx, name: name, comp: comp, cluster: c, plan: plan.Build(c), pass: pass, helm: inlineManifests(helm),
-		guard: newVMGuard(ctx, comp, c.Name, opts)}, nil
-}
+	s := wire.Scope{Ctx: ctx, Name: name, Parent: comp, Cluster: c}
+	p := plan.Build(c)
 
-// imageAndSecrets registers what does not depend on Proxmox' inventory: the image, its downloads
-// and the machine secrets.
-func (b *builder) imageAndSecrets() error {
-	schematic, err := b.schematic()
+	downloads, err := wire.Image(s, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
-	if b.downloaded, err = b.downloads(schematic); err != nil {
-		return err
+	secrets, err := wire.MachineSecrets(s)
+	if err != nil {
+		return nil, err
 	}
 
-	return b.machineSecrets()
+	return &started{comp: comp, scope: s, plan: p, downloads: downloads, secrets: secrets}, nil
 }
 
-// rest registers the rest, once the inventory (b.inventory, b.vmIDs) is known.
-func (b *builder) rest() error {
-	b.checked = b.configCheck()
-
-	if err := b.virtualMachines(b.downloaded); err != nil {
-		return err
+// nodeInfos is the nodes output: every node's VM id, address, host and role.
+func nodeInfos(c *spec.Cluster, m *wire.Machines) NodeInfoMapOutput {
+	inputs := make([]any, 0, 2*len(c.Nodes))
+	for _, n := range c.Nodes {
+		inputs = append(inputs, m.VMIDs[n.Name], m.Addresses[n.Name])
 	}
 
-	return b.talos()
+	nodes := c.Nodes
+
+	return pulumi.All(inputs...).ApplyT(func(v []any) map[string]NodeInfo {
+		out := map[string]NodeInfo{}
+		for i, n := range nodes {
+			out[n.Name] = NodeInfo{VmId: v[2*i].(int), Ip: v[2*i+1].(string), HostNode: n.HostNode, Role: string(n.Role)}
+		}
+
+		return out
+	}).(NodeInfoMapOutput)
 }
 
-// endpointHost is the API endpoint host: known up front unless it is the first control plane
-// of a DHCP cluster.
-func (b *builder) endpointHost() pulumi.StringOutput {
-	if b.cluster.Endpoint != "" {
-		return pulumi.String(b.cluster.Endpoint).ToStringOutput()
+// withProblems adds problems to err: to its ValidationError, or as a new one.
+func withProblems(err error, problems []error) error {
+	var invalid *spec.ValidationError
+
+	switch {
+	case err == nil:
+		return &spec.ValidationError{Errors: problems}
+	case errors.As(err, &invalid):
+		invalid.Add(problems...)
+		return invalid
+	default:
+		return errors.Join(append([]error{err}, problems...)...)
 	}
-
-	return b.nodeIPs[b.cluster.BootstrapNode().Name]
 }
-
-// ips returns the addresses of nodes, in order.
-func (b *builder) ips(nodes []spec.Node) pulumi.StringArrayOutput {
-	var arr pulumi.StringArray
-	for _, n := range nodes {
-		arr = append(arr, b.nodeIPs[n.Name])
-	}
-
-	if arr == nil {
-		return pulumi.ToStringArray([]string{}).ToStringArrayOutput()
-	}
-
-	return arr.ToStringArrayOutput()
-}
-
-// nodePatch is the component's patch for a node, once the addresses it needs are known.
-func (b *builder) nodePatch(n spec.Node, contract pulumi.StringOutput) pulumi.StringOutput {
-	c := b.cluster
-
-	return pulumi.All(b.nodeIPs[n.Name], b.ips(c.ControlPlanes()), b.endpointHost(), contract).ApplyT(
-		func(v []any) (string, error) {
-			return talosconfig.NodePatch(c, n, talosconfig.Addresses{
-				NodeIP: v[0].(string), ControlPlaneIPs: v[1].([]string), Endpoint: v[2].(string),
-			}, v[3].(string))
-		}).(pulumi.StringOutput)
-}
-
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -4,31 +4,18 @@ import (
 	"fmt"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/await"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/wire"
 )
-
-// passThrough carries the inputs that are outputs by design from Args to the children: config
-// patches and inline manifest contents may be secrets, or unknown until other resources exist,
-// so they flow into the child resources as Pulumi inputs. specInput builds it once, beside the
-// spec input; after validation the wiring reads only the spec and this.
-type passThrough struct {
-	ConfigPatches             pulumi.StringArrayInput
-	ControlPlaneConfigPatches pulumi.StringArrayInput
-	WorkerConfigPatches       pulumi.StringArrayInput
-	// NodeConfigPatches are each node's own patches, by node name.
-	NodeConfigPatches map[string]pulumi.StringArrayInput
-	// ManifestContents are the contents of inlineManifests, in order.
-	ManifestContents []pulumi.StringInput
-}
 
 // specInput converts the component's arguments into the plain input the pure core validates,
 // and the pass-through of values that stay Pulumi inputs. Patches and manifest contents that
 // are already known (secret or not) are resolved so they can be checked before anything is
 // registered; unknown ones are passed through unchecked.
-func specInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs) (spec.Input, passThrough, error) {
-	pass := passThrough{
+func specInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs) (spec.Input, wire.PassThrough, error) {
+	pass := wire.PassThrough{
 		ConfigPatches:             a.ConfigPatches,
 		ControlPlaneConfigPatches: a.ControlPlaneConfigPatches,
 		WorkerConfigPatches:       a.WorkerConfigPatches,
@@ -40,7 +27,7 @@ func specInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs) (spec.Input, pas
 	return in, pass, err
 }
 
-func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *passThrough) (spec.Input, error) {
+func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.PassThrough) (spec.Input, error) {
 	in := spec.Input{
 		ClusterName:                    a.ClusterName,
 		TalosVersion:                   a.TalosVersion,
@@ -124,14 +111,13 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *passThrou
 
 		contents := spec.KnownPatch("") // missing contents: reported as holding no object
 		if m.Contents != nil {
-			r, err := internals.UnsafeAwaitOutput(ctx.Context(), m.Contents.ToStringOutput())
+			s, known, err := await.Known[string](ctx.Context(), m.Contents.ToStringOutput())
 			if err != nil {
 				return in, fmt.Errorf("inlineManifests[%d].contents: %w", i, err)
 			}
 
 			contents = spec.Patch{}
-			if r.Known {
-				s, _ := r.Value.(string)
+			if known {
 				contents = spec.KnownPatch(s)
 			}
 		}
@@ -179,16 +165,15 @@ func resolvePatches(ctx *pulumi.Context, patches pulumi.StringArrayInput) ([]spe
 		return nil, nil
 	}
 
-	r, err := internals.UnsafeAwaitOutput(ctx.Context(), patches.ToStringArrayOutput())
+	texts, known, err := await.Known[[]string](ctx.Context(), patches.ToStringArrayOutput())
 	if err != nil {
 		return nil, err
 	}
 
-	if !r.Known {
+	if !known {
 		return []spec.Patch{{}}, nil
 	}
 
-	texts, _ := r.Value.([]string)
 	out := make([]spec.Patch, 0, len(texts))
 
 	for _, t := range texts {

@@ -123,7 +123,7 @@ func checkReconfigureOrder(t *testing.T, r *recorder, want map[string][]string, 
 	}
 
 	k := r.named("homelab-kubernetes")
-	if k.Type != kubernetesToken {
+	if k.Type != "talos-proxmox:lifecycle:KubernetesUpgrade" {
 		t.Fatalf("homelab-kubernetes is a %s", k.Type)
 	}
 
@@ -217,7 +217,7 @@ func TestConstructManifestSync(t *testing.T) {
 	}
 
 	for _, reg := range off.custom() {
-		if reg.Type == manifestSyncToken {
+		if reg.Type == "talos-proxmox:lifecycle:ManifestSync" {
 			t.Error("the sync is registered with manifestSync.enabled false")
 		}
 	}

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -59,30 +58,6 @@ func TestConstructChecksTheInventory(t *testing.T) {
 	_, err = construct(t, &recorder{proxmox: inv}, "homelab", inputsFromJSON(t, homelabJSON))
 	if err == nil || !strings.Contains(err.Error(), `nodes.worker-2.pciDevices[0].mapping: "gpu" is not a PCI resource mapping of this Proxmox cluster (mappings: nic)`) {
 		t.Errorf("a missing PCI mapping: %v", err)
-	}
-}
-
-// A read that fails twice (a Proxmox under load) is asked again; one that keeps failing fails
-// after four attempts, naming what was asked.
-func TestInventoryReadsAreRetried(t *testing.T) {
-	t.Parallel()
-
-	calls := 0
-	if got, err := retried("read", func() (*int, error) {
-		calls++
-		if calls < 3 {
-			return nil, errors.New("HTTP 500: cfs-lock timeout")
-		}
-
-		return &calls, nil
-	}); err != nil || calls != 3 || *got != 3 {
-		t.Errorf("a read that failed twice: %v after %d calls", err, calls)
-	}
-
-	calls = 0
-	if _, err := retried("proxmoxve:Cluster/getNodes", func() (*int, error) { calls++; return nil, errors.New("connection refused") }); err == nil ||
-		calls != 4 || err.Error() != "proxmoxve:Cluster/getNodes: connection refused" {
-		t.Errorf("a read that keeps failing: %v after %d calls", err, calls)
 	}
 }
 

@@ -1,4 +1,4 @@
-package provider
+package proxmox
 
 import (
 	"context"
@@ -10,15 +10,17 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/await"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/pveclient"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
-// The VM guard: bpg creates a VM with one POST and records its id only once it has read the
-// create task's status; one failed status read (a busy Proxmox answers 500 now and then) fails
-// the create after Proxmox made the VM. That VM is in Proxmox but not in the state: an orphan.
-// With stable VM ids (vmids.go) a retried create asks for the orphan's id and Proxmox refuses it,
-// so the guard clears the orphan first, through Pulumi resource hooks on each node's VM:
+// VMGuard clears what an interrupted VM create left in Proxmox. bpg creates a VM with one POST
+// and records its id only once it has read the create task's status; one failed status read (a
+// busy Proxmox answers 500 now and then) fails the create after Proxmox made the VM. That VM is
+// in Proxmox but not in the state: an orphan. With stable VM ids (AssignVMIDs) a retried create
+// asks for the orphan's id and Proxmox refuses it, so the guard clears the orphan first, through
+// Pulumi resource hooks on each node's VM:
 //
 //   - on error (the engine calls it when the create failed): when the failure names the VM's
 //     create task and Proxmox shows the VM — this cluster's node, stopped, never started since it
@@ -37,7 +39,7 @@ import (
 // The guard talks to Proxmox itself (pveclient) with the credentials the children's proxmoxve
 // provider has (proxmoxCredentials). Without usable ones it does nothing and Proxmox's refusal
 // ("VM … already exists") stands, which docs/recovery.md explains.
-type vmGuard struct {
+type VMGuard struct {
 	ctx     *pulumi.Context
 	comp    pulumi.Resource
 	cluster string
@@ -50,11 +52,11 @@ type vmGuard struct {
 // maxOrphanRetries bounds the creates the error hook retries for one VM in one step.
 const maxOrphanRetries = 5
 
-func newVMGuard(ctx *pulumi.Context, comp pulumi.Resource, cluster string, opts []pulumi.ResourceOption) *vmGuard {
-	return &vmGuard{ctx: ctx, comp: comp, cluster: cluster, creds: proxmoxCredentials(ctx, opts)}
+func NewVMGuard(ctx *pulumi.Context, comp pulumi.Resource, cluster string, opts []pulumi.ResourceOption) *VMGuard {
+	return &VMGuard{ctx: ctx, comp: comp, cluster: cluster, creds: proxmoxCredentials(ctx, opts)}
 }
 
-func (g *vmGuard) api() *pveclient.Client {
+func (g *VMGuard) api() *pveclient.Client {
 	g.once.Do(func() {
 		if !g.creds.Usable() {
 			return
@@ -72,13 +74,13 @@ func (g *vmGuard) api() *pveclient.Client {
 	return g.client
 }
 
-func (g *vmGuard) warn(format string, args ...any) {
+func (g *VMGuard) warn(format string, args ...any) {
 	_ = g.ctx.Log.Warn(fmt.Sprintf(format, args...), &pulumi.LogArgs{Resource: g.comp})
 }
 
 // hooks are the resource option binding the guard to the VM of node n with id vmid (0: Proxmox
 // chooses, nothing to guard). resName is the VM's resource name, unique in the stack.
-func (g *vmGuard) hooks(n spec.Node, vmid int, resName string) ([]pulumi.ResourceOption, error) {
+func (g *VMGuard) Hooks(n spec.Node, vmid int, resName string) ([]pulumi.ResourceOption, error) {
 	if vmid == 0 || g.api() == nil {
 		return nil, nil
 	}
@@ -135,7 +137,7 @@ func namesCreateTask(errs []string, vmid int) bool {
 
 // clear destroys the VM at vmid when it is an orphan of node n and tells whether it did. A VM
 // there that is not one is an error, except after a failure (quiet: the failure stands).
-func (g *vmGuard) clear(ctx context.Context, n spec.Node, vmid int, resName string, afterFailure bool) (bool, error) {
+func (g *VMGuard) clear(ctx context.Context, n spec.Node, vmid int, resName string, afterFailure bool) (bool, error) {
 	api := g.api()
 
 	found, err := api.Guest(ctx, vmid)
@@ -200,8 +202,8 @@ func (g *vmGuard) clear(ctx context.Context, n spec.Node, vmid int, resName stri
 
 // notInState is the error for a VM of this node that has run but is not in the state (a lost or
 // rolled-back state, or a VM made by hand): nothing is destroyed; the user imports or deletes it.
-func (g *vmGuard) notInState(n spec.Node, vmid int, found *pveclient.Guest, resName string) error {
-	urn, ok := awaitURN(g.comp, 5*time.Second)
+func (g *VMGuard) notInState(n spec.Node, vmid int, found *pveclient.Guest, resName string) error {
+	urn, ok := await.URN(context.Background(), g.comp, 5*time.Second)
 	if !ok {
 		urn = "<the cluster's URN>"
 	}

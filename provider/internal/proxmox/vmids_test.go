@@ -1,4 +1,4 @@
-package provider
+package proxmox
 
 import (
 	"strings"
@@ -20,9 +20,9 @@ func vmIDCluster(names ...string) *spec.Cluster {
 
 func TestAssignVMIDsIsStableAndAvoidsTakenIDs(t *testing.T) {
 	c := vmIDCluster("cp-1", "cp-2", "worker-1")
-	inv := &inventory{Nodes: []string{"pve1"}}
+	inv := &Inventory{Nodes: []string{"pve1"}}
 
-	first, warnings, err := assignVMIDs(c, inv)
+	first, warnings, err := AssignVMIDs(c, inv)
 	if err != nil || len(warnings) > 0 {
 		t.Fatal(err, warnings)
 	}
@@ -40,7 +40,7 @@ func TestAssignVMIDsIsStableAndAvoidsTakenIDs(t *testing.T) {
 		}
 	}
 
-	again, _, _ := assignVMIDs(c, inv)
+	again, _, _ := AssignVMIDs(c, inv)
 	for name, id := range first {
 		if again[name] != id {
 			t.Errorf("node %s: %d, then %d", name, id, again[name])
@@ -50,7 +50,7 @@ func TestAssignVMIDsIsStableAndAvoidsTakenIDs(t *testing.T) {
 	// Someone else's VM at cp-2's id: cp-2 moves up by one; the others stay.
 	inv.VMs = []vm.GetVirtualMachinesVm{{VmId: first["cp-2"], Name: "db", NodeName: "pve1"}}
 
-	moved, _, _ := assignVMIDs(c, inv)
+	moved, _, _ := AssignVMIDs(c, inv)
 	want := first["cp-2"] + 1
 	if want > 899999 {
 		want = 800000
@@ -68,13 +68,13 @@ func TestAssignVMIDsIsStableAndAvoidsTakenIDs(t *testing.T) {
 func TestAssignVMIDsKeepsExistingVMsIDs(t *testing.T) {
 	c := vmIDCluster("cp-1", "worker-1")
 	tags := []string{"controlplane", "homelab", "talos"}
-	inv := &inventory{Nodes: []string{"pve1"}, VMs: []vm.GetVirtualMachinesVm{
+	inv := &Inventory{Nodes: []string{"pve1"}, VMs: []vm.GetVirtualMachinesVm{
 		{VmId: 105, Name: "cp-1", NodeName: "pve1", Tags: tags},
 		// Same name, another cluster's: not cp-1's, and its id is taken.
 		{VmId: 106, Name: "worker-1", NodeName: "pve1", Tags: []string{"other", "talos", "worker"}},
 	}}
 
-	ids, _, err := assignVMIDs(c, inv)
+	ids, _, err := AssignVMIDs(c, inv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestAssignVMIDsKeepsExistingVMsIDs(t *testing.T) {
 	// Two VMs of cp-1: ambiguous, so Proxmox keeps choosing and a warning names both.
 	inv.VMs = append(inv.VMs, vm.GetVirtualMachinesVm{VmId: 107, Name: "cp-1", NodeName: "pve1", Tags: tags})
 
-	ids, warnings, _ := assignVMIDs(c, inv)
+	ids, warnings, _ := AssignVMIDs(c, inv)
 	if _, ok := ids["cp-1"]; ok || len(warnings) != 1 || !strings.Contains(warnings[0], "105 on pve1, 107 on pve1") {
 		t.Errorf("ids %v, warnings %v", ids, warnings)
 	}
@@ -99,18 +99,18 @@ func TestAssignVMIDsKeepsExistingVMsIDs(t *testing.T) {
 func TestAssignVMIDsNeedsAnInventoryAndRoom(t *testing.T) {
 	c := vmIDCluster("cp-1", "cp-2")
 
-	if ids, _, _ := assignVMIDs(c, nil); ids != nil {
+	if ids, _, _ := AssignVMIDs(c, nil); ids != nil {
 		t.Errorf("without an inventory Proxmox must choose; assigned %v", ids)
 	}
 
-	if ids, _, _ := assignVMIDs(c, &inventory{}); ids != nil {
+	if ids, _, _ := AssignVMIDs(c, &Inventory{}); ids != nil {
 		t.Errorf("with an empty inventory (unknown configuration at preview) Proxmox must choose; assigned %v", ids)
 	}
 
 	c.VMIDs = spec.VMIDRange{Start: 900, End: 901}
-	inv := &inventory{Nodes: []string{"pve1"}, VMs: []vm.GetVirtualMachinesVm{{VmId: 900, Name: "x"}}}
+	inv := &Inventory{Nodes: []string{"pve1"}, VMs: []vm.GetVirtualMachinesVm{{VmId: 900, Name: "x"}}}
 
-	if _, _, err := assignVMIDs(c, inv); err == nil || !strings.Contains(err.Error(), "vmIdRange: every id from 900 to 901 is taken") {
+	if _, _, err := AssignVMIDs(c, inv); err == nil || !strings.Contains(err.Error(), "vmIdRange: every id from 900 to 901 is taken") {
 		t.Errorf("a full range: %v", err)
 	}
 
@@ -119,7 +119,7 @@ func TestAssignVMIDsNeedsAnInventoryAndRoom(t *testing.T) {
 	c.Nodes[0].VMID = 901
 	inv.VMs = nil
 
-	ids, _, err := assignVMIDs(c, inv)
+	ids, _, err := AssignVMIDs(c, inv)
 	if err != nil || ids["cp-2"] != 900 {
 		t.Errorf("cp-2 got %v (%v); 901 is cp-1's", ids, err)
 	}
@@ -139,24 +139,5 @@ func TestNamesCreateTask(t *testing.T) {
 		if namesCreateTask([]string{other}, 812345) {
 			t.Errorf("%q taken for the create task of 812345", other)
 		}
-	}
-}
-
-func TestLeaderLast(t *testing.T) {
-	cps := []spec.Node{{Name: "cp-1"}, {Name: "cp-2"}, {Name: "cp-3"}}
-
-	for leader, want := range map[string]string{"cp-1": "cp-2 cp-3 cp-1", "cp-2": "cp-1 cp-3 cp-2", "cp-3": "cp-1 cp-2 cp-3", "gone": "cp-1 cp-2 cp-3"} {
-		var got []string
-		for _, n := range leaderLast(cps, leader) {
-			got = append(got, n.Name)
-		}
-
-		if strings.Join(got, " ") != want {
-			t.Errorf("leader %s: order %v, want %s", leader, got, want)
-		}
-	}
-
-	if cps[0].Name != "cp-1" || cps[2].Name != "cp-3" {
-		t.Errorf("leaderLast changed its argument: %v", cps)
 	}
 }

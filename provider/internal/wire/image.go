@@ -1,43 +1,54 @@
-package provider
+package wire
 
 import (
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	talos "github.com/pulumiverse/pulumi-talos/sdk/go/talos"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/imagefactory"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/plan"
 )
+
+// Image registers the Talos image: the schematic with the Image Factory, then one download per
+// (Proxmox host, datastore) of the plan, which the VMs are created from. It returns the
+// downloads, in the plan's order.
+func Image(s Scope, p *plan.Plan) ([]*download.File, error) {
+	schematic, err := schematic(s)
+	if err != nil {
+		return nil, err
+	}
+
+	return downloads(s, p, schematic)
+}
 
 // schematic registers the image schematic with the Image Factory at image.factoryUrl, through a
 // talos provider configured for that factory. Its id is already known (computed locally).
-func (b *builder) schematic() (pulumi.Resource, error) {
-	img := b.cluster.Image
+func schematic(s Scope) (pulumi.Resource, error) {
+	img := s.Cluster.Image
 
-	prov, err := talos.NewProvider(b.ctx, b.child("talos"), &talos.ProviderArgs{
+	prov, err := talos.NewProvider(s.Ctx, s.child("talos"), &talos.ProviderArgs{
 		ImageFactoryUrl: pulumi.String(img.FactoryURL),
-	}, b.parent())
+	}, s.parent())
 	if err != nil {
 		return nil, errorf("registering the talos provider for %s: %w", img.FactoryURL, err)
 	}
 
-	s, err := imagefactory.NewSchematic(b.ctx, b.child("schematic"), &imagefactory.SchematicArgs{
+	r, err := imagefactory.NewSchematic(s.Ctx, s.child("schematic"), &imagefactory.SchematicArgs{
 		Schematic: pulumi.String(img.SchematicYAML),
-	}, b.parent(), pulumi.Provider(prov))
+	}, s.parent(), pulumi.Provider(prov))
 	if err != nil {
 		return nil, errorf("registering the image schematic: %w", err)
 	}
 
-	b.comp.SchematicId = pulumi.String(img.SchematicID).ToStringOutput()
-	b.comp.InstallerImage = pulumi.String(img.InstallerImage).ToStringOutput()
-
-	return s, nil
+	return r, nil
 }
 
 // downloads registers one image download per (Proxmox host, datastore), or one in total on a
 // shared datastore. They wait for the schematic: the factory only serves registered schematics.
-func (b *builder) downloads(schematic pulumi.Resource) ([]*download.File, error) {
+func downloads(s Scope, p *plan.Plan, schematic pulumi.Resource) ([]*download.File, error) {
 	var files []*download.File
 
-	for _, d := range b.plan.Downloads {
+	for _, d := range p.Downloads {
 		args := &download.FileArgs{
 			ContentType: pulumi.String(d.ContentType),
 			DatastoreId: pulumi.String(d.DatastoreID),
@@ -60,14 +71,14 @@ func (b *builder) downloads(schematic pulumi.Resource) ([]*download.File, error)
 		// cluster's own.
 		args.OverwriteUnmanaged = pulumi.Bool(true)
 
-		opts := []pulumi.ResourceOption{b.parent(), pulumi.DependsOn([]pulumi.Resource{schematic}), pulumi.DeleteBeforeReplace(true)}
-		if b.cluster.Image.SharedDatastore {
+		opts := []pulumi.ResourceOption{s.parent(), pulumi.DependsOn([]pulumi.Resource{schematic}), pulumi.DeleteBeforeReplace(true)}
+		if s.Cluster.Image.SharedDatastore {
 			// One file serves every host: which host downloaded it must not matter later
 			// (adding a host that sorts first would otherwise move, and so replace, it).
 			opts = append(opts, pulumi.IgnoreChanges([]string{"nodeName"}))
 		}
 
-		f, err := download.NewFile(b.ctx, b.child(d.Key), args, opts...)
+		f, err := download.NewFile(s.Ctx, s.child(d.Key), args, opts...)
 		if err != nil {
 			return nil, errorf("registering the image download on %s: %w", d.HostNode, err)
 		}

@@ -1,6 +1,7 @@
-package provider
+package proxmox
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/await"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/pveclient"
 )
 
@@ -18,7 +20,7 @@ import (
 // provider's stack configuration (proxmoxve:endpoint, apiToken, username, password, insecure),
 // else its environment variables (PROXMOX_VE_*). Empty when none reach an API.
 func proxmoxCredentials(ctx *pulumi.Context, opts []pulumi.ResourceOption) pveclient.Credentials {
-	if p := proxmoxProvider(opts); p != nil {
+	if p := Provider(opts); p != nil {
 		creds, err := providerCredentials(ctx, p)
 		if err != nil {
 			_ = ctx.Log.Debug(fmt.Sprintf("reading the proxmoxve provider's settings for the VM guard: %v", err), nil)
@@ -47,24 +49,25 @@ func proxmoxCredentials(ctx *pulumi.Context, opts []pulumi.ResourceOption) pvecl
 }
 
 func providerCredentials(ctx *pulumi.Context, p pulumi.ProviderResource) (pveclient.Credentials, error) {
-	urn, ok := awaitURN(p, 10*time.Second)
+	urn, ok := await.URN(ctx.Context(), p, 10*time.Second)
 	if !ok {
 		return pveclient.Credentials{}, fmt.Errorf("the provider's URN did not resolve")
 	}
 
 	// The output form of the invoke: the provider's state holds secrets (its apiToken), which the
 	// plain form refuses.
-	got := make(chan map[string]any, 1)
-	ctx.InvokeOutput("pulumi:pulumi:getResource", map[string]any{"urn": urn}, pulumi.MapOutput{}, pulumi.InvokeOutputOptions{}).(pulumi.MapOutput).
-		ApplyT(func(m map[string]any) int { got <- m; return 0 })
+	answer := ctx.InvokeOutput("pulumi:pulumi:getResource", map[string]any{"urn": urn}, pulumi.MapOutput{}, pulumi.InvokeOutputOptions{})
+
+	wait, cancel := context.WithTimeout(ctx.Context(), 10*time.Second)
+	defer cancel()
+
+	m, err := await.Value[map[string]any](wait, answer)
+	if err != nil {
+		return pveclient.Credentials{}, fmt.Errorf("the engine did not answer pulumi:pulumi:getResource for %s: %w", urn, err)
+	}
 
 	var res struct{ State map[string]any }
-	select {
-	case m := <-got:
-		res.State, _ = m["state"].(map[string]any)
-	case <-time.After(10 * time.Second):
-		return pveclient.Credentials{}, fmt.Errorf("the engine did not answer pulumi:pulumi:getResource for %s", urn)
-	}
+	res.State, _ = m["state"].(map[string]any)
 
 	str := func(key string) string {
 		s, _ := res.State[key].(string)

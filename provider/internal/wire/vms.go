@@ -1,4 +1,4 @@
-package provider
+package wire
 
 import (
 	"fmt"
@@ -10,62 +10,69 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/plan"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/proxmox"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
-// virtualMachines registers one VM per node with the settings Talos documents for Proxmox.
-func (b *builder) virtualMachines(files []*download.File) error {
-	b.nodeIPs = map[string]pulumi.StringOutput{}
-	b.vms = map[string]pulumi.Resource{}
+// Machines is what VirtualMachines returns: every node's VM, VM id and address, by node name.
+type Machines struct {
+	VMs       map[string]pulumi.Resource
+	VMIDs     map[string]pulumi.IntOutput
+	Addresses Addresses
+}
 
-	vmIDs := map[string]pulumi.IntOutput{}
+// VirtualMachines registers one VM per node with the settings Talos documents for Proxmox, from
+// the image downloads (Image), the VM ids assigned (proxmox.AssignVMIDs: 0 or missing lets
+// Proxmox choose) and the VM guard's hooks. No VM is created before every node's configuration
+// is known to be valid (Configs.Checked). A DHCP node's address is searched for through a
+// lifecycle NodeAddress resource served by self.
+func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[string]int, guard *proxmox.VMGuard,
+	checked pulumi.ResourceArrayOutput, self Lifecycle,
+) (*Machines, error) {
+	m := &Machines{VMs: map[string]pulumi.Resource{}, VMIDs: map[string]pulumi.IntOutput{}, Addresses: Addresses{}}
 
-	for _, p := range b.plan.VMs {
-		vmid := p.Node.VMID
+	for _, v := range p.VMs {
+		vmid := v.Node.VMID
 		if vmid == 0 {
-			vmid = b.vmIDs[p.Node.Name]
+			vmid = vmIDs[v.Node.Name]
 		}
 
-		guard, err := b.guard.hooks(p.Node, vmid, b.child(p.Node.Name))
+		hooks, err := guard.Hooks(v.Node, vmid, s.child(v.Node.Name))
 		if err != nil {
-			return errorf("registering the VM guard of node %s: %w", p.Node.Name, err)
+			return nil, errorf("registering the VM guard of node %s: %w", v.Node.Name, err)
 		}
 
-		machine, err := vm.NewVirtualMachine(b.ctx, b.child(p.Node.Name), b.vmArgs(p, files[p.Download], vmid),
+		machine, err := vm.NewVirtualMachine(s.Ctx, s.child(v.Node.Name), vmArgs(s.Cluster, v, files[v.Download], vmid),
 			append([]pulumi.ResourceOption{
-				b.parent(),
+				s.parent(),
 				// A replacement VM keeps the node's address and its VM id, so the old one must
 				// go first.
 				pulumi.DeleteBeforeReplace(true),
-				pulumi.IgnoreChanges(vmIgnoredPaths(len(p.Disks))),
-				// No VM before every node's configuration is known to be valid (config.go).
-				pulumi.DependsOnInputs(b.checked),
-			}, guard...)...,
+				pulumi.IgnoreChanges(vmIgnoredPaths(len(v.Disks))),
+				// No VM before every node's configuration is known to be valid (CheckConfigs).
+				pulumi.DependsOnInputs(checked),
+			}, hooks...)...,
 		)
 		if err != nil {
-			return errorf("registering the VM of node %s: %w", p.Node.Name, err)
+			return nil, errorf("registering the VM of node %s: %w", v.Node.Name, err)
 		}
 
-		b.vms[p.Node.Name] = machine
-		vmIDs[p.Node.Name] = machine.VmId
+		m.VMs[v.Node.Name] = machine
+		m.VMIDs[v.Node.Name] = machine.VmId
 
-		if b.cluster.Network.DHCP {
-			ip, err := b.nodeAddress(p.Node, machine)
+		if s.Cluster.Network.DHCP {
+			ip, err := nodeAddress(s, v.Node, machine, self)
 			if err != nil {
-				return err
+				return nil, err
 			}
 
-			b.nodeIPs[p.Node.Name] = ip
+			m.Addresses[v.Node.Name] = ip
 		} else {
-			b.nodeIPs[p.Node.Name] = pulumi.String(p.Node.IP).ToStringOutput()
+			m.Addresses[v.Node.Name] = pulumi.String(v.Node.IP).ToStringOutput()
 		}
 	}
 
-	b.comp.ControlPlaneIps = b.ips(b.cluster.ControlPlanes())
-	b.comp.WorkerIps = b.ips(b.cluster.Workers())
-	b.comp.Nodes = b.nodeInfos(vmIDs)
-
-	return nil
+	return m, nil
 }
 
 // vmIgnoredPaths are the VM properties whose changes the component ignores (the bridged
@@ -73,7 +80,7 @@ func (b *builder) virtualMachines(files []*download.File) error {
 //   - the OS disk's source image: it only matters when the VM is created. A new Talos version or
 //     schematic must not re-create running VMs (fileId forces a new VM, and all of them at once
 //     would lose etcd); new nodes get the new image. Running nodes are upgraded in place, one
-//     at a time, by their NodeUpgrade (day2.go).
+//     at a time, by their NodeUpgrade (Operate).
 //   - every disk's speed block: the proxmoxve provider defaults it to zeros but reads disks back
 //     without one, so every disk would show a diff on every preview. The component never sets it.
 func vmIgnoredPaths(disks int) []string {
@@ -85,7 +92,7 @@ func vmIgnoredPaths(disks int) []string {
 	return paths
 }
 
-func (b *builder) vmArgs(p plan.VM, image *download.File, vmid int) *vm.VirtualMachineArgs {
+func vmArgs(c *spec.Cluster, p plan.VM, image *download.File, vmid int) *vm.VirtualMachineArgs {
 	n := p.Node
 
 	var disks vm.VirtualMachineDiskArray
@@ -102,7 +109,7 @@ func (b *builder) vmArgs(p plan.VM, image *download.File, vmid int) *vm.VirtualM
 		}
 
 		switch {
-		case d.FromImage && b.cluster.Image.ContentType == spec.ContentISO:
+		case d.FromImage && c.Image.ContentType == spec.ContentISO:
 			disk.FileId = image.ID().ToStringOutput()
 		case d.FromImage:
 			disk.ImportFrom = image.ID().ToStringOutput()
@@ -153,7 +160,7 @@ func (b *builder) vmArgs(p plan.VM, image *download.File, vmid int) *vm.VirtualM
 		DatastoreId: pulumi.String(n.DatastoreID),
 		IpConfigs:   vm.VirtualMachineInitializationIpConfigArray{vm.VirtualMachineInitializationIpConfigArgs{Ipv4: ipv4}},
 	}
-	if ns := b.cluster.Network.Nameservers; len(ns) > 0 {
+	if ns := c.Network.Nameservers; len(ns) > 0 {
 		init.Dns = vm.VirtualMachineInitializationDnsArgs{Servers: pulumi.ToStringArray(ns)}
 	}
 
@@ -169,7 +176,7 @@ func (b *builder) vmArgs(p plan.VM, image *download.File, vmid int) *vm.VirtualM
 		Cpu:             vm.VirtualMachineCpuArgs{Cores: pulumi.Int(n.CPU), Sockets: pulumi.Int(1), Type: pulumi.String(n.CPUType)},
 		// Talos does not support memory ballooning: all memory is dedicated.
 		Memory:         vm.VirtualMachineMemoryArgs{Dedicated: pulumi.Int(n.MemoryMiB), Floating: pulumi.Int(0)},
-		Agent:          b.agentArgs(p),
+		Agent:          agentArgs(p),
 		NetworkDevices: vm.VirtualMachineNetworkDeviceArray{nic},
 		Disks:          disks,
 		Initialization: init,
@@ -206,7 +213,7 @@ func (b *builder) vmArgs(p plan.VM, image *download.File, vmid int) *vm.VirtualM
 // The component needs nothing from it then (DHCP nodes are found by NodeAddress), and a running
 // Talos node's agent answers in milliseconds, so the wait is one second (5 s cost every create 4 s
 // more, BenchmarkLabUpSpread).
-func (b *builder) agentArgs(p plan.VM) vm.VirtualMachineAgentArgs {
+func agentArgs(p plan.VM) vm.VirtualMachineAgentArgs {
 	args := vm.VirtualMachineAgentArgs{Enabled: pulumi.Bool(p.Agent), Trim: pulumi.Bool(p.Agent)}
 	if p.Agent {
 		args.Timeout = pulumi.String(agentTimeout)
@@ -221,66 +228,11 @@ const agentTimeout = "1s"
 // nodeAddressTimeout bounds the search for a DHCP node's address.
 const nodeAddressTimeout = "10m"
 
-// nodeAddress registers the search for a DHCP node's address (lifecycle.NodeAddress): the
-// agent's report when it already answered, else a scan of the node subnet for the Talos API of a
-// node with the VM's MAC address.
-func (b *builder) nodeAddress(n spec.Node, machine *vm.VirtualMachine) (pulumi.StringOutput, error) {
-	self, err := b.lifecycleProvider()
-	if err != nil {
-		return pulumi.StringOutput{}, err
-	}
-
-	gw := netip.MustParseAddr(b.cluster.Network.Gateway)
-	subnet := netip.PrefixFrom(gw, b.cluster.Network.PrefixLength).Masked()
-
-	var res nodeAddressResource
-	if err := b.ctx.RegisterResource(nodeAddressToken, b.child(n.Name+"-address"), pulumi.Map{
-		"node":       pulumi.String(n.Name),
-		"macAddress": machine.NetworkDevices.Index(pulumi.Int(0)).MacAddress().Elem(),
-		"subnet":     pulumi.String(subnet.String()),
-		"agentAddress": pulumi.All(machine.NetworkInterfaceNames, machine.Ipv4Addresses).ApplyT(func(v []any) string {
-			return AgentAddress(v[0].([]string), v[1].([][]string))
-		}).(pulumi.StringOutput),
-		"timeout": pulumi.String(nodeAddressTimeout),
-	}, &res, b.parent(), self); err != nil {
-		return pulumi.StringOutput{}, errorf("registering the address search of node %s: %w", n.Name, err)
-	}
-
-	return res.Address, nil
-}
-
-type nodeAddressResource struct {
-	pulumi.CustomResourceState
-
-	Address pulumi.StringOutput `pulumi:"address"`
-}
-
-func (b *builder) nodeInfos(vmIDs map[string]pulumi.IntOutput) NodeInfoMapOutput {
-	var (
-		inputs []any
-		names  []spec.Node
-	)
-
-	for _, n := range b.cluster.Nodes {
-		inputs = append(inputs, vmIDs[n.Name], b.nodeIPs[n.Name])
-		names = append(names, n)
-	}
-
-	return pulumi.All(inputs...).ApplyT(func(v []any) map[string]NodeInfo {
-		out := map[string]NodeInfo{}
-		for i, n := range names {
-			out[n.Name] = NodeInfo{VmId: v[2*i].(int), Ip: v[2*i+1].(string), HostNode: n.HostNode, Role: string(n.Role)}
-		}
-
-		return out
-	}).(NodeInfoMapOutput)
-}
-
-// AgentAddress picks a node's address from what the QEMU guest agent reports: the first IPv4
+// agentAddress picks a node's address from what the QEMU guest agent reports: the first IPv4
 // address of the first interface that is not the loopback interface, skipping link-local
 // addresses. Interface names and address lists are parallel, as the proxmoxve provider reports
 // them.
-func AgentAddress(names []string, addrs [][]string) string {
+func agentAddress(names []string, addrs [][]string) string {
 	for i, list := range addrs {
 		if i < len(names) && names[i] == "lo" {
 			continue
@@ -301,4 +253,33 @@ func AgentAddress(names []string, addrs [][]string) string {
 	}
 
 	return ""
+}
+
+// nodeAddress registers the search for a DHCP node's address (lifecycle.NodeAddress): the
+// agent's report when it already answered, else a scan of the node subnet for the Talos API of a
+// node with the VM's MAC address.
+func nodeAddress(s Scope, n spec.Node, machine *vm.VirtualMachine, self Lifecycle) (pulumi.StringOutput, error) {
+	gw := netip.MustParseAddr(s.Cluster.Network.Gateway)
+	subnet := netip.PrefixFrom(gw, s.Cluster.Network.PrefixLength).Masked()
+
+	var res nodeAddressResource
+	if err := s.Ctx.RegisterResource(nodeAddressToken, s.child(n.Name+"-address"), pulumi.Map{
+		"node":       pulumi.String(n.Name),
+		"macAddress": machine.NetworkDevices.Index(pulumi.Int(0)).MacAddress().Elem(),
+		"subnet":     pulumi.String(subnet.String()),
+		"agentAddress": pulumi.All(machine.NetworkInterfaceNames, machine.Ipv4Addresses).ApplyT(func(v []any) string {
+			return agentAddress(v[0].([]string), v[1].([][]string))
+		}).(pulumi.StringOutput),
+		"timeout": pulumi.String(nodeAddressTimeout),
+	}, &res, s.parent(), self.option); err != nil {
+		return pulumi.StringOutput{}, errorf("registering the address search of node %s: %w", n.Name, err)
+	}
+
+	return res.Address, nil
+}
+
+type nodeAddressResource struct {
+	pulumi.CustomResourceState
+
+	Address pulumi.StringOutput `pulumi:"address"`
 }

@@ -1,4 +1,4 @@
-package provider
+package checks
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
@@ -20,12 +21,12 @@ var updateDocs = flag.Bool("update-docs", false, "rewrite docs/configuration.md 
 // configurationDoc is docs/configuration.md: every input and output of the component, from the
 // schema's own descriptions (which state each default), so the page cannot drift from what the
 // SDKs document. `make codegen` rewrites it.
-const configurationDoc = "../docs/configuration.md"
+const configurationDoc = "../../docs/configuration.md"
 
 func TestConfigurationDocIsCurrent(t *testing.T) {
 	t.Parallel()
 
-	raw, err := Schema(t.Context())
+	raw, err := provider.Schema(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,16 +77,16 @@ func renderConfigurationDoc(raw []byte) (string, error) {
 		return "", err
 	}
 
-	comp, ok := s.Resources[ClusterToken]
+	comp, ok := s.Resources[provider.ClusterToken]
 	if !ok {
-		return "", fmt.Errorf("the schema has no %s", ClusterToken)
+		return "", fmt.Errorf("the schema has no %s", provider.ClusterToken)
 	}
 
 	var b strings.Builder
 
-	b.WriteString("<!-- Generated from the schema by `make codegen` (provider/docs_test.go); do not edit. -->\n\n")
+	b.WriteString("<!-- Generated from the schema by `make codegen` (provider/checks/docs_test.go); do not edit. -->\n\n")
 	b.WriteString("# Configuration reference\n\n")
-	b.WriteString("Every input and output of `" + ClusterToken + "`, with its default, as the SDKs document it.\n")
+	b.WriteString("Every input and output of `" + provider.ClusterToken + "`, with its default, as the SDKs document it.\n")
 	b.WriteString("Names are the schema's (YAML, TypeScript); Python uses snake_case (`memoryMib` → `memory_mib`),\n")
 	b.WriteString("Go uses PascalCase (`MemoryMib`). *plain* inputs must be known values at preview (they shape the\n")
 	b.WriteString("resource graph); the others accept outputs and secrets.\n\n")
@@ -255,7 +256,7 @@ func refs(props map[string]schemaProp) []string {
 func TestReadmeLinksEveryDoc(t *testing.T) {
 	t.Parallel()
 
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestReadmeLinksEveryDoc(t *testing.T) {
 		t.Errorf("README.md has %d lines; keep it under 200 and move reference material to docs/", n)
 	}
 
-	pages, err := filepath.Glob("../docs/*.md")
+	pages, err := filepath.Glob("../../docs/*.md")
 	if err != nil || len(pages) == 0 {
 		t.Fatalf("no docs/*.md: %v", err)
 	}
@@ -277,7 +278,7 @@ func TestReadmeLinksEveryDoc(t *testing.T) {
 
 	link := regexp.MustCompile(`\]\(([^)#:]+)(#[^)]*)?\)`)
 
-	for _, f := range append([]string{"../README.md"}, pages...) {
+	for _, f := range append([]string{"../../README.md"}, pages...) {
 		text, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

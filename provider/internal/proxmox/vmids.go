@@ -1,4 +1,4 @@
-package provider
+package proxmox
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
-// assignVMIDs gives every node that pins no vmId a stable VM id, so that a create retried after
+// AssignVMIDs gives every node that pins no vmId a stable VM id, so that a create retried after
 // a failure (bpg gives up on a VM create whose task status it could not read, after Proxmox made
 // the VM) asks for the same id: Proxmox then refuses a second VM instead of making one, and the
 // VM guard (orphans.go) clears the leftover first.
@@ -26,7 +26,7 @@ import (
 //
 // Without an inventory (Proxmox not asked, or answering nothing at preview) nothing is assigned
 // and Proxmox chooses, as it did before.
-func assignVMIDs(c *spec.Cluster, inv *inventory) (map[string]int, []string, error) {
+func AssignVMIDs(c *spec.Cluster, inv *Inventory) (map[string]int, []string, error) {
 	if c == nil || inv == nil || len(inv.Nodes) == 0 {
 		return nil, nil, nil
 	}
@@ -121,4 +121,24 @@ func firstFree(r spec.VMIDRange, start int, taken map[int]bool) (int, bool) {
 	}
 
 	return 0, false
+}
+
+// IsNew reports whether Proxmox holds no VM of the cluster (by its tags), so its secrets are
+// created in this update with the contract asked for. Unknown (inv nil: Proxmox not asked, or a
+// provider that answers nothing, e.g. with unknown configuration at preview) is not new.
+//
+// Proxmox, not the state, decides: secrets left by a first `up` that failed before any VM keep
+// the contract they were created with, and if talosVersion or configContract changed since, a
+// patch the placeholder check accepts may still be refused at the apply, after the VMs exist.
+func (inv *Inventory) IsNew(cluster string) bool {
+	if inv == nil || len(inv.Nodes) == 0 {
+		return false
+	}
+
+	return !slices.ContainsFunc(inv.VMs, func(v vm.GetVirtualMachinesVm) bool { return isOwnVM(cluster, v.Tags) })
+}
+
+// HasVM reports whether Proxmox holds a VM of the cluster's node (false when inv is nil).
+func (inv *Inventory) HasVM(cluster, node string) bool {
+	return inv != nil && len(ownVMs(cluster, node, inv.VMs)) > 0
 }

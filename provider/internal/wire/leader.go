@@ -1,4 +1,4 @@
-package provider
+package wire
 
 import (
 	"context"
@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/await"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/proxmox"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
@@ -17,7 +18,7 @@ import (
 // at once for a running cluster, from the state) and then for an answer from etcd.
 const leaderWait = 20 * time.Second
 
-// controlPlaneOrder is the order control planes are upgraded and reconfigured in: by name, with
+// ControlPlaneOrder is the order control planes are upgraded and reconfigured in: by name, with
 // the one that leads etcd last. A rollout then moves leadership once, when it reaches that node,
 // instead of again whenever the next node in line happens to lead, and never hands it to a node
 // that still has its reboot ahead. The leader is read from the running cluster through the
@@ -25,15 +26,15 @@ const leaderWait = 20 * time.Second
 // healthy, keeps the order by name (and the leader still hands over before
 // its reboot, see day2.Upgrade). A preview does not ask: it runs nothing, so the order does not
 // show in it, and the leader may change before the up anyway.
-func (b *builder) controlPlaneOrder(r running) []spec.Node {
-	cps := b.cluster.ControlPlanes()
-	if len(cps) < 2 || b.ctx.DryRun() || !b.runs(cps) {
+func ControlPlaneOrder(s Scope, inv *proxmox.Inventory, addrs Addresses, r *Running) []spec.Node {
+	cps := s.Cluster.ControlPlanes()
+	if len(cps) < 2 || s.Ctx.DryRun() || !runs(s.Cluster.Name, inv, cps) {
 		return cps
 	}
 
-	leader, err := b.etcdLeader(r, cps)
+	leader, err := etcdLeader(s.Ctx.Context(), r.Talosconfig, addrs, cps)
 	if err != nil {
-		_ = b.ctx.Log.Debug("control planes upgrade in name order: "+err.Error(), &pulumi.LogArgs{Resource: b.comp})
+		_ = s.Ctx.Log.Debug("control planes upgrade in name order: "+err.Error(), &pulumi.LogArgs{Resource: s.Parent})
 
 		return cps
 	}
@@ -55,15 +56,11 @@ func leaderLast(cps []spec.Node, leader string) []spec.Node {
 
 // runs reports whether at least two of the control planes already have their VM: only then is
 // there an etcd cluster to ask.
-func (b *builder) runs(cps []spec.Node) bool {
-	if b.inventory == nil {
-		return false
-	}
-
+func runs(cluster string, inv *proxmox.Inventory, cps []spec.Node) bool {
 	have := 0
 
 	for _, n := range cps {
-		if len(ownVMs(b.cluster.Name, n.Name, b.inventory.VMs)) > 0 {
+		if inv.HasVM(cluster, n.Name) {
 			have++
 		}
 	}
@@ -73,11 +70,11 @@ func (b *builder) runs(cps []spec.Node) bool {
 
 // etcdLeader asks the running cluster which control plane leads etcd, through the credentials and
 // addresses of this program (their values from the state, for a running cluster).
-func (b *builder) etcdLeader(r running, cps []spec.Node) (string, error) {
-	ctx, cancel := context.WithTimeout(b.ctx.Context(), leaderWait)
+func etcdLeader(ctx context.Context, talosconfigOutput pulumi.StringOutput, addrs Addresses, cps []spec.Node) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, leaderWait)
 	defer cancel()
 
-	talosconfig, err := knownString(ctx, r.talosconfig)
+	talosconfig, err := await.Value[string](ctx, talosconfigOutput)
 	if err != nil {
 		return "", fmt.Errorf("the talosconfig: %w", err)
 	}
@@ -85,7 +82,7 @@ func (b *builder) etcdLeader(r running, cps []spec.Node) (string, error) {
 	nodes := make([]day2.Node, 0, len(cps))
 
 	for _, n := range cps {
-		address, err := knownString(ctx, b.nodeIPs[n.Name])
+		address, err := await.Value[string](ctx, addrs[n.Name])
 		if err != nil {
 			return "", fmt.Errorf("the address of %s: %w", n.Name, err)
 		}
@@ -105,20 +102,4 @@ func (b *builder) etcdLeader(r running, cps []spec.Node) (string, error) {
 	}
 
 	return view.Leader, nil
-}
-
-// knownString waits for a string output's value; an unknown value (a preview before the
-// resource exists) is an error.
-func knownString(ctx context.Context, o pulumi.StringOutput) (string, error) {
-	res, err := internals.UnsafeAwaitOutput(ctx, o)
-	if err != nil {
-		return "", err
-	}
-
-	s, ok := res.Value.(string)
-	if !res.Known || !ok {
-		return "", fmt.Errorf("not known yet")
-	}
-
-	return s, nil
 }

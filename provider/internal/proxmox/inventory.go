@@ -1,4 +1,9 @@
-package provider
+// Package proxmox is what the component asks of Proxmox VE before it registers anything, and
+// what it binds to the VMs it registers: the inventory (hosts, datastores, VM ids, PCI mappings)
+// checked at preview, stable VM ids, the VM guard that clears what an interrupted create left,
+// and the lookup of the proxmoxve provider (and its credentials) the cluster's children use. It
+// reads and binds; it never registers a child resource (package wire does).
+package proxmox
 
 import (
 	"errors"
@@ -12,7 +17,6 @@ import (
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/hardware"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/storage"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
@@ -27,9 +31,9 @@ const (
 	inventoryTimeoutWithProblems = 10 * time.Second
 )
 
-// inventory is what the Proxmox cluster holds, as the proxmoxve provider's read-only functions
+// Inventory is what the Proxmox cluster holds, as the proxmoxve provider's read-only functions
 // report it: the same provider (and credentials) the cluster's VMs are created with.
-type inventory struct {
+type Inventory struct {
 	Nodes       []string
 	Datastores  map[string][]storage.GetDatastoresDatastore // by host
 	VMs         []vm.GetVirtualMachinesVm                   // every VM: ids taken, nodes' own VMs
@@ -39,14 +43,16 @@ type inventory struct {
 // checkInventory asks Proxmox about the hosts, datastores, VM ids and PCI mappings the cluster
 // names and returns what does not exist or cannot serve, with property paths. An error means
 // Proxmox could not be asked (unreachable, refused, too slow).
-func checkInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.ResourceOption, timeout time.Duration) ([]error, *inventory, error) {
+func checkInventory(ctx *pulumi.Context, c *spec.Cluster, invalid *spec.ValidationError, opts []pulumi.ResourceOption,
+	timeout time.Duration,
+) ([]error, *Inventory, error) {
 	var invokeOpts []pulumi.InvokeOption
-	if p := proxmoxProvider(opts); p != nil {
+	if p := Provider(opts); p != nil {
 		invokeOpts = []pulumi.InvokeOption{pulumi.Provider(p)}
 	}
 
 	type result struct {
-		inv *inventory
+		inv *Inventory
 		err error
 	}
 
@@ -63,49 +69,14 @@ func checkInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.Resource
 				"the proxmoxve provider failed: %w; check proxmoxve:endpoint, proxmoxve:apiToken and that the API is reachable", r.err)
 		}
 
-		return r.inv.problems(c), r.inv, nil
+		return r.inv.problems(c, invalid), r.inv, nil
 	case <-time.After(timeout):
 		return nil, nil, fmt.Errorf("the Proxmox API did not answer the inventory check (hosts, datastores, VM ids, PCI "+
 			"mappings) within %s; check proxmoxve:endpoint and that the API is reachable from here", timeout)
 	}
 }
 
-// proxmoxProvider is the proxmoxve provider passed to the component, which its children use;
-// nil for the default provider.
-func proxmoxProvider(opts []pulumi.ResourceOption) pulumi.ProviderResource {
-	ro, err := pulumi.NewResourceOptions(opts...)
-	if err != nil {
-		return nil
-	}
-
-	candidates := slices.Clone(ro.Providers)
-	if ro.Provider != nil {
-		candidates = append(candidates, ro.Provider)
-	}
-
-	for _, p := range candidates {
-		if u, ok := awaitURN(p, 5*time.Second); ok && resource.URN(u).Type() == "pulumi:providers:proxmoxve" {
-			return p
-		}
-	}
-
-	return nil
-}
-
-// awaitURN waits at most timeout for r's URN, which resolves once the engine registered r.
-func awaitURN(r pulumi.Resource, timeout time.Duration) (string, bool) {
-	ch := make(chan string, 1)
-	r.URN().ApplyT(func(u pulumi.URN) int { ch <- string(u); return 0 })
-
-	select {
-	case u := <-ch:
-		return u, true
-	case <-time.After(timeout):
-		return "", false
-	}
-}
-
-func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOption) (*inventory, error) {
+func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOption) (*Inventory, error) {
 	nodes, err := retried("proxmoxve:Cluster/getNodes", func() (*cluster.GetNodesResult, error) {
 		return cluster.GetNodes(ctx, opts...)
 	})
@@ -113,7 +84,7 @@ func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOp
 		return nil, err
 	}
 
-	inv := &inventory{Nodes: nodes.Names, Datastores: map[string][]storage.GetDatastoresDatastore{}}
+	inv := &Inventory{Nodes: nodes.Names, Datastores: map[string][]storage.GetDatastoresDatastore{}}
 
 	var (
 		mu   sync.Mutex
@@ -212,10 +183,17 @@ func usedHosts(c *spec.Cluster) []string {
 }
 
 // problems are the cluster's references that the inventory cannot serve. With no node reported
-// (a provider that answers nothing, e.g. unknown configuration at preview), nothing is checked.
-func (inv *inventory) problems(c *spec.Cluster) []error {
+// (a provider that answers nothing, e.g. unknown configuration at preview), nothing is checked. A
+// reference whose input was already refused (invalid, which may be nil) is not checked: its own
+// error says what to fix, and a second one about the same value (`enable "raw" content` for an
+// image.contentType Proxmox does not have) would point the wrong way.
+func (inv *Inventory) problems(c *spec.Cluster, invalid *spec.ValidationError) []error {
 	if len(inv.Nodes) == 0 {
 		return nil
+	}
+
+	refused := func(paths ...string) bool {
+		return invalid != nil && slices.ContainsFunc(paths, invalid.Has)
 	}
 
 	var errs []error
@@ -241,25 +219,31 @@ func (inv *inventory) problems(c *spec.Cluster) []error {
 
 	for _, n := range c.Nodes {
 		at := "nodes." + n.Name
+		if refused(at + ".hostNode") {
+			continue
+		}
+
 		if !slices.Contains(inv.Nodes, n.HostNode) {
 			add(at+".hostNode", "%q is not a node of this Proxmox cluster (nodes: %s); use one of them", n.HostNode, strings.Join(inv.Nodes, ", "))
 			continue
 		}
 
-		if !imageChecked[n.HostNode] {
+		if !imageChecked[n.HostNode] && !refused("image.datastoreId", "image.contentType") {
 			imageChecked[n.HostNode] = true
 			inv.checkDatastore(imageAdd, "image.datastoreId", n.HostNode, c.Image.DatastoreID, string(c.Image.ContentType))
 		}
 
-		inv.checkDatastore(add, at+".datastoreId", n.HostNode, n.DatastoreID, "images")
+		if !refused(at + ".datastoreId") {
+			inv.checkDatastore(add, at+".datastoreId", n.HostNode, n.DatastoreID, "images")
+		}
 
 		for i, d := range n.DataDisks {
-			if d.DatastoreID != n.DatastoreID {
+			if d.DatastoreID != n.DatastoreID && !refused(fmt.Sprintf("%s.dataDisks[%d].datastoreId", at, i)) {
 				inv.checkDatastore(add, fmt.Sprintf("%s.dataDisks[%d].datastoreId", at, i), n.HostNode, d.DatastoreID, "images")
 			}
 		}
 
-		if n.VMID != 0 {
+		if n.VMID != 0 && !refused(at+".vmId") {
 			if i := slices.IndexFunc(inv.VMs, func(v vm.GetVirtualMachinesVm) bool { return v.VmId == n.VMID }); i >= 0 {
 				if v := inv.VMs[i]; v.Name != n.Name || !slices.Contains(v.Tags, c.Name) {
 					add(at+".vmId", "%d is taken by VM %q on %s, which is not this cluster's %s; choose a free id, or remove vmId to let Proxmox choose",
@@ -269,7 +253,7 @@ func (inv *inventory) problems(c *spec.Cluster) []error {
 		}
 
 		for i, d := range n.PCIDevices {
-			if d.Mapping != "" && !slices.Contains(inv.PCIMappings, d.Mapping) {
+			if d.Mapping != "" && !slices.Contains(inv.PCIMappings, d.Mapping) && !refused(fmt.Sprintf("%s.pciDevices[%d]", at, i)) {
 				add(fmt.Sprintf("%s.pciDevices[%d].mapping", at, i), "%q is not a PCI resource mapping of this Proxmox cluster (mappings: %s); "+
 					"create it under Datacenter → Resource Mappings, or pass the device by id", d.Mapping, listOrNone(inv.PCIMappings))
 			}
@@ -285,7 +269,7 @@ func (inv *inventory) problems(c *spec.Cluster) []error {
 
 // checkDatastore reports a datastore that host does not have, that is disabled or inactive, or
 // that cannot hold content.
-func (inv *inventory) checkDatastore(add func(string, string, ...any), path, host, id, content string) {
+func (inv *Inventory) checkDatastore(add func(string, string, ...any), path, host, id, content string) {
 	stores := inv.Datastores[host]
 
 	i := slices.IndexFunc(stores, func(d storage.GetDatastoresDatastore) bool { return d.Id == id })
@@ -319,40 +303,25 @@ func listOrNone(items []string) string {
 	return strings.Join(items, ", ")
 }
 
-// inventoryProblems runs the inventory check unless the inputs failed in a way that leaves no
+// Check runs the inventory check unless the inputs failed in a way that leaves no
 // cluster to check. A failure to ask Proxmox is a problem when the inputs are valid; with input
 // problems it is left out (see inventoryTimeoutWithProblems). The inventory is returned when
 // Proxmox answered.
-func inventoryProblems(ctx *pulumi.Context, c *spec.Cluster, specErr error, opts []pulumi.ResourceOption) ([]error, *inventory) {
+func Check(ctx *pulumi.Context, c *spec.Cluster, specErr error, opts []pulumi.ResourceOption) ([]error, *Inventory) {
 	var invalid *spec.ValidationError
 	if c == nil || (specErr != nil && !errors.As(specErr, &invalid)) {
 		return nil, nil
 	}
 
 	if specErr != nil {
-		problems, inv, _ := checkInventory(ctx, c, opts, inventoryTimeoutWithProblems)
+		problems, inv, _ := checkInventory(ctx, c, invalid, opts, inventoryTimeoutWithProblems)
 		return problems, inv
 	}
 
-	problems, inv, err := checkInventory(ctx, c, opts, inventoryTimeout)
+	problems, inv, err := checkInventory(ctx, c, nil, opts, inventoryTimeout)
 	if err != nil {
 		return []error{err}, nil
 	}
 
 	return problems, inv
-}
-
-// withProblems adds problems to err: to its ValidationError, or as a new one.
-func withProblems(err error, problems []error) error {
-	var invalid *spec.ValidationError
-
-	switch {
-	case err == nil:
-		return &spec.ValidationError{Errors: problems}
-	case errors.As(err, &invalid):
-		invalid.Add(problems...)
-		return invalid
-	default:
-		return errors.Join(append([]error{err}, problems...)...)
-	}
 }

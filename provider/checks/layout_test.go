@@ -1,4 +1,4 @@
-package provider
+package checks
 
 import (
 	"io/fs"
@@ -8,15 +8,15 @@ import (
 	"testing"
 )
 
-// TestGoFilesStaySmall keeps every hand-written Go file of the repository under 400 lines, so
-// each can be read in one sitting (split by concern, not by line count). Generated SDKs are
-// exempt.
+// TestGoFilesStaySmall is a guard against monsters, not a size to pack to: no hand-written Go
+// file of the repository reaches 600 lines, so each can still be read in one sitting. Files are
+// split by concern, and a type keeps its methods with it. Generated SDKs are exempt.
 func TestGoFilesStaySmall(t *testing.T) {
 	t.Parallel()
 
-	const limit = 400
+	const limit = 600
 
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -40,7 +40,7 @@ func TestGoFilesStaySmall(t *testing.T) {
 		}
 
 		if n := strings.Count(string(data), "\n"); n >= limit {
-			t.Errorf("%s has %d lines; split it by concern below %d", path, n, limit)
+			t.Errorf("%s has %d lines; split it by concern (a type keeps its methods) below %d", path, n, limit)
 		}
 
 		return nil
