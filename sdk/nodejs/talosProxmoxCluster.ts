@@ -153,7 +153,7 @@ export interface TalosProxmoxClusterArgs {
      */
     clusterName: string;
     /**
-     * Format of the Talos machine configuration, as a Talos minor (`v1.11` … `v1.14`): `v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of `talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep data disks mounted outside /var/mnt (e.g. /var/lib/longhorn), which contract v1.14 cannot express.
+     * Format of the Talos machine configuration, as a Talos minor (`v1.10` … `v1.14`): `v1.10`/`v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of `talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep data disks mounted outside /var/mnt (e.g. /var/lib/longhorn), which contract v1.14 cannot express.
      */
     configContract?: string;
     /**

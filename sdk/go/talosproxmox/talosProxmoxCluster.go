@@ -69,7 +69,7 @@ type talosProxmoxClusterArgs struct {
 	Cilium *Cilium `pulumi:"cilium"`
 	// Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.
 	ClusterName string `pulumi:"clusterName"`
-	// Format of the Talos machine configuration, as a Talos minor (`v1.11` … `v1.14`): `v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of `talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep data disks mounted outside /var/mnt (e.g. /var/lib/longhorn), which contract v1.14 cannot express.
+	// Format of the Talos machine configuration, as a Talos minor (`v1.10` … `v1.14`): `v1.10`/`v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of `talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep data disks mounted outside /var/mnt (e.g. /var/lib/longhorn), which contract v1.14 cannot express.
 	ConfigContract *string `pulumi:"configContract"`
 	// Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
 	ConfigPatches []string `pulumi:"configPatches"`
@@ -123,7 +123,7 @@ type TalosProxmoxClusterArgs struct {
 	Cilium *CiliumArgs
 	// Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.
 	ClusterName string
-	// Format of the Talos machine configuration, as a Talos minor (`v1.11` … `v1.14`): `v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of `talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep data disks mounted outside /var/mnt (e.g. /var/lib/longhorn), which contract v1.14 cannot express.
+	// Format of the Talos machine configuration, as a Talos minor (`v1.10` … `v1.14`): `v1.10`/`v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of `talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep data disks mounted outside /var/mnt (e.g. /var/lib/longhorn), which contract v1.14 cannot express.
 	ConfigContract *string
 	// Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
 	ConfigPatches pulumi.StringArrayInput
