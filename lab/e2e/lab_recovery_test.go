@@ -34,7 +34,7 @@ func TestRecoverKilledUp(t *testing.T) {
 		{name: "vm-create", route: "POST /nodes/{node}/qemu", until: taskRunning("qmcreate"), imports: 1},
 		// A download task runs: its file exists when the dust settles, and is imported.
 		{name: "download", route: "POST /nodes/{node}/storage/{storage}/download-url", until: taskRunning("download"), imports: 1},
-		// The VM guard checks Proxmox before a VM create (orphans.go): the VMs are pending, but
+		// The VM guard checks Proxmox before a VM create (provider/internal/proxmox/guard.go): the VMs are pending, but
 		// were never created. (bpg asks /cluster/nextid only for VMs without an id, and every
 		// node now has one.)
 		{name: "before-vm-create", route: "GET /cluster/resources", until: called("GET /cluster/resources"), cleared: 1},

@@ -14,7 +14,7 @@ import (
 // AssignVMIDs gives every node that pins no vmId a stable VM id, so that a create retried after
 // a failure (bpg gives up on a VM create whose task status it could not read, after Proxmox made
 // the VM) asks for the same id: Proxmox then refuses a second VM instead of making one, and the
-// VM guard (orphans.go) clears the leftover first.
+// VM guard (VMGuard) clears the leftover first.
 //
 //   - A node whose VM exists (its name, tagged `talos` and the cluster's name, on any host) keeps
 //     that VM's id, whatever range it came from: VMs made before ids were assigned keep theirs and
