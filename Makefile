@@ -28,8 +28,11 @@ TOOLCHAIN    := $(shell tools/toolchain/build.sh --print-dir)
 PULUMI       := $(TOOLCHAIN)/pulumi
 LINT         := $(shell tools/lint/build.sh --print-dir)/golangci-lint
 FUZZTIME     ?= 30s
-# Go modules that unit tests cover, besides the root; golangci-lint covers these and more.
-MODULES      := lab lab/proxmoxve lab/pvecontract examples/automation examples/fleet
+# Go modules that unit tests cover, besides the root: the examples' (unit), the lab's (lab-unit,
+# which start the lab's Kubernetes control plane); golangci-lint covers these and more.
+EXAMPLE_MODULES := examples/automation examples/fleet
+LAB_MODULES     := lab lab/proxmoxve lab/pvecontract
+MODULES         := $(LAB_MODULES) $(EXAMPLE_MODULES)
 # tools/kube (one main.go dispatching to k8s.io/kubernetes) is left to gofmt: golangci-lint would
 # type-check all of Kubernetes for it, about 7 minutes cold.
 LINT_MODULES := $(MODULES) examples/go tools/sdkgen tools/sdkcheck
@@ -119,9 +122,13 @@ lint: lint-tools ## gofmt, and golangci-lint (govet, staticcheck, errcheck, doc 
 	@for m in $(LINT_MODULES); do echo "golangci-lint: $$m"; (cd $$m && $(LINT) run --build-tags e2e ./...) || exit 1; done
 
 .PHONY: unit
-unit: kube ## Unit, Construct and schema tests (no toolchain needed); the lab's own modules and the Automation API example too
+unit: ## Unit, Construct, schema and docs tests of the provider and the examples (no toolchain, no Kubernetes)
 	$(GO) test -count=1 ./...
-	@for m in $(MODULES); do echo "go test: $$m"; $(GO) -C $$m test -count=1 ./... || exit 1; done
+	@for m in $(EXAMPLE_MODULES); do echo "go test: $$m"; $(GO) -C $$m test -count=1 ./... || exit 1; done
+
+.PHONY: lab-unit
+lab-unit: kube ## The lab's own tests: the Proxmox fake and its contract with bpg, the Talos emulator, the lab's Kubernetes
+	@for m in $(LAB_MODULES); do echo "go test: $$m"; $(GO) -C $$m test -count=1 ./... || exit 1; done
 
 .PHONY: sdk-check
 sdk-check: ## Fail on stale sdk/; build and type-check the SDKs and the examples in every language
@@ -141,7 +148,7 @@ e2e: toolchain kube versitygw provider lab ## Tests through the real Pulumi CLI,
 	$(GO) -C lab test -count=1 -timeout 40m -parallel 3 -tags e2e ./e2e/...
 
 .PHONY: test
-test: tools provider lab lint unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
+test: tools provider lab lint unit lab-unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
 
 .PHONY: release
 release: toolchain ## Release packages of VERSION (make release VERSION=x.y.z; default provider/VERSION) into dist/: plugin archives for linux/darwin × amd64/arm64, Python wheel and sdist, npm tarball, Go SDK and its tag

@@ -7,6 +7,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -112,7 +113,19 @@ func Provider() (p.Provider, error) {
 			return p.ConstructResponse{}, err
 		}
 
-		return construct(ctx, req)
+		resp, err := construct(ctx, req)
+		if err != nil && req.DryRun && errors.Is(err, context.Canceled) {
+			// A preview that one of the children refused (a removal that would lose etcd quorum,
+			// a Talos jump Talos does not support) has its refusal reported by the engine, which
+			// then cancels this construct while it still waits for the outputs that come through
+			// the refused child. That "context canceled" is not a second failure: the refusal must
+			// be the only error. A preview records nothing, so answering with no outputs costs
+			// nothing; at `up` the error stands, so a failed up never records the component
+			// without its outputs.
+			return p.ConstructResponse{Urn: req.Urn}, nil
+		}
+
+		return resp, err
 	}
 
 	return prov, nil

@@ -1,7 +1,3 @@
-// Package day2 operates a running Talos cluster: the health gate, rolling Talos OS upgrades and
-// the gates around them. It talks to Talos through the machinery client, to etcd through Talos'
-// etcd API and to Kubernetes through client-go, all in-process (no talosctl, no kubectl). It
-// imports no Pulumi package: provider/lifecycle wraps it in Pulumi resources.
 package day2
 
 import (
