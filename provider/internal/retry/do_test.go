@@ -8,10 +8,12 @@ import (
 	"time"
 )
 
+// errBusy is a failure that passes, as a busy API answers.
+var errBusy = errors.New("HTTP 503: busy")
+
 func TestDo(t *testing.T) {
 	t.Parallel()
 
-	busy := errors.New("HTTP 503: busy")
 	refused := errors.New("HTTP 403: permission denied")
 	quick := After(time.Millisecond, time.Millisecond, time.Millisecond)
 
@@ -24,11 +26,11 @@ func TestDo(t *testing.T) {
 		wantText  string // …and reads so
 	}{
 		{name: "success at once", s: quick, answers: []error{nil}, wantTries: 1},
-		{name: "success after two failures", s: quick, answers: []error{busy, busy, nil}, wantTries: 3},
-		{name: "the retries run out: the last error", s: quick, answers: []error{busy}, wantTries: 4, want: busy, wantText: busy.Error()},
-		{name: "no retries", s: Schedule{}, answers: []error{busy}, wantTries: 1, want: busy, wantText: busy.Error()},
+		{name: "success after two failures", s: quick, answers: []error{errBusy, errBusy, nil}, wantTries: 3},
+		{name: "the retries run out: the last error", s: quick, answers: []error{errBusy}, wantTries: 4, want: errBusy, wantText: errBusy.Error()},
+		{name: "no retries", s: Schedule{}, answers: []error{errBusy}, wantTries: 1, want: errBusy, wantText: errBusy.Error()},
 		{name: "a permanent error stops at once", s: quick, answers: []error{Permanent(refused), nil}, wantTries: 1, want: refused, wantText: refused.Error()},
-		{name: "a permanent error after a transient one", s: quick, answers: []error{busy, Permanent(refused), nil}, wantTries: 2, want: refused, wantText: refused.Error()},
+		{name: "a permanent error after a transient one", s: quick, answers: []error{errBusy, Permanent(refused), nil}, wantTries: 2, want: refused, wantText: refused.Error()},
 		{
 			name: "a wrapped permanent error stops too", s: quick,
 			answers: []error{fmt.Errorf("reading: %w", Permanent(refused))}, wantTries: 1, want: refused, wantText: "reading: " + refused.Error(),
@@ -62,56 +64,6 @@ func TestDo(t *testing.T) {
 
 			if isPermanent(err) && err.Error() == tc.want.Error() {
 				t.Errorf("Do returned the permanent error still marked: %#v", err)
-			}
-		})
-	}
-}
-
-// TestDoStopsWhenTheContextEnds: a context that ends while Do waits (an hour here) stops it at
-// once, with an error that wraps both the context's end and the last failure.
-func TestDoStopsWhenTheContextEnds(t *testing.T) {
-	t.Parallel()
-
-	busy := errors.New("HTTP 503: busy")
-
-	for _, tc := range []struct {
-		name        string
-		timeout     time.Duration // 0: no deadline
-		cancelInTry bool
-		want        error
-	}{
-		{name: "cancelled during the pause", cancelInTry: true, want: context.Canceled},
-		{name: "past its deadline during the pause", timeout: 50 * time.Millisecond, want: context.DeadlineExceeded},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-
-			ctx, cancel := context.WithCancel(t.Context())
-			if tc.timeout > 0 {
-				ctx, cancel = context.WithTimeout(t.Context(), tc.timeout)
-			}
-			defer cancel()
-
-			tries := 0
-			done := make(chan error, 1)
-
-			go func() {
-				done <- Do(ctx, Every(time.Hour), func(context.Context) error {
-					if tries++; tc.cancelInTry {
-						cancel()
-					}
-
-					return busy
-				})
-			}()
-
-			select {
-			case err := <-done:
-				if !errors.Is(err, tc.want) || !errors.Is(err, busy) || tries != 1 {
-					t.Errorf("Do = %v after %d tries, want %v wrapping %v after 1", err, tries, tc.want, busy)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("Do still waits 30 s after its context ended")
 			}
 		})
 	}

@@ -30,23 +30,3 @@ func TestWait(t *testing.T) {
 		})
 	}
 }
-
-func TestWaitStopsWhenTheContextEnds(t *testing.T) {
-	t.Parallel()
-
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel()
-
-	done := make(chan error, 1)
-
-	go func() { done <- Wait(ctx, time.Hour) }()
-
-	select {
-	case err := <-done:
-		if err != context.DeadlineExceeded {
-			t.Errorf("Wait = %v, want %v", err, context.DeadlineExceeded)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Wait still waits 30 s after its context ended")
-	}
-}
