@@ -3,11 +3,12 @@ package day2
 import (
 	"context"
 	"errors"
-	"math"
 	"sync"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/conditions"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/retry"
 )
 
 // checkTryTimeout bounds one try of a health check (a Kubernetes list, a few Talos calls).
@@ -22,7 +23,7 @@ const checkTryTimeout = 10 * time.Second
 type backoffCondition struct {
 	description string
 	assertion   conditions.AssertionFunc
-	first, most time.Duration
+	schedule    retry.Schedule
 
 	mu     sync.Mutex
 	tried  bool
@@ -33,7 +34,10 @@ type backoffCondition struct {
 var _ conditions.Stateful = (*backoffCondition)(nil)
 
 func newBackoffCondition(description string, assertion conditions.AssertionFunc) *backoffCondition {
-	return &backoffCondition{description: description, assertion: assertion, first: 100 * time.Millisecond, most: 500 * time.Millisecond}
+	return &backoffCondition{
+		description: description, assertion: assertion,
+		schedule: retry.Backoff(100*time.Millisecond, 500*time.Millisecond).EachTry(checkTryTimeout),
+	}
 }
 
 func (b *backoffCondition) String() string { return b.description }
@@ -57,13 +61,10 @@ func (b *backoffCondition) State() (conditions.State, error) {
 	}
 }
 
-// Wait tries the assertion on poll's schedule until it passes (or asks to be skipped) or ctx
-// ends; ctx carries the gate's deadline.
+// Wait tries the assertion on b's schedule until it passes (or asks to be skipped) or ctx ends;
+// ctx carries the gate's deadline.
 func (b *backoffCondition) Wait(ctx context.Context) error {
-	err := pollBackoff(ctx, b.first, b.most, untilCtxEnds, b.description, nil, func(ctx context.Context) error {
-		try, cancel := context.WithTimeout(ctx, checkTryTimeout)
-		defer cancel()
-
+	err := retry.Do(ctx, b.schedule, func(try context.Context) error {
 		err := b.assertion(try)
 
 		b.mu.Lock()
@@ -86,6 +87,3 @@ func (b *backoffCondition) Wait(ctx context.Context) error {
 
 	return nil
 }
-
-// untilCtxEnds is a poll timeout that leaves the end to the caller's context.
-const untilCtxEnds = time.Duration(math.MaxInt64)

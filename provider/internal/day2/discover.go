@@ -15,6 +15,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/retry"
 )
 
 // MaxScanHosts bounds the subnet FindByMAC scans (a /20).
@@ -146,30 +148,31 @@ func hasLink(ctx context.Context, a netip.Addr, want net.HardwareAddr) bool {
 // ErrNotFound is returned by WaitForMAC when the time runs out.
 var ErrNotFound = errors.New("no Talos node with that MAC address answered")
 
-// WaitForMAC repeats FindByMAC until a node answers or timeout passes, calling progress after
-// each sweep with the elapsed time.
+// WaitForMAC repeats FindByMAC every second until a node answers or timeout passes, calling
+// progress after each sweep with the elapsed time. A sweep under way when timeout passes is
+// finished first.
 func WaitForMAC(ctx context.Context, subnet netip.Prefix, mac string, timeout time.Duration, progress func(time.Duration)) (netip.Addr, error) {
 	start := time.Now()
-	deadline := start.Add(timeout)
 
-	for {
+	var found netip.Addr
+
+	err := retry.Until(ctx, retry.Every(time.Second), func(ctx context.Context) (bool, error) {
 		a, err := FindByMAC(ctx, subnet, mac)
 		if err != nil || a.IsValid() {
-			return a, err
+			found = a
+			return true, err
 		}
 
 		if progress != nil {
 			progress(time.Since(start))
 		}
 
-		if time.Now().After(deadline) {
-			return netip.Addr{}, fmt.Errorf("%w after %s (scanned %s)", ErrNotFound, timeout, subnet)
+		if time.Since(start) > timeout {
+			return false, fmt.Errorf("%w after %s (scanned %s)", ErrNotFound, timeout, subnet)
 		}
 
-		select {
-		case <-ctx.Done():
-			return netip.Addr{}, ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
+		return false, nil
+	})
+
+	return found, err
 }

@@ -17,6 +17,8 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/drain"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/retry"
 )
 
 // Cordon marks the node unschedulable (or schedulable again with on false).
@@ -134,7 +136,7 @@ func evictAll(ctx context.Context, h *drain.Helper, node string, progress Progre
 // evict asks the eviction API (or deletes, where a cluster has none) until it accepts. A
 // PodDisruptionBudget's refusal (429) is asked again every second, as kubectl drain does.
 func evict(ctx context.Context, h *drain.Helper, pod corev1.Pod, gv schema.GroupVersion) error {
-	for {
+	err := retry.Do(ctx, retry.Every(time.Second), func(context.Context) error {
 		var err error
 		if gv.Empty() {
 			err = h.DeletePod(pod)
@@ -146,15 +148,16 @@ func evict(ctx context.Context, h *drain.Helper, pod corev1.Pod, gv schema.Group
 		case err == nil || apierrors.IsNotFound(err):
 			return nil
 		case apierrors.IsTooManyRequests(err):
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("evicting pod %s/%s: %w", pod.Namespace, pod.Name, err)
-			case <-time.After(time.Second):
-			}
+			return err
 		default:
-			return fmt.Errorf("evicting pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			return retry.Permanent(err)
 		}
+	})
+	if err != nil {
+		return fmt.Errorf("evicting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+
+	return nil
 }
 
 // evictablePods lists the pods a drain has to move off the node: not mirror pods, not

@@ -13,6 +13,8 @@ import (
 	"github.com/siderolabs/talos/pkg/conditions"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/retry"
 )
 
 // HealthOptions describe one run of the health gate.
@@ -85,7 +87,7 @@ func Health(ctx context.Context, o HealthOptions) error {
 
 	// It asks every 250 ms at most: the members join one after the other, and each try is one
 	// Talos call per control plane.
-	_ = pollBackoff(ctx, 100*time.Millisecond, 250*time.Millisecond, o.Timeout/2, "etcd on every control plane", o.Progress, func(ctx context.Context) error {
+	_ = pollOn(ctx, retry.Backoff(100*time.Millisecond, 250*time.Millisecond), o.Timeout/2, "etcd on every control plane", o.Progress, func(ctx context.Context) error {
 		_, err := EtcdHealthy(ctx, o.Access, cps)
 
 		return err

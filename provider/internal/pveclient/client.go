@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -78,31 +77,9 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("%s %s: HTTP %d: %s", e.Method, e.Path, e.Code, e.Message)
 }
 
-// transient tells whether a failed call may succeed when repeated.
-func transient(err error) bool {
-	var api *APIError
-	if errors.As(err, &api) {
-		return api.Code >= 500
-	}
-
-	return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-}
-
 // get reads path into out, repeating transient failures.
 func (c *Client) get(ctx context.Context, path string, query url.Values, out any) error {
-	var err error
-
-	for attempt := 0; ; attempt++ {
-		if err = c.do(ctx, http.MethodGet, path, query, out); err == nil || !transient(err) || attempt >= len(c.Retry) {
-			return err
-		}
-
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (after %v)", ctx.Err(), err)
-		case <-time.After(c.Retry[attempt]):
-		}
-	}
+	return c.retried(ctx, func(ctx context.Context) error { return c.do(ctx, http.MethodGet, path, query, out) })
 }
 
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, out any) error {
@@ -194,14 +171,7 @@ func (c *Client) login(ctx context.Context) error {
 
 	form := url.Values{"username": {c.creds.Username}, "password": {c.creds.Password}}
 
-	var err error
-	for attempt := 0; ; attempt++ {
-		if err = c.requestTicket(ctx, form); err == nil || !transient(err) || attempt >= len(c.Retry) {
-			return err
-		}
-
-		time.Sleep(c.Retry[attempt])
-	}
+	return c.retried(ctx, func(ctx context.Context) error { return c.requestTicket(ctx, form) })
 }
 
 func (c *Client) requestTicket(ctx context.Context, form url.Values) error {

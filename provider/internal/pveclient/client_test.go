@@ -21,6 +21,7 @@ type fakePVE struct {
 	calls    map[string]int
 	token    string
 	deleteOK bool // the DELETE takes effect even when its answer fails (a lost answer)
+	running  bool // the destroy task keeps running
 }
 
 func (f *fakePVE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +69,10 @@ func (f *fakePVE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.guests = nil
 		answer("UPID:pve1:00000001:00000002:00000003:qmdestroy:812345:root@pam!t:")
 	case strings.HasPrefix(key, "GET /nodes/pve1/tasks/UPID:pve1:00000001"):
+		if f.running {
+			answer(map[string]any{"status": "running"})
+			return
+		}
 		answer(map[string]any{"status": "stopped", "exitstatus": "OK"})
 	default:
 		http.Error(w, key, http.StatusNotImplemented)

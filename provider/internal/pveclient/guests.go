@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/retry"
 )
 
 // Guest is a VM as the cluster's resource list shows it.
@@ -89,24 +91,28 @@ func (c *Client) Destroy(ctx context.Context, node string, vmid int) error {
 
 	var (
 		upid string
-		err  error
+		gone bool
 	)
 
-	for attempt := 0; ; attempt++ {
-		if err = c.do(ctx, http.MethodDelete, path, q, &upid); err == nil {
-			break
+	err := c.retried(ctx, func(ctx context.Context) error {
+		err := c.do(ctx, http.MethodDelete, path, q, &upid)
+		if err != nil {
+			g, gerr := c.Guest(ctx, vmid)
+			gone = gerr == nil && g == nil
 		}
 
-		g, gerr := c.Guest(ctx, vmid)
-		if gerr == nil && g == nil {
+		if gone {
 			return nil
 		}
 
-		if !transient(err) || attempt >= len(c.Retry) {
-			return fmt.Errorf("destroying VM %d on %s: %w", vmid, node, err)
-		}
+		return err
+	})
 
-		time.Sleep(c.Retry[attempt])
+	switch {
+	case err != nil:
+		return fmt.Errorf("destroying VM %d on %s: %w", vmid, node, err)
+	case gone:
+		return nil
 	}
 
 	return c.WaitTask(ctx, node, upid)
@@ -117,27 +123,27 @@ func (c *Client) Destroy(ctx context.Context, node string, vmid int) error {
 func (c *Client) WaitTask(ctx context.Context, node, upid string) error {
 	path := "/nodes/" + url.PathEscape(node) + "/tasks/" + url.PathEscape(upid) + "/status"
 
-	for {
+	err := retry.Until(ctx, retry.Every(500*time.Millisecond), func(ctx context.Context) (bool, error) {
 		var st struct {
 			Status     string `json:"status"`
 			ExitStatus string `json:"exitstatus"`
 		}
 		if err := c.get(ctx, path, nil, &st); err != nil {
-			return fmt.Errorf("waiting for task %s: %w", upid, err)
+			return false, fmt.Errorf("waiting for task %s: %w", upid, err)
 		}
 
-		if st.Status != "running" {
-			if st.ExitStatus != "OK" && !strings.HasPrefix(st.ExitStatus, "WARNINGS") {
-				return fmt.Errorf("task %s failed: %s", upid, st.ExitStatus)
-			}
-
-			return nil
+		switch {
+		case st.Status == "running":
+			return false, nil
+		case st.ExitStatus != "OK" && !strings.HasPrefix(st.ExitStatus, "WARNINGS"):
+			return false, fmt.Errorf("task %s failed: %s", upid, st.ExitStatus)
 		}
 
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for task %s: %w", upid, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
-		}
+		return true, nil
+	})
+	if err != nil && err == ctx.Err() { // Until returns ctx.Err() itself when the wait ends with ctx
+		return fmt.Errorf("waiting for task %s: %w", upid, err)
 	}
+
+	return err
 }
