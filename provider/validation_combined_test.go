@@ -53,13 +53,6 @@ func readsOf(tc badInput) []string {
 	return reads
 }
 
-type badInput = struct {
-	name   string
-	mutate func(*TalosProxmoxClusterArgs)
-	path   string
-	hint   string
-}
-
 // fault is a bad-input case with the inputs its mutation changes.
 type fault struct {
 	badInput

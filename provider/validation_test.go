@@ -89,12 +89,16 @@ func runArgs(args TalosProxmoxClusterArgs) ([]string, error) {
 	return m.names, err
 }
 
-var badInputs = []struct {
+// badInput is an input mistake: how to make it, the property path the error must name and a word
+// of what to do.
+type badInput struct {
 	name   string
 	mutate func(*TalosProxmoxClusterArgs)
 	path   string // the property path the error must name
 	hint   string // a word of what to do
-}{
+}
+
+var badInputs = []badInput{
 	{"no cluster name", func(a *TalosProxmoxClusterArgs) { a.ClusterName = "" }, "clusterName:", "required"},
 	{"cluster name not a DNS label", func(a *TalosProxmoxClusterArgs) { a.ClusterName = "Home_Lab" }, "clusterName:", "DNS label"},
 	{"cluster name too long", func(a *TalosProxmoxClusterArgs) { a.ClusterName = strings.Repeat("a", 64) }, "clusterName:", "63"},

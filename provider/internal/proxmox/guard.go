@@ -52,6 +52,8 @@ type VMGuard struct {
 // maxOrphanRetries bounds the creates the error hook retries for one VM in one step.
 const maxOrphanRetries = 5
 
+// NewVMGuard is the guard of cluster's VMs, registered as children of comp, with the credentials
+// of the proxmoxve provider in opts (or the default provider's).
 func NewVMGuard(ctx *pulumi.Context, comp pulumi.Resource, cluster string, opts []pulumi.ResourceOption) *VMGuard {
 	return &VMGuard{ctx: ctx, comp: comp, cluster: cluster, creds: proxmoxCredentials(ctx, opts)}
 }
@@ -78,7 +80,7 @@ func (g *VMGuard) warn(format string, args ...any) {
 	_ = g.ctx.Log.Warn(fmt.Sprintf(format, args...), &pulumi.LogArgs{Resource: g.comp})
 }
 
-// hooks are the resource option binding the guard to the VM of node n with id vmid (0: Proxmox
+// Hooks are the resource option binding the guard to the VM of node n with id vmid (0: Proxmox
 // chooses, nothing to guard). resName is the VM's resource name, unique in the stack.
 func (g *VMGuard) Hooks(n spec.Node, vmid int, resName string) ([]pulumi.ResourceOption, error) {
 	if vmid == 0 || g.api() == nil {

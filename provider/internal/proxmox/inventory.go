@@ -6,6 +6,7 @@
 package proxmox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/retry"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
@@ -77,7 +79,7 @@ func checkInventory(ctx *pulumi.Context, c *spec.Cluster, invalid *spec.Validati
 }
 
 func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOption) (*Inventory, error) {
-	nodes, err := retried("proxmoxve:Cluster/getNodes", func() (*cluster.GetNodesResult, error) {
+	nodes, err := retried(ctx.Context(), "proxmoxve:Cluster/getNodes", func() (*cluster.GetNodesResult, error) {
 		return cluster.GetNodes(ctx, opts...)
 	})
 	if err != nil {
@@ -112,7 +114,7 @@ func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOp
 	for _, host := range usedHosts(c) {
 		if slices.Contains(inv.Nodes, host) {
 			run(func() (func(), error) {
-				ds, err := retried("proxmoxve:Storage/getDatastores on "+host, func() (*storage.GetDatastoresResult, error) {
+				ds, err := retried(ctx.Context(), "proxmoxve:Storage/getDatastores on "+host, func() (*storage.GetDatastoresResult, error) {
 					return storage.GetDatastores(ctx, &storage.GetDatastoresArgs{NodeName: host}, opts...)
 				})
 
@@ -122,7 +124,7 @@ func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOp
 	}
 
 	run(func() (func(), error) {
-		vms, err := retried("proxmoxve:VM/getVirtualMachines", func() (*vm.GetVirtualMachinesResult, error) {
+		vms, err := retried(ctx.Context(), "proxmoxve:VM/getVirtualMachines", func() (*vm.GetVirtualMachinesResult, error) {
 			return vm.GetVirtualMachines(ctx, &vm.GetVirtualMachinesArgs{}, opts...)
 		})
 
@@ -133,7 +135,7 @@ func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOp
 		return slices.ContainsFunc(n.PCIDevices, func(d spec.PCIDevice) bool { return d.Mapping != "" })
 	}) {
 		run(func() (func(), error) {
-			m, err := retried("proxmoxve:Hardware/getMappings", func() (*hardware.GetMappingsResult, error) {
+			m, err := retried(ctx.Context(), "proxmoxve:Hardware/getMappings", func() (*hardware.GetMappingsResult, error) {
 				return hardware.GetMappings(ctx, &hardware.GetMappingsArgs{Type: "pci"}, opts...)
 			})
 
@@ -153,22 +155,21 @@ func queryInventory(ctx *pulumi.Context, c *spec.Cluster, opts []pulumi.InvokeOp
 // retried runs the read-only inventory call what up to 4 times, 0.25 s, 0.5 s and 1 s apart: a
 // Proxmox API under load answers 500 or 503 now and then (cfs-lock timeouts, pveproxy restarts),
 // and the proxmoxve provider's functions do not retry. A Proxmox that keeps failing fails the
-// check, with the error naming what was asked.
-func retried[T any](what string, call func() (*T, error)) (*T, error) {
-	var err error
+// check, with the error naming what was asked; so does a context that ends between tries.
+func retried[T any](ctx context.Context, what string, call func() (*T, error)) (*T, error) {
+	var r *T
 
-	for attempt, wait := 0, 250*time.Millisecond; attempt < 4; attempt, wait = attempt+1, wait*2 {
-		var r *T
-		if r, err = call(); err == nil {
-			return r, nil
-		}
+	err := retry.Do(ctx, retry.After(250*time.Millisecond, 500*time.Millisecond, time.Second), func(context.Context) error {
+		var err error
+		r, err = call()
 
-		if attempt < 3 {
-			time.Sleep(wait)
-		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 
-	return nil, fmt.Errorf("%s: %w", what, err)
+	return r, nil
 }
 
 func usedHosts(c *spec.Cluster) []string {

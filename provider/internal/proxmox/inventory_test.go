@@ -11,7 +11,7 @@ func TestInventoryReadsAreRetried(t *testing.T) {
 	t.Parallel()
 
 	calls := 0
-	if got, err := retried("read", func() (*int, error) {
+	if got, err := retried(t.Context(), "read", func() (*int, error) {
 		calls++
 		if calls < 3 {
 			return nil, errors.New("HTTP 500: cfs-lock timeout")
@@ -23,7 +23,7 @@ func TestInventoryReadsAreRetried(t *testing.T) {
 	}
 
 	calls = 0
-	if _, err := retried("proxmoxve:Cluster/getNodes", func() (*int, error) { calls++; return nil, errors.New("connection refused") }); err == nil ||
+	if _, err := retried(t.Context(), "proxmoxve:Cluster/getNodes", func() (*int, error) { calls++; return nil, errors.New("connection refused") }); err == nil ||
 		calls != 4 || err.Error() != "proxmoxve:Cluster/getNodes: connection refused" {
 		t.Errorf("a read that keeps failing: %v after %d calls", err, calls)
 	}

@@ -33,9 +33,6 @@ func (s Scope) child(suffix string) string { return plan.ResourceName(s.Name, su
 
 func (s Scope) parent() pulumi.ResourceOrInvokeOption { return pulumi.Parent(s.Parent) }
 
-// warn logs a warning on the component.
-func (s Scope) warn(msg string) { _ = s.Ctx.Log.Warn(msg, &pulumi.LogArgs{Resource: s.Parent}) }
-
 // info logs a message on the component.
 func (s Scope) info(msg string) { _ = s.Ctx.Log.Info(msg, &pulumi.LogArgs{Resource: s.Parent}) }
 
