@@ -19,8 +19,7 @@ type ClusterHealth struct{}
 // ClusterHealthArgs are a ClusterHealth's inputs. Revision changes whenever anything about the
 // cluster does (configurations, images), so the gate runs after every change.
 type ClusterHealthArgs struct {
-	Talosconfig       string            `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig        string            `pulumi:"kubeconfig" provider:"secret"`
+	ClusterAccess
 	ControlPlanes     map[string]string `pulumi:"controlPlanes"`
 	Workers           map[string]string `pulumi:"workers"`
 	RequireNodesReady bool              `pulumi:"requireNodesReady"`
@@ -40,9 +39,8 @@ func (r *ClusterHealth) Annotate(an infer.Annotator) {
 		"after bootstrap and after every change. Registered by TalosProxmoxCluster.")
 }
 
-// Annotate documents the inputs.
+// Annotate documents the inputs (the kubeconfig more closely than ClusterAccess does).
 func (a *ClusterHealthArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
 	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster; passed on once the cluster is healthy.")
 	an.Describe(&a.ControlPlanes, "Control planes, hostname to IP.")
 	an.Describe(&a.Workers, "Workers, hostname to IP.")
@@ -50,6 +48,12 @@ func (a *ClusterHealthArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Timeout, "How long to wait (a duration).")
 	an.Describe(&a.Revision, "Changes whenever the cluster does, so the gate runs again.")
 	an.Describe(&a.KubernetesVersion, "The cluster's Kubernetes version: the gate runs again when it changes.")
+}
+
+// Annotate documents the state: the inputs again, since infer merges the embedded
+// ClusterAccess's descriptions after the embedded args' own.
+func (s *ClusterHealthState) Annotate(an infer.Annotator) {
+	s.ClusterHealthArgs.Annotate(an)
 }
 
 // Diff runs the gate again whenever an input changes. (The Kubernetes version step is checked by
@@ -95,7 +99,7 @@ func gate(ctx context.Context, in ClusterHealthArgs) error {
 	start := time.Now()
 
 	if err := day2.Health(ctx, day2.HealthOptions{
-		Access: day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig}, Nodes: nodes,
+		Access: in.access(), Nodes: nodes,
 		RequireReady: in.RequireNodesReady, Timeout: timeout, Progress: log.InfoStatus,
 	}); err != nil {
 		return err

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -20,8 +19,7 @@ type KubernetesUpgrade struct{}
 
 // KubernetesUpgradeArgs are a KubernetesUpgrade's inputs.
 type KubernetesUpgradeArgs struct {
-	Talosconfig       string            `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig        string            `pulumi:"kubeconfig" provider:"secret"`
+	ClusterAccess
 	ControlPlanes     map[string]string `pulumi:"controlPlanes"`
 	Workers           map[string]string `pulumi:"workers"`
 	KubernetesVersion string            `pulumi:"kubernetesVersion"`
@@ -42,8 +40,6 @@ func (r *KubernetesUpgrade) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *KubernetesUpgradeArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
 	an.Describe(&a.ControlPlanes, "Control planes, hostname to IP.")
 	an.Describe(&a.Workers, "Workers, hostname to IP.")
 	an.Describe(&a.KubernetesVersion, "The Kubernetes version the cluster runs: a change moves one minor up at a time.")
@@ -98,7 +94,7 @@ func (r *KubernetesUpgrade) Update(ctx context.Context, req infer.UpdateRequest[
 	log.Infof("upgrading Kubernetes %s → %s", req.State.KubernetesVersion, in.KubernetesVersion)
 
 	res, err := day2.UpgradeKubernetes(ctx, day2.KubernetesUpgradeOptions{
-		Access:        day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig},
+		Access:        in.access(),
 		ControlPlanes: nodesOf(in.ControlPlanes, true),
 		Workers:       nodesOf(in.Workers, false),
 		From:          req.State.KubernetesVersion,
@@ -114,18 +110,6 @@ func (r *KubernetesUpgrade) Update(ctx context.Context, req infer.UpdateRequest[
 	log.Infof("Kubernetes %s on every node in %s: %s", in.KubernetesVersion, time.Since(start).Round(time.Second), orNothing(res.Updated))
 
 	return infer.UpdateResponse[KubernetesUpgradeState]{Output: state}, nil
-}
-
-// nodesOf lists nodes sorted by name.
-func nodesOf(m map[string]string, cp bool) []day2.Node {
-	nodes := make([]day2.Node, 0, len(m))
-	for name, addr := range m {
-		nodes = append(nodes, day2.Node{Name: name, Address: addr, ControlPlane: cp})
-	}
-
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-
-	return nodes
 }
 
 func orNothing(s []string) string {

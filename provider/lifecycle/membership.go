@@ -26,8 +26,7 @@ type MemberNode struct {
 
 // MembershipArgs are a Membership's inputs.
 type MembershipArgs struct {
-	Talosconfig  string                `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig   string                `pulumi:"kubeconfig" provider:"secret"`
+	ClusterAccess
 	Nodes        map[string]MemberNode `pulumi:"nodes"`
 	DrainTimeout string                `pulumi:"drainTimeout"`
 	Timeout      string                `pulumi:"timeout"`
@@ -46,8 +45,6 @@ func (r *Membership) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *MembershipArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
 	an.Describe(&a.Nodes, "The cluster's nodes by hostname.")
 	an.Describe(&a.DrainTimeout, "How long draining a leaving worker may take (a duration).")
 	an.Describe(&a.Timeout, "How long each wait may take (a duration).")
@@ -204,7 +201,7 @@ func (r *Membership) Update(ctx context.Context, req infer.UpdateRequest[Members
 	}
 
 	warnings, err := day2.Remove(ctx, day2.RemoveOptions{
-		Access:  day2.Access{Talosconfig: req.Inputs.Talosconfig, Kubeconfig: req.Inputs.Kubeconfig},
+		Access:  req.Inputs.access(),
 		Staying: staying, Leaving: req.State.split(gone), DrainTimeout: drainTimeout, Timeout: timeout,
 		Progress: log.InfoStatus,
 	})

@@ -20,11 +20,8 @@ type NodeConfig struct{}
 
 // NodeConfigArgs are a NodeConfig's inputs.
 type NodeConfigArgs struct {
-	Talosconfig   string            `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig    string            `pulumi:"kubeconfig" provider:"secret"`
-	Node          string            `pulumi:"node"`
-	Address       string            `pulumi:"address"`
-	ControlPlane  bool              `pulumi:"controlPlane"`
+	ClusterAccess
+	NodeRef
 	ControlPlanes map[string]string `pulumi:"controlPlanes"`
 	Configuration string            `pulumi:"configuration" provider:"secret"`
 	CheckReady    bool              `pulumi:"checkReady"`
@@ -44,11 +41,6 @@ func (r *NodeConfig) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *NodeConfigArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
-	an.Describe(&a.Node, "The node's hostname.")
-	an.Describe(&a.Address, "The node's IP address.")
-	an.Describe(&a.ControlPlane, "Whether the node is a control plane.")
 	an.Describe(&a.ControlPlanes, "All control planes, hostname to IP (the etcd gate after a reboot).")
 	an.Describe(&a.Configuration, "The node's machine configuration.")
 	an.Describe(&a.CheckReady, "Require the Node to be Ready after a reboot.")
@@ -59,8 +51,8 @@ func (a NodeConfigArgs) options(ctx context.Context) (day2.ConfigOptions, error)
 	timeout, err := parseDuration("timeout", a.Timeout)
 
 	return day2.ConfigOptions{
-		Access:        day2.Access{Talosconfig: a.Talosconfig, Kubeconfig: a.Kubeconfig},
-		Node:          day2.Node{Name: a.Node, Address: a.Address, ControlPlane: a.ControlPlane},
+		Access:        a.access(),
+		Node:          a.node(),
 		ControlPlanes: nodesOf(a.ControlPlanes, true),
 		Config:        a.Configuration,
 		CheckReady:    a.CheckReady,

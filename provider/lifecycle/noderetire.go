@@ -18,11 +18,8 @@ type NodeRetire struct{}
 
 // NodeRetireArgs are a NodeRetire's inputs.
 type NodeRetireArgs struct {
-	Talosconfig  string `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig   string `pulumi:"kubeconfig" provider:"secret"`
-	Node         string `pulumi:"node"`
-	Address      string `pulumi:"address"`
-	ControlPlane bool   `pulumi:"controlPlane"`
+	ClusterAccess
+	NodeRef
 	DrainTimeout string `pulumi:"drainTimeout"`
 	Timeout      string `pulumi:"timeout"`
 }
@@ -40,11 +37,6 @@ func (r *NodeRetire) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *NodeRetireArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
-	an.Describe(&a.Node, "The node's hostname.")
-	an.Describe(&a.Address, "The node's IP address.")
-	an.Describe(&a.ControlPlane, "Whether the node is a control plane.")
 	an.Describe(&a.DrainTimeout, "How long draining the node may take (a duration).")
 	an.Describe(&a.Timeout, "How long each wait may take (a duration).")
 }
@@ -83,8 +75,8 @@ func (r *NodeRetire) Delete(ctx context.Context, req infer.DeleteRequest[NodeRet
 	}
 
 	did, err := day2.Retire(ctx, day2.RemoveOptions{
-		Access:  day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig},
-		Leaving: []day2.Node{{Name: in.Node, Address: in.Address, ControlPlane: in.ControlPlane}}, DrainTimeout: drainTimeout, Timeout: timeout, Progress: log.InfoStatus,
+		Access:  in.access(),
+		Leaving: []day2.Node{in.node()}, DrainTimeout: drainTimeout, Timeout: timeout, Progress: log.InfoStatus,
 	})
 	if err != nil {
 		return infer.DeleteResponse{}, err

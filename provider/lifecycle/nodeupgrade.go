@@ -20,11 +20,8 @@ type NodeUpgrade struct{}
 
 // NodeUpgradeArgs are a NodeUpgrade's inputs.
 type NodeUpgradeArgs struct {
-	Talosconfig    string            `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig     string            `pulumi:"kubeconfig" provider:"secret"`
-	Node           string            `pulumi:"node"`
-	Address        string            `pulumi:"address"`
-	ControlPlane   bool              `pulumi:"controlPlane"`
+	ClusterAccess
+	NodeRef
 	ControlPlanes  map[string]string `pulumi:"controlPlanes"`
 	TalosVersion   string            `pulumi:"talosVersion"`
 	SchematicId    string            `pulumi:"schematicId"`
@@ -51,13 +48,10 @@ func (r *NodeUpgrade) Annotate(an infer.Annotator) {
 		"TalosProxmoxCluster.")
 }
 
-// Annotate documents the inputs.
+// Annotate documents the inputs (the node's name and address more closely than NodeRef does).
 func (a *NodeUpgradeArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
 	an.Describe(&a.Node, "The node's hostname (its Kubernetes Node and etcd member name).")
 	an.Describe(&a.Address, "The node's IP address (Talos API on port 50000).")
-	an.Describe(&a.ControlPlane, "Whether the node is a control plane.")
 	an.Describe(&a.ControlPlanes, "Every control plane of the cluster, hostname to IP, for the etcd gates.")
 	an.Describe(&a.TalosVersion, "The Talos version the node must run.")
 	an.Describe(&a.SchematicId, "The Image Factory schematic id the node's image must carry.")
@@ -69,8 +63,10 @@ func (a *NodeUpgradeArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.AllowDowngrade, "Allow an older version.")
 }
 
-// Annotate documents the state.
+// Annotate documents the state, and the inputs again: infer merges the embedded NodeRef's
+// descriptions after the embedded args' own.
 func (s *NodeUpgradeState) Annotate(an infer.Annotator) {
+	s.NodeUpgradeArgs.Annotate(an)
 	an.Describe(&s.RunningVersion, "The Talos version the node reported after the last change.")
 	an.Describe(&s.RunningSchematicId, "The schematic id the node reported after the last change.")
 	an.Describe(&s.BootId, "The node's boot id after the last change.")
@@ -159,7 +155,7 @@ func (r *NodeUpgrade) Update(ctx context.Context, req infer.UpdateRequest[NodeUp
 // node already runs the target. On create (was nil), a node already on the target is only read.
 func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day2.Observed, error) {
 	log := p.GetLogger(ctx)
-	access := day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig}
+	access := in.access()
 
 	timeout, err := parseDuration("timeout", in.Timeout)
 	if err != nil {
@@ -173,7 +169,7 @@ func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day
 
 	cps := nodesOf(in.ControlPlanes, true)
 
-	node := day2.Node{Name: in.Node, Address: in.Address, ControlPlane: in.ControlPlane}
+	node := in.node()
 
 	if was == nil {
 		c, err := access.Talos(ctx, node.Address)
@@ -198,13 +194,4 @@ func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day
 		Drain: in.Drain, DrainTimeout: drainTimeout, CheckReady: in.CheckReady, Timeout: timeout,
 		Progress: log.InfoStatus,
 	})
-}
-
-func parseDuration(name, v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s: %q is not a positive duration", name, v)
-	}
-
-	return d, nil
 }
