@@ -12,8 +12,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/blang/semver"
+	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi-go-provider/integration"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/property"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
@@ -394,5 +398,47 @@ func TestKindRegister(t *testing.T) {
 
 	if got := slices.Sorted(maps.Keys(engine.inputs[NodeAddressToken+"/w-1-address"].Mappable())); !slices.Equal(got, []string{"node", "subnet", "timeout"}) {
 		t.Errorf("NodeAddress inputs = %v, want the three given (the optional ones left out)", got)
+	}
+}
+
+// The plugin decodes the embedded heads from the inputs and encodes them into the outputs,
+// secrets kept: a NodeRetire's create records its inputs.
+func TestEmbeddedHeadsRoundTrip(t *testing.T) {
+	t.Parallel()
+
+	prov, err := infer.NewProviderBuilder().WithResources(infer.Resource(&NodeRetire{})).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	server, err := integration.NewServer(t.Context(), "talos-proxmox", semver.MustParse("0.1.0"), integration.WithProvider(prov))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	in := property.NewMap(map[string]property.Value{
+		"talosconfig":  property.New("tc").WithSecret(true),
+		"kubeconfig":   property.New("kc").WithSecret(true),
+		"node":         property.New("cp-1"),
+		"address":      property.New("10.0.0.11"),
+		"controlPlane": property.New(true),
+		"drainTimeout": property.New("5m"),
+		"timeout":      property.New("10m"),
+	})
+
+	resp, err := server.Create(p.CreateRequest{
+		Urn:        resource.URN("urn:pulumi:dev::lab::" + NodeRetireToken + "::cp-1-retire"),
+		Properties: in,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if resp.ID != "cp-1" {
+		t.Errorf("ID = %q, want the node's name", resp.ID)
+	}
+
+	if !property.New(resp.Properties).Equals(property.New(in)) {
+		t.Errorf("outputs = %v, want the inputs %v", resp.Properties, in)
 	}
 }
