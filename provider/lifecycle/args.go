@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
 
-// This file holds what the resources share: the argument heads embedded in their Args, and the
-// helpers that turn arguments into provider/internal/day2 values.
+// This file holds what the resources share: the argument heads embedded in their Args (with
+// their Pulumi inputs, embedded in the resources' inputs structs), and the helpers that turn
+// arguments into provider/internal/day2 values.
 //
 // infer flattens an embedded exported struct into the properties of the struct that embeds it
 // (schema, decoding, secrets) and merges its Annotate before the embedding struct's own, which
@@ -36,6 +38,14 @@ func (a ClusterAccess) access() day2.Access {
 	return day2.Access{Talosconfig: a.Talosconfig, Kubeconfig: a.Kubeconfig}
 }
 
+// ClusterAccessInputs are ClusterAccess's inputs.
+type ClusterAccessInputs struct {
+	// Talosconfig is the Talos client configuration of the cluster.
+	Talosconfig pulumi.StringInput `pulumi:"talosconfig"`
+	// Kubeconfig is the admin kubeconfig of the cluster.
+	Kubeconfig pulumi.StringInput `pulumi:"kubeconfig"`
+}
+
 // NodeRef is the node a per-node resource is about: the inputs `node`, `address` and
 // `controlPlane`.
 type NodeRef struct {
@@ -54,6 +64,16 @@ func (n *NodeRef) Annotate(an infer.Annotator) {
 // node is the day-2 node the arguments name.
 func (n NodeRef) node() day2.Node {
 	return day2.Node{Name: n.Node, Address: n.Address, ControlPlane: n.ControlPlane}
+}
+
+// NodeRefInputs are NodeRef's inputs.
+type NodeRefInputs struct {
+	// Node is the node's hostname.
+	Node pulumi.StringInput `pulumi:"node"`
+	// Address is the node's IP address.
+	Address pulumi.StringInput `pulumi:"address"`
+	// ControlPlane tells whether the node is a control plane.
+	ControlPlane pulumi.BoolInput `pulumi:"controlPlane"`
 }
 
 // nodesOf lists nodes (hostname to IP) sorted by name.

@@ -8,6 +8,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -109,3 +110,48 @@ func gate(ctx context.Context, in ClusterHealthArgs) error {
 
 	return nil
 }
+
+// ClusterHealthToken is ClusterHealth's type token.
+const ClusterHealthToken = tokenPrefix + "ClusterHealth"
+
+// ClusterHealthInputs are ClusterHealthArgs as Pulumi inputs.
+type ClusterHealthInputs struct {
+	ClusterAccessInputs
+	// ControlPlanes are the control planes, hostname to IP.
+	ControlPlanes pulumi.StringMapInput `pulumi:"controlPlanes"`
+	// Workers are the workers, hostname to IP.
+	Workers pulumi.StringMapInput `pulumi:"workers"`
+	// RequireNodesReady requires every Kubernetes Node to be Ready.
+	RequireNodesReady pulumi.BoolInput `pulumi:"requireNodesReady"`
+	// Timeout is how long to wait (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+	// Revision changes whenever the cluster does, so the gate runs again.
+	Revision pulumi.StringInput `pulumi:"revision"`
+	// KubernetesVersion is the cluster's Kubernetes version (optional).
+	KubernetesVersion pulumi.StringInput `pulumi:"kubernetesVersion"`
+}
+
+// ClusterHealthOutputs is the view of a ClusterHealth's outputs (ClusterHealthState).
+type ClusterHealthOutputs struct {
+	pulumi.CustomResourceState
+
+	// Talosconfig is the talosconfig input, once the cluster passed the gate.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the kubeconfig input, once the cluster passed the gate.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// ControlPlanes is the controlPlanes input.
+	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
+	// Workers is the workers input.
+	Workers pulumi.StringMapOutput `pulumi:"workers"`
+	// RequireNodesReady is the requireNodesReady input.
+	RequireNodesReady pulumi.BoolOutput `pulumi:"requireNodesReady"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+	// Revision is the revision input.
+	Revision pulumi.StringOutput `pulumi:"revision"`
+	// KubernetesVersion is the kubernetesVersion input.
+	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+}
+
+// ClusterHealthKind registers ClusterHealths.
+var ClusterHealthKind = kindOf[ClusterHealthArgs, ClusterHealthInputs, ClusterHealthOutputs](ClusterHealthToken)

@@ -8,6 +8,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -119,3 +120,40 @@ func orNothing(s []string) string {
 
 	return strings.Join(s, ", ")
 }
+
+// KubernetesUpgradeToken is KubernetesUpgrade's type token.
+const KubernetesUpgradeToken = tokenPrefix + "KubernetesUpgrade"
+
+// KubernetesUpgradeInputs are KubernetesUpgradeArgs as Pulumi inputs.
+type KubernetesUpgradeInputs struct {
+	ClusterAccessInputs
+	// ControlPlanes are the control planes, hostname to IP.
+	ControlPlanes pulumi.StringMapInput `pulumi:"controlPlanes"`
+	// Workers are the workers, hostname to IP.
+	Workers pulumi.StringMapInput `pulumi:"workers"`
+	// KubernetesVersion is the Kubernetes version the cluster runs.
+	KubernetesVersion pulumi.StringInput `pulumi:"kubernetesVersion"`
+	// Timeout is how long each component on each node may take (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+}
+
+// KubernetesUpgradeOutputs is the view of a KubernetesUpgrade's outputs (KubernetesUpgradeState).
+type KubernetesUpgradeOutputs struct {
+	pulumi.CustomResourceState
+
+	// Talosconfig is the talosconfig input.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the kubeconfig input.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// ControlPlanes is the controlPlanes input.
+	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
+	// Workers is the workers input.
+	Workers pulumi.StringMapOutput `pulumi:"workers"`
+	// KubernetesVersion is the Kubernetes version the cluster runs.
+	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+}
+
+// KubernetesUpgradeKind registers KubernetesUpgrades.
+var KubernetesUpgradeKind = kindOf[KubernetesUpgradeArgs, KubernetesUpgradeInputs, KubernetesUpgradeOutputs](KubernetesUpgradeToken)

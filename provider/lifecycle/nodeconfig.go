@@ -6,6 +6,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 
@@ -156,3 +157,47 @@ func (r *NodeConfig) Update(ctx context.Context, req infer.UpdateRequest[NodeCon
 
 	return infer.UpdateResponse[NodeConfigState]{Output: state}, nil
 }
+
+// NodeConfigToken is NodeConfig's type token.
+const NodeConfigToken = tokenPrefix + "NodeConfig"
+
+// NodeConfigInputs are NodeConfigArgs as Pulumi inputs.
+type NodeConfigInputs struct {
+	ClusterAccessInputs
+	NodeRefInputs
+	// ControlPlanes are all control planes, hostname to IP.
+	ControlPlanes pulumi.StringMapInput `pulumi:"controlPlanes"`
+	// Configuration is the node's machine configuration.
+	Configuration pulumi.StringInput `pulumi:"configuration"`
+	// CheckReady requires the Node to be Ready after a reboot.
+	CheckReady pulumi.BoolInput `pulumi:"checkReady"`
+	// Timeout is how long each wait may take (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+}
+
+// NodeConfigOutputs is the view of a NodeConfig's outputs (NodeConfigState).
+type NodeConfigOutputs struct {
+	pulumi.CustomResourceState
+
+	// Talosconfig is the talosconfig input.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the kubeconfig input.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// Node is the node input.
+	Node pulumi.StringOutput `pulumi:"node"`
+	// Address is the address input.
+	Address pulumi.StringOutput `pulumi:"address"`
+	// ControlPlane is the controlPlane input.
+	ControlPlane pulumi.BoolOutput `pulumi:"controlPlane"`
+	// ControlPlanes is the controlPlanes input.
+	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
+	// Configuration is the configuration the node runs.
+	Configuration pulumi.StringOutput `pulumi:"configuration"`
+	// CheckReady is the checkReady input.
+	CheckReady pulumi.BoolOutput `pulumi:"checkReady"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+}
+
+// NodeConfigKind registers NodeConfigs.
+var NodeConfigKind = kindOf[NodeConfigArgs, NodeConfigInputs, NodeConfigOutputs](NodeConfigToken)

@@ -6,6 +6,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -86,3 +87,39 @@ func (r *NodeRetire) Delete(ctx context.Context, req infer.DeleteRequest[NodeRet
 
 	return infer.DeleteResponse{}, nil
 }
+
+// NodeRetireToken is NodeRetire's type token.
+const NodeRetireToken = tokenPrefix + "NodeRetire"
+
+// NodeRetireInputs are NodeRetireArgs as Pulumi inputs.
+type NodeRetireInputs struct {
+	ClusterAccessInputs
+	NodeRefInputs
+	// DrainTimeout is how long draining the node may take (a duration).
+	DrainTimeout pulumi.StringInput `pulumi:"drainTimeout"`
+	// Timeout is how long each wait may take (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+}
+
+// NodeRetireOutputs is the view of a NodeRetire's outputs (NodeRetireState).
+type NodeRetireOutputs struct {
+	pulumi.CustomResourceState
+
+	// Talosconfig is the talosconfig input.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the kubeconfig input.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// Node is the node input.
+	Node pulumi.StringOutput `pulumi:"node"`
+	// Address is the address input.
+	Address pulumi.StringOutput `pulumi:"address"`
+	// ControlPlane is the controlPlane input.
+	ControlPlane pulumi.BoolOutput `pulumi:"controlPlane"`
+	// DrainTimeout is the drainTimeout input.
+	DrainTimeout pulumi.StringOutput `pulumi:"drainTimeout"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+}
+
+// NodeRetireKind registers NodeRetires.
+var NodeRetireKind = kindOf[NodeRetireArgs, NodeRetireInputs, NodeRetireOutputs](NodeRetireToken)

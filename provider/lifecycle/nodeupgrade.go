@@ -10,6 +10,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -195,3 +196,73 @@ func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day
 		Progress: log.InfoStatus,
 	})
 }
+
+// NodeUpgradeToken is NodeUpgrade's type token.
+const NodeUpgradeToken = tokenPrefix + "NodeUpgrade"
+
+// NodeUpgradeInputs are NodeUpgradeArgs as Pulumi inputs.
+type NodeUpgradeInputs struct {
+	ClusterAccessInputs
+	NodeRefInputs
+	// ControlPlanes are every control plane of the cluster, hostname to IP.
+	ControlPlanes pulumi.StringMapInput `pulumi:"controlPlanes"`
+	// TalosVersion is the Talos version the node must run.
+	TalosVersion pulumi.StringInput `pulumi:"talosVersion"`
+	// SchematicId is the Image Factory schematic id the node's image must carry.
+	SchematicId pulumi.StringInput `pulumi:"schematicId"`
+	// InstallerImage is the installer image that brings the node there.
+	InstallerImage pulumi.StringInput `pulumi:"installerImage"`
+	// Drain cordons and drains the node before its reboot.
+	Drain pulumi.BoolInput `pulumi:"drain"`
+	// DrainTimeout is how long the drain may take (a duration).
+	DrainTimeout pulumi.StringInput `pulumi:"drainTimeout"`
+	// Timeout is how long each wait may take (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+	// CheckReady requires the Kubernetes Node to be Ready before and after.
+	CheckReady pulumi.BoolInput `pulumi:"checkReady"`
+	// AllowDowngrade allows an older version.
+	AllowDowngrade pulumi.BoolInput `pulumi:"allowDowngrade"`
+}
+
+// NodeUpgradeOutputs is the view of a NodeUpgrade's outputs (NodeUpgradeState).
+type NodeUpgradeOutputs struct {
+	pulumi.CustomResourceState
+
+	// Talosconfig is the talosconfig input.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the kubeconfig input.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// Node is the node input.
+	Node pulumi.StringOutput `pulumi:"node"`
+	// Address is the address input.
+	Address pulumi.StringOutput `pulumi:"address"`
+	// ControlPlane is the controlPlane input.
+	ControlPlane pulumi.BoolOutput `pulumi:"controlPlane"`
+	// ControlPlanes is the controlPlanes input.
+	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
+	// TalosVersion is the talosVersion input.
+	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
+	// SchematicId is the schematicId input.
+	SchematicId pulumi.StringOutput `pulumi:"schematicId"`
+	// InstallerImage is the installerImage input.
+	InstallerImage pulumi.StringOutput `pulumi:"installerImage"`
+	// Drain is the drain input.
+	Drain pulumi.BoolOutput `pulumi:"drain"`
+	// DrainTimeout is the drainTimeout input.
+	DrainTimeout pulumi.StringOutput `pulumi:"drainTimeout"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+	// CheckReady is the checkReady input.
+	CheckReady pulumi.BoolOutput `pulumi:"checkReady"`
+	// AllowDowngrade is the allowDowngrade input.
+	AllowDowngrade pulumi.BoolOutput `pulumi:"allowDowngrade"`
+	// RunningVersion is the Talos version the node reported after the last change.
+	RunningVersion pulumi.StringOutput `pulumi:"runningVersion"`
+	// RunningSchematicId is the schematic id the node reported after the last change.
+	RunningSchematicId pulumi.StringOutput `pulumi:"runningSchematicId"`
+	// BootId is the node's boot id after the last change.
+	BootId pulumi.StringOutput `pulumi:"bootId"`
+}
+
+// NodeUpgradeKind registers NodeUpgrades.
+var NodeUpgradeKind = kindOf[NodeUpgradeArgs, NodeUpgradeInputs, NodeUpgradeOutputs](NodeUpgradeToken)
