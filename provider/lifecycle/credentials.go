@@ -9,6 +9,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/credentials"
 )
@@ -169,3 +170,65 @@ func (r *ClientCredentials) Update(_ context.Context, req infer.UpdateRequest[Cl
 
 	return infer.UpdateResponse[ClientCredentialsState]{Output: s}, nil
 }
+
+// ClientCredentialsToken is ClientCredentials' type token.
+const ClientCredentialsToken = tokenPrefix + "ClientCredentials"
+
+// ClientCredentialsInputs are ClientCredentialsArgs as Pulumi inputs.
+type ClientCredentialsInputs struct {
+	// ClusterName is the cluster's name (the talosconfig context).
+	ClusterName pulumi.StringInput `pulumi:"clusterName"`
+	// Endpoint is the Kubernetes API URL (optional).
+	Endpoint pulumi.StringInput `pulumi:"endpoint"`
+	// OsCaCertificate is the Talos API CA certificate (base64 PEM).
+	OsCaCertificate pulumi.StringInput `pulumi:"osCaCertificate"`
+	// OsCaKey is the Talos API CA key (base64 PEM).
+	OsCaKey pulumi.StringInput `pulumi:"osCaKey"`
+	// KubernetesCaCertificate is the Kubernetes CA certificate (base64 PEM).
+	KubernetesCaCertificate pulumi.StringInput `pulumi:"kubernetesCaCertificate"`
+	// KubernetesCaKey is the Kubernetes CA key (base64 PEM).
+	KubernetesCaKey pulumi.StringInput `pulumi:"kubernetesCaKey"`
+	// TalosEndpoints are the talosconfig's endpoints (optional).
+	TalosEndpoints pulumi.StringArrayInput `pulumi:"talosEndpoints"`
+	// TalosNodes are the talosconfig's nodes (optional).
+	TalosNodes pulumi.StringArrayInput `pulumi:"talosNodes"`
+	// Validity is how long issued certificates are valid (a duration).
+	Validity pulumi.StringInput `pulumi:"validity"`
+	// RenewBefore is how long before expiry an up renews them (a duration).
+	RenewBefore pulumi.StringInput `pulumi:"renewBefore"`
+}
+
+// ClientCredentialsOutputs is the view of a ClientCredentials' outputs (ClientCredentialsState).
+type ClientCredentialsOutputs struct {
+	pulumi.CustomResourceState
+
+	// ClusterName is the clusterName input.
+	ClusterName pulumi.StringOutput `pulumi:"clusterName"`
+	// Endpoint is the endpoint input.
+	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
+	// OsCaCertificate is the osCaCertificate input.
+	OsCaCertificate pulumi.StringOutput `pulumi:"osCaCertificate"`
+	// OsCaKey is the osCaKey input.
+	OsCaKey pulumi.StringOutput `pulumi:"osCaKey"`
+	// KubernetesCaCertificate is the kubernetesCaCertificate input.
+	KubernetesCaCertificate pulumi.StringOutput `pulumi:"kubernetesCaCertificate"`
+	// KubernetesCaKey is the kubernetesCaKey input.
+	KubernetesCaKey pulumi.StringOutput `pulumi:"kubernetesCaKey"`
+	// TalosEndpoints is the talosEndpoints input.
+	TalosEndpoints pulumi.StringArrayOutput `pulumi:"talosEndpoints"`
+	// TalosNodes is the talosNodes input.
+	TalosNodes pulumi.StringArrayOutput `pulumi:"talosNodes"`
+	// Validity is the validity input.
+	Validity pulumi.StringOutput `pulumi:"validity"`
+	// RenewBefore is the renewBefore input.
+	RenewBefore pulumi.StringOutput `pulumi:"renewBefore"`
+	// Talosconfig is the issued admin talosconfig.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the issued admin kubeconfig.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// NotAfter is when the first of the two client certificates expires (RFC 3339).
+	NotAfter pulumi.StringOutput `pulumi:"notAfter"`
+}
+
+// ClientCredentialsKind registers ClientCredentials.
+var ClientCredentialsKind = kindOf[ClientCredentialsArgs, ClientCredentialsInputs, ClientCredentialsOutputs](ClientCredentialsToken)

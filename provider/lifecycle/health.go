@@ -8,6 +8,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -19,8 +20,7 @@ type ClusterHealth struct{}
 // ClusterHealthArgs are a ClusterHealth's inputs. Revision changes whenever anything about the
 // cluster does (configurations, images), so the gate runs after every change.
 type ClusterHealthArgs struct {
-	Talosconfig       string            `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig        string            `pulumi:"kubeconfig" provider:"secret"`
+	ClusterAccess
 	ControlPlanes     map[string]string `pulumi:"controlPlanes"`
 	Workers           map[string]string `pulumi:"workers"`
 	RequireNodesReady bool              `pulumi:"requireNodesReady"`
@@ -40,9 +40,8 @@ func (r *ClusterHealth) Annotate(an infer.Annotator) {
 		"after bootstrap and after every change. Registered by TalosProxmoxCluster.")
 }
 
-// Annotate documents the inputs.
+// Annotate documents the inputs (the kubeconfig more closely than ClusterAccess does).
 func (a *ClusterHealthArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
 	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster; passed on once the cluster is healthy.")
 	an.Describe(&a.ControlPlanes, "Control planes, hostname to IP.")
 	an.Describe(&a.Workers, "Workers, hostname to IP.")
@@ -50,6 +49,12 @@ func (a *ClusterHealthArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Timeout, "How long to wait (a duration).")
 	an.Describe(&a.Revision, "Changes whenever the cluster does, so the gate runs again.")
 	an.Describe(&a.KubernetesVersion, "The cluster's Kubernetes version: the gate runs again when it changes.")
+}
+
+// Annotate documents the state: the inputs again, since infer merges the embedded
+// ClusterAccess's descriptions after the embedded args' own.
+func (s *ClusterHealthState) Annotate(an infer.Annotator) {
+	s.ClusterHealthArgs.Annotate(an)
 }
 
 // Diff runs the gate again whenever an input changes. (The Kubernetes version step is checked by
@@ -95,7 +100,7 @@ func gate(ctx context.Context, in ClusterHealthArgs) error {
 	start := time.Now()
 
 	if err := day2.Health(ctx, day2.HealthOptions{
-		Access: day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig}, Nodes: nodes,
+		Access: in.access(), Nodes: nodes,
 		RequireReady: in.RequireNodesReady, Timeout: timeout, Progress: log.InfoStatus,
 	}); err != nil {
 		return err
@@ -105,3 +110,48 @@ func gate(ctx context.Context, in ClusterHealthArgs) error {
 
 	return nil
 }
+
+// ClusterHealthToken is ClusterHealth's type token.
+const ClusterHealthToken = tokenPrefix + "ClusterHealth"
+
+// ClusterHealthInputs are ClusterHealthArgs as Pulumi inputs.
+type ClusterHealthInputs struct {
+	ClusterAccessInputs
+	// ControlPlanes are the control planes, hostname to IP.
+	ControlPlanes pulumi.StringMapInput `pulumi:"controlPlanes"`
+	// Workers are the workers, hostname to IP.
+	Workers pulumi.StringMapInput `pulumi:"workers"`
+	// RequireNodesReady requires every Kubernetes Node to be Ready.
+	RequireNodesReady pulumi.BoolInput `pulumi:"requireNodesReady"`
+	// Timeout is how long to wait (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+	// Revision changes whenever the cluster does, so the gate runs again.
+	Revision pulumi.StringInput `pulumi:"revision"`
+	// KubernetesVersion is the cluster's Kubernetes version (optional).
+	KubernetesVersion pulumi.StringInput `pulumi:"kubernetesVersion"`
+}
+
+// ClusterHealthOutputs is the view of a ClusterHealth's outputs (ClusterHealthState).
+type ClusterHealthOutputs struct {
+	pulumi.CustomResourceState
+
+	// Talosconfig is the talosconfig input, once the cluster passed the gate.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the kubeconfig input, once the cluster passed the gate.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// ControlPlanes is the controlPlanes input.
+	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
+	// Workers is the workers input.
+	Workers pulumi.StringMapOutput `pulumi:"workers"`
+	// RequireNodesReady is the requireNodesReady input.
+	RequireNodesReady pulumi.BoolOutput `pulumi:"requireNodesReady"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+	// Revision is the revision input.
+	Revision pulumi.StringOutput `pulumi:"revision"`
+	// KubernetesVersion is the kubernetesVersion input.
+	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+}
+
+// ClusterHealthKind registers ClusterHealths.
+var ClusterHealthKind = kindOf[ClusterHealthArgs, ClusterHealthInputs, ClusterHealthOutputs](ClusterHealthToken)

@@ -3,12 +3,12 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -20,8 +20,7 @@ type KubernetesUpgrade struct{}
 
 // KubernetesUpgradeArgs are a KubernetesUpgrade's inputs.
 type KubernetesUpgradeArgs struct {
-	Talosconfig       string            `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig        string            `pulumi:"kubeconfig" provider:"secret"`
+	ClusterAccess
 	ControlPlanes     map[string]string `pulumi:"controlPlanes"`
 	Workers           map[string]string `pulumi:"workers"`
 	KubernetesVersion string            `pulumi:"kubernetesVersion"`
@@ -42,8 +41,6 @@ func (r *KubernetesUpgrade) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *KubernetesUpgradeArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
 	an.Describe(&a.ControlPlanes, "Control planes, hostname to IP.")
 	an.Describe(&a.Workers, "Workers, hostname to IP.")
 	an.Describe(&a.KubernetesVersion, "The Kubernetes version the cluster runs: a change moves one minor up at a time.")
@@ -98,7 +95,7 @@ func (r *KubernetesUpgrade) Update(ctx context.Context, req infer.UpdateRequest[
 	log.Infof("upgrading Kubernetes %s → %s", req.State.KubernetesVersion, in.KubernetesVersion)
 
 	res, err := day2.UpgradeKubernetes(ctx, day2.KubernetesUpgradeOptions{
-		Access:        day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig},
+		Access:        in.access(),
 		ControlPlanes: nodesOf(in.ControlPlanes, true),
 		Workers:       nodesOf(in.Workers, false),
 		From:          req.State.KubernetesVersion,
@@ -116,18 +113,6 @@ func (r *KubernetesUpgrade) Update(ctx context.Context, req infer.UpdateRequest[
 	return infer.UpdateResponse[KubernetesUpgradeState]{Output: state}, nil
 }
 
-// nodesOf lists nodes sorted by name.
-func nodesOf(m map[string]string, cp bool) []day2.Node {
-	nodes := make([]day2.Node, 0, len(m))
-	for name, addr := range m {
-		nodes = append(nodes, day2.Node{Name: name, Address: addr, ControlPlane: cp})
-	}
-
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-
-	return nodes
-}
-
 func orNothing(s []string) string {
 	if len(s) == 0 {
 		return "nothing"
@@ -135,3 +120,40 @@ func orNothing(s []string) string {
 
 	return strings.Join(s, ", ")
 }
+
+// KubernetesUpgradeToken is KubernetesUpgrade's type token.
+const KubernetesUpgradeToken = tokenPrefix + "KubernetesUpgrade"
+
+// KubernetesUpgradeInputs are KubernetesUpgradeArgs as Pulumi inputs.
+type KubernetesUpgradeInputs struct {
+	ClusterAccessInputs
+	// ControlPlanes are the control planes, hostname to IP.
+	ControlPlanes pulumi.StringMapInput `pulumi:"controlPlanes"`
+	// Workers are the workers, hostname to IP.
+	Workers pulumi.StringMapInput `pulumi:"workers"`
+	// KubernetesVersion is the Kubernetes version the cluster runs.
+	KubernetesVersion pulumi.StringInput `pulumi:"kubernetesVersion"`
+	// Timeout is how long each component on each node may take (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+}
+
+// KubernetesUpgradeOutputs is the view of a KubernetesUpgrade's outputs (KubernetesUpgradeState).
+type KubernetesUpgradeOutputs struct {
+	pulumi.CustomResourceState
+
+	// Talosconfig is the talosconfig input.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the kubeconfig input.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// ControlPlanes is the controlPlanes input.
+	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
+	// Workers is the workers input.
+	Workers pulumi.StringMapOutput `pulumi:"workers"`
+	// KubernetesVersion is the Kubernetes version the cluster runs.
+	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+}
+
+// KubernetesUpgradeKind registers KubernetesUpgrades.
+var KubernetesUpgradeKind = kindOf[KubernetesUpgradeArgs, KubernetesUpgradeInputs, KubernetesUpgradeOutputs](KubernetesUpgradeToken)

@@ -12,6 +12,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -215,3 +216,53 @@ func left(keys []string) string {
 
 	return "; left in place: " + strings.Join(shown, ", ")
 }
+
+// ManifestSyncToken is ManifestSync's type token.
+const ManifestSyncToken = tokenPrefix + "ManifestSync"
+
+// ManifestSyncInputs are ManifestSyncArgs as Pulumi inputs.
+type ManifestSyncInputs struct {
+	// Kubeconfig is the admin kubeconfig of the cluster.
+	Kubeconfig pulumi.StringInput `pulumi:"kubeconfig"`
+	// Manifests are the manifests by name.
+	Manifests pulumi.StringMapInput `pulumi:"manifests"`
+	// ExtraManifests are URLs of extra manifests (optional).
+	ExtraManifests pulumi.StringArrayInput `pulumi:"extraManifests"`
+	// Namespaces map an extra manifest URL to the namespace of its namespaced objects that name
+	// none (optional).
+	Namespaces pulumi.StringMapInput `pulumi:"namespaces"`
+	// PruneCrdsAndNamespaces also deletes CustomResourceDefinitions and Namespaces that left the
+	// configuration (optional).
+	PruneCrdsAndNamespaces pulumi.BoolInput `pulumi:"pruneCrdsAndNamespaces"`
+	// Force deletes and recreates objects whose immutable fields changed (optional).
+	Force pulumi.BoolInput `pulumi:"force"`
+	// Timeout is how long a sync may take (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+}
+
+// ManifestSyncOutputs is the view of a ManifestSync's outputs (ManifestSyncState).
+type ManifestSyncOutputs struct {
+	pulumi.CustomResourceState
+
+	// Kubeconfig is the kubeconfig input.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// Manifests is the manifests input.
+	Manifests pulumi.StringMapOutput `pulumi:"manifests"`
+	// ExtraManifests is the extraManifests input.
+	ExtraManifests pulumi.StringArrayOutput `pulumi:"extraManifests"`
+	// Namespaces is the namespaces input.
+	Namespaces pulumi.StringMapOutput `pulumi:"namespaces"`
+	// PruneCrdsAndNamespaces is the pruneCrdsAndNamespaces input.
+	PruneCrdsAndNamespaces pulumi.BoolOutput `pulumi:"pruneCrdsAndNamespaces"`
+	// Force is the force input.
+	Force pulumi.BoolOutput `pulumi:"force"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+	// Applied is what the last sync applied: manifest → object → sha256.
+	Applied pulumi.StringMapMapOutput `pulumi:"applied"`
+	// Changes are, per manifest, the objects the last sync added, changed and pruned.
+	Changes pulumi.StringArrayOutput `pulumi:"changes"`
+}
+
+// ManifestSyncKind registers ManifestSyncs.
+var ManifestSyncKind = kindOf[ManifestSyncArgs, ManifestSyncInputs, ManifestSyncOutputs](ManifestSyncToken)

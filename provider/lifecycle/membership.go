@@ -9,6 +9,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -26,8 +27,7 @@ type MemberNode struct {
 
 // MembershipArgs are a Membership's inputs.
 type MembershipArgs struct {
-	Talosconfig  string                `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig   string                `pulumi:"kubeconfig" provider:"secret"`
+	ClusterAccess
 	Nodes        map[string]MemberNode `pulumi:"nodes"`
 	DrainTimeout string                `pulumi:"drainTimeout"`
 	Timeout      string                `pulumi:"timeout"`
@@ -46,8 +46,6 @@ func (r *Membership) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *MembershipArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
 	an.Describe(&a.Nodes, "The cluster's nodes by hostname.")
 	an.Describe(&a.DrainTimeout, "How long draining a leaving worker may take (a duration).")
 	an.Describe(&a.Timeout, "How long each wait may take (a duration).")
@@ -204,7 +202,7 @@ func (r *Membership) Update(ctx context.Context, req infer.UpdateRequest[Members
 	}
 
 	warnings, err := day2.Remove(ctx, day2.RemoveOptions{
-		Access:  day2.Access{Talosconfig: req.Inputs.Talosconfig, Kubeconfig: req.Inputs.Kubeconfig},
+		Access:  req.Inputs.access(),
 		Staying: staying, Leaving: req.State.split(gone), DrainTimeout: drainTimeout, Timeout: timeout,
 		Progress: log.InfoStatus,
 	})
@@ -220,3 +218,44 @@ func (r *Membership) Update(ctx context.Context, req infer.UpdateRequest[Members
 
 	return infer.UpdateResponse[MembershipState]{Output: MembershipState{req.Inputs}}, nil
 }
+
+// MembershipToken is Membership's type token.
+const MembershipToken = tokenPrefix + "Membership"
+
+// MemberNodeInputs are MemberNode as Pulumi inputs.
+type MemberNodeInputs struct {
+	// Address is the node's IP address.
+	Address pulumi.StringInput `pulumi:"address"`
+	// ControlPlane tells whether the node is a control plane.
+	ControlPlane pulumi.BoolInput `pulumi:"controlPlane"`
+}
+
+// MembershipInputs are MembershipArgs as Pulumi inputs.
+type MembershipInputs struct {
+	ClusterAccessInputs
+	// Nodes are the cluster's nodes by hostname.
+	Nodes map[string]MemberNodeInputs `pulumi:"nodes"`
+	// DrainTimeout is how long draining a leaving worker may take (a duration).
+	DrainTimeout pulumi.StringInput `pulumi:"drainTimeout"`
+	// Timeout is how long each wait may take (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+}
+
+// MembershipOutputs is the view of a Membership's outputs (MembershipState).
+type MembershipOutputs struct {
+	pulumi.CustomResourceState
+
+	// Talosconfig is the talosconfig input.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the kubeconfig input.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// Nodes is the nodes input: hostname to {address, controlPlane}.
+	Nodes pulumi.MapMapOutput `pulumi:"nodes"`
+	// DrainTimeout is the drainTimeout input.
+	DrainTimeout pulumi.StringOutput `pulumi:"drainTimeout"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+}
+
+// MembershipKind registers Memberships.
+var MembershipKind = kindOf[MembershipArgs, MembershipInputs, MembershipOutputs](MembershipToken)

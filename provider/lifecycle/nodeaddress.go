@@ -8,6 +8,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -128,3 +129,43 @@ func (r *NodeAddress) Update(_ context.Context, req infer.UpdateRequest[NodeAddr
 
 	return infer.UpdateResponse[NodeAddressState]{Output: s}, nil
 }
+
+// NodeAddressToken is NodeAddress's type token.
+const NodeAddressToken = tokenPrefix + "NodeAddress"
+
+// NodeAddressInputs are NodeAddressArgs as Pulumi inputs.
+type NodeAddressInputs struct {
+	// Node is the node's hostname.
+	Node pulumi.StringInput `pulumi:"node"`
+	// MacAddress is the MAC address of the VM's NIC (optional).
+	MacAddress pulumi.StringInput `pulumi:"macAddress"`
+	// Subnet is the node subnet to scan (CIDR).
+	Subnet pulumi.StringInput `pulumi:"subnet"`
+	// AgentAddress is the IPv4 address the guest agent reported, if it did (optional).
+	AgentAddress pulumi.StringInput `pulumi:"agentAddress"`
+	// Timeout is how long the search may take (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+}
+
+// NodeAddressOutputs is the view of a NodeAddress's outputs (NodeAddressState).
+type NodeAddressOutputs struct {
+	pulumi.CustomResourceState
+
+	// Node is the node input.
+	Node pulumi.StringOutput `pulumi:"node"`
+	// MacAddress is the macAddress input.
+	MacAddress pulumi.StringOutput `pulumi:"macAddress"`
+	// Subnet is the subnet input.
+	Subnet pulumi.StringOutput `pulumi:"subnet"`
+	// AgentAddress is the agentAddress input.
+	AgentAddress pulumi.StringOutput `pulumi:"agentAddress"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+	// Address is the address found.
+	Address pulumi.StringOutput `pulumi:"address"`
+	// How is how it was found: "guest agent" or "maintenance API scan".
+	How pulumi.StringOutput `pulumi:"how"`
+}
+
+// NodeAddressKind registers NodeAddresses.
+var NodeAddressKind = kindOf[NodeAddressArgs, NodeAddressInputs, NodeAddressOutputs](NodeAddressToken)

@@ -6,6 +6,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 
@@ -20,11 +21,8 @@ type NodeConfig struct{}
 
 // NodeConfigArgs are a NodeConfig's inputs.
 type NodeConfigArgs struct {
-	Talosconfig   string            `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig    string            `pulumi:"kubeconfig" provider:"secret"`
-	Node          string            `pulumi:"node"`
-	Address       string            `pulumi:"address"`
-	ControlPlane  bool              `pulumi:"controlPlane"`
+	ClusterAccess
+	NodeRef
 	ControlPlanes map[string]string `pulumi:"controlPlanes"`
 	Configuration string            `pulumi:"configuration" provider:"secret"`
 	CheckReady    bool              `pulumi:"checkReady"`
@@ -44,11 +42,6 @@ func (r *NodeConfig) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *NodeConfigArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
-	an.Describe(&a.Node, "The node's hostname.")
-	an.Describe(&a.Address, "The node's IP address.")
-	an.Describe(&a.ControlPlane, "Whether the node is a control plane.")
 	an.Describe(&a.ControlPlanes, "All control planes, hostname to IP (the etcd gate after a reboot).")
 	an.Describe(&a.Configuration, "The node's machine configuration.")
 	an.Describe(&a.CheckReady, "Require the Node to be Ready after a reboot.")
@@ -59,8 +52,8 @@ func (a NodeConfigArgs) options(ctx context.Context) (day2.ConfigOptions, error)
 	timeout, err := parseDuration("timeout", a.Timeout)
 
 	return day2.ConfigOptions{
-		Access:        day2.Access{Talosconfig: a.Talosconfig, Kubeconfig: a.Kubeconfig},
-		Node:          day2.Node{Name: a.Node, Address: a.Address, ControlPlane: a.ControlPlane},
+		Access:        a.access(),
+		Node:          a.node(),
 		ControlPlanes: nodesOf(a.ControlPlanes, true),
 		Config:        a.Configuration,
 		CheckReady:    a.CheckReady,
@@ -164,3 +157,47 @@ func (r *NodeConfig) Update(ctx context.Context, req infer.UpdateRequest[NodeCon
 
 	return infer.UpdateResponse[NodeConfigState]{Output: state}, nil
 }
+
+// NodeConfigToken is NodeConfig's type token.
+const NodeConfigToken = tokenPrefix + "NodeConfig"
+
+// NodeConfigInputs are NodeConfigArgs as Pulumi inputs.
+type NodeConfigInputs struct {
+	ClusterAccessInputs
+	NodeRefInputs
+	// ControlPlanes are all control planes, hostname to IP.
+	ControlPlanes pulumi.StringMapInput `pulumi:"controlPlanes"`
+	// Configuration is the node's machine configuration.
+	Configuration pulumi.StringInput `pulumi:"configuration"`
+	// CheckReady requires the Node to be Ready after a reboot.
+	CheckReady pulumi.BoolInput `pulumi:"checkReady"`
+	// Timeout is how long each wait may take (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+}
+
+// NodeConfigOutputs is the view of a NodeConfig's outputs (NodeConfigState).
+type NodeConfigOutputs struct {
+	pulumi.CustomResourceState
+
+	// Talosconfig is the talosconfig input.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the kubeconfig input.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// Node is the node input.
+	Node pulumi.StringOutput `pulumi:"node"`
+	// Address is the address input.
+	Address pulumi.StringOutput `pulumi:"address"`
+	// ControlPlane is the controlPlane input.
+	ControlPlane pulumi.BoolOutput `pulumi:"controlPlane"`
+	// ControlPlanes is the controlPlanes input.
+	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
+	// Configuration is the configuration the node runs.
+	Configuration pulumi.StringOutput `pulumi:"configuration"`
+	// CheckReady is the checkReady input.
+	CheckReady pulumi.BoolOutput `pulumi:"checkReady"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+}
+
+// NodeConfigKind registers NodeConfigs.
+var NodeConfigKind = kindOf[NodeConfigArgs, NodeConfigInputs, NodeConfigOutputs](NodeConfigToken)

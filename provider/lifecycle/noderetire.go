@@ -6,6 +6,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -18,11 +19,8 @@ type NodeRetire struct{}
 
 // NodeRetireArgs are a NodeRetire's inputs.
 type NodeRetireArgs struct {
-	Talosconfig  string `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig   string `pulumi:"kubeconfig" provider:"secret"`
-	Node         string `pulumi:"node"`
-	Address      string `pulumi:"address"`
-	ControlPlane bool   `pulumi:"controlPlane"`
+	ClusterAccess
+	NodeRef
 	DrainTimeout string `pulumi:"drainTimeout"`
 	Timeout      string `pulumi:"timeout"`
 }
@@ -40,11 +38,6 @@ func (r *NodeRetire) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *NodeRetireArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
-	an.Describe(&a.Node, "The node's hostname.")
-	an.Describe(&a.Address, "The node's IP address.")
-	an.Describe(&a.ControlPlane, "Whether the node is a control plane.")
 	an.Describe(&a.DrainTimeout, "How long draining the node may take (a duration).")
 	an.Describe(&a.Timeout, "How long each wait may take (a duration).")
 }
@@ -83,8 +76,8 @@ func (r *NodeRetire) Delete(ctx context.Context, req infer.DeleteRequest[NodeRet
 	}
 
 	did, err := day2.Retire(ctx, day2.RemoveOptions{
-		Access:  day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig},
-		Leaving: []day2.Node{{Name: in.Node, Address: in.Address, ControlPlane: in.ControlPlane}}, DrainTimeout: drainTimeout, Timeout: timeout, Progress: log.InfoStatus,
+		Access:  in.access(),
+		Leaving: []day2.Node{in.node()}, DrainTimeout: drainTimeout, Timeout: timeout, Progress: log.InfoStatus,
 	})
 	if err != nil {
 		return infer.DeleteResponse{}, err
@@ -94,3 +87,39 @@ func (r *NodeRetire) Delete(ctx context.Context, req infer.DeleteRequest[NodeRet
 
 	return infer.DeleteResponse{}, nil
 }
+
+// NodeRetireToken is NodeRetire's type token.
+const NodeRetireToken = tokenPrefix + "NodeRetire"
+
+// NodeRetireInputs are NodeRetireArgs as Pulumi inputs.
+type NodeRetireInputs struct {
+	ClusterAccessInputs
+	NodeRefInputs
+	// DrainTimeout is how long draining the node may take (a duration).
+	DrainTimeout pulumi.StringInput `pulumi:"drainTimeout"`
+	// Timeout is how long each wait may take (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+}
+
+// NodeRetireOutputs is the view of a NodeRetire's outputs (NodeRetireState).
+type NodeRetireOutputs struct {
+	pulumi.CustomResourceState
+
+	// Talosconfig is the talosconfig input.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the kubeconfig input.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// Node is the node input.
+	Node pulumi.StringOutput `pulumi:"node"`
+	// Address is the address input.
+	Address pulumi.StringOutput `pulumi:"address"`
+	// ControlPlane is the controlPlane input.
+	ControlPlane pulumi.BoolOutput `pulumi:"controlPlane"`
+	// DrainTimeout is the drainTimeout input.
+	DrainTimeout pulumi.StringOutput `pulumi:"drainTimeout"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+}
+
+// NodeRetireKind registers NodeRetires.
+var NodeRetireKind = kindOf[NodeRetireArgs, NodeRetireInputs, NodeRetireOutputs](NodeRetireToken)

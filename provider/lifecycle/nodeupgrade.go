@@ -10,6 +10,7 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -20,11 +21,8 @@ type NodeUpgrade struct{}
 
 // NodeUpgradeArgs are a NodeUpgrade's inputs.
 type NodeUpgradeArgs struct {
-	Talosconfig    string            `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig     string            `pulumi:"kubeconfig" provider:"secret"`
-	Node           string            `pulumi:"node"`
-	Address        string            `pulumi:"address"`
-	ControlPlane   bool              `pulumi:"controlPlane"`
+	ClusterAccess
+	NodeRef
 	ControlPlanes  map[string]string `pulumi:"controlPlanes"`
 	TalosVersion   string            `pulumi:"talosVersion"`
 	SchematicId    string            `pulumi:"schematicId"`
@@ -51,13 +49,10 @@ func (r *NodeUpgrade) Annotate(an infer.Annotator) {
 		"TalosProxmoxCluster.")
 }
 
-// Annotate documents the inputs.
+// Annotate documents the inputs (the node's name and address more closely than NodeRef does).
 func (a *NodeUpgradeArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
 	an.Describe(&a.Node, "The node's hostname (its Kubernetes Node and etcd member name).")
 	an.Describe(&a.Address, "The node's IP address (Talos API on port 50000).")
-	an.Describe(&a.ControlPlane, "Whether the node is a control plane.")
 	an.Describe(&a.ControlPlanes, "Every control plane of the cluster, hostname to IP, for the etcd gates.")
 	an.Describe(&a.TalosVersion, "The Talos version the node must run.")
 	an.Describe(&a.SchematicId, "The Image Factory schematic id the node's image must carry.")
@@ -69,8 +64,10 @@ func (a *NodeUpgradeArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.AllowDowngrade, "Allow an older version.")
 }
 
-// Annotate documents the state.
+// Annotate documents the state, and the inputs again: infer merges the embedded NodeRef's
+// descriptions after the embedded args' own.
 func (s *NodeUpgradeState) Annotate(an infer.Annotator) {
+	s.NodeUpgradeArgs.Annotate(an)
 	an.Describe(&s.RunningVersion, "The Talos version the node reported after the last change.")
 	an.Describe(&s.RunningSchematicId, "The schematic id the node reported after the last change.")
 	an.Describe(&s.BootId, "The node's boot id after the last change.")
@@ -159,7 +156,7 @@ func (r *NodeUpgrade) Update(ctx context.Context, req infer.UpdateRequest[NodeUp
 // node already runs the target. On create (was nil), a node already on the target is only read.
 func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day2.Observed, error) {
 	log := p.GetLogger(ctx)
-	access := day2.Access{Talosconfig: in.Talosconfig, Kubeconfig: in.Kubeconfig}
+	access := in.access()
 
 	timeout, err := parseDuration("timeout", in.Timeout)
 	if err != nil {
@@ -173,7 +170,7 @@ func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day
 
 	cps := nodesOf(in.ControlPlanes, true)
 
-	node := day2.Node{Name: in.Node, Address: in.Address, ControlPlane: in.ControlPlane}
+	node := in.node()
 
 	if was == nil {
 		c, err := access.Talos(ctx, node.Address)
@@ -200,11 +197,72 @@ func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day
 	})
 }
 
-func parseDuration(name, v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s: %q is not a positive duration", name, v)
-	}
+// NodeUpgradeToken is NodeUpgrade's type token.
+const NodeUpgradeToken = tokenPrefix + "NodeUpgrade"
 
-	return d, nil
+// NodeUpgradeInputs are NodeUpgradeArgs as Pulumi inputs.
+type NodeUpgradeInputs struct {
+	ClusterAccessInputs
+	NodeRefInputs
+	// ControlPlanes are every control plane of the cluster, hostname to IP.
+	ControlPlanes pulumi.StringMapInput `pulumi:"controlPlanes"`
+	// TalosVersion is the Talos version the node must run.
+	TalosVersion pulumi.StringInput `pulumi:"talosVersion"`
+	// SchematicId is the Image Factory schematic id the node's image must carry.
+	SchematicId pulumi.StringInput `pulumi:"schematicId"`
+	// InstallerImage is the installer image that brings the node there.
+	InstallerImage pulumi.StringInput `pulumi:"installerImage"`
+	// Drain cordons and drains the node before its reboot.
+	Drain pulumi.BoolInput `pulumi:"drain"`
+	// DrainTimeout is how long the drain may take (a duration).
+	DrainTimeout pulumi.StringInput `pulumi:"drainTimeout"`
+	// Timeout is how long each wait may take (a duration).
+	Timeout pulumi.StringInput `pulumi:"timeout"`
+	// CheckReady requires the Kubernetes Node to be Ready before and after.
+	CheckReady pulumi.BoolInput `pulumi:"checkReady"`
+	// AllowDowngrade allows an older version.
+	AllowDowngrade pulumi.BoolInput `pulumi:"allowDowngrade"`
 }
+
+// NodeUpgradeOutputs is the view of a NodeUpgrade's outputs (NodeUpgradeState).
+type NodeUpgradeOutputs struct {
+	pulumi.CustomResourceState
+
+	// Talosconfig is the talosconfig input.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the kubeconfig input.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// Node is the node input.
+	Node pulumi.StringOutput `pulumi:"node"`
+	// Address is the address input.
+	Address pulumi.StringOutput `pulumi:"address"`
+	// ControlPlane is the controlPlane input.
+	ControlPlane pulumi.BoolOutput `pulumi:"controlPlane"`
+	// ControlPlanes is the controlPlanes input.
+	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
+	// TalosVersion is the talosVersion input.
+	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
+	// SchematicId is the schematicId input.
+	SchematicId pulumi.StringOutput `pulumi:"schematicId"`
+	// InstallerImage is the installerImage input.
+	InstallerImage pulumi.StringOutput `pulumi:"installerImage"`
+	// Drain is the drain input.
+	Drain pulumi.BoolOutput `pulumi:"drain"`
+	// DrainTimeout is the drainTimeout input.
+	DrainTimeout pulumi.StringOutput `pulumi:"drainTimeout"`
+	// Timeout is the timeout input.
+	Timeout pulumi.StringOutput `pulumi:"timeout"`
+	// CheckReady is the checkReady input.
+	CheckReady pulumi.BoolOutput `pulumi:"checkReady"`
+	// AllowDowngrade is the allowDowngrade input.
+	AllowDowngrade pulumi.BoolOutput `pulumi:"allowDowngrade"`
+	// RunningVersion is the Talos version the node reported after the last change.
+	RunningVersion pulumi.StringOutput `pulumi:"runningVersion"`
+	// RunningSchematicId is the schematic id the node reported after the last change.
+	RunningSchematicId pulumi.StringOutput `pulumi:"runningSchematicId"`
+	// BootId is the node's boot id after the last change.
+	BootId pulumi.StringOutput `pulumi:"bootId"`
+}
+
+// NodeUpgradeKind registers NodeUpgrades.
+var NodeUpgradeKind = kindOf[NodeUpgradeArgs, NodeUpgradeInputs, NodeUpgradeOutputs](NodeUpgradeToken)

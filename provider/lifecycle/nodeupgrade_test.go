@@ -13,7 +13,7 @@ func TestNodeUpgradeDiff(t *testing.T) {
 	t.Parallel()
 
 	ran := NodeUpgradeState{
-		NodeUpgradeArgs: NodeUpgradeArgs{Node: "cp-1", Talosconfig: "old", TalosVersion: "v1.11.5", SchematicId: "aaa", InstallerImage: "f/installer/aaa:v1.11.5"},
+		NodeUpgradeArgs: NodeUpgradeArgs{NodeRef: NodeRef{Node: "cp-1"}, ClusterAccess: ClusterAccess{Talosconfig: "old"}, TalosVersion: "v1.11.5", SchematicId: "aaa", InstallerImage: "f/installer/aaa:v1.11.5"},
 		RunningVersion:  "v1.11.5", RunningSchematicId: "aaa",
 	}
 

@@ -1,0 +1,270 @@
+package lifecycle
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// kindInfo is what the tests read of a Kind.
+type kindInfo interface {
+	token() string
+	types() (in, out, args reflect.Type)
+}
+
+func (k Kind[I, O, P]) token() string { return k.Token }
+
+func (k Kind[I, O, P]) types() (in, out, args reflect.Type) {
+	return reflect.TypeFor[I](), reflect.TypeFor[O](), k.args
+}
+
+// kinds are the resources the plugin serves with their Kinds: provider.go serves these
+// resources (infer.Resource of each), and TestKindsCoverSchema checks the list against
+// schema.json.
+var kinds = []struct {
+	res   infer.InferredResource
+	kind  kindInfo
+	state reflect.Type
+}{
+	{infer.Resource(&NodeUpgrade{}), NodeUpgradeKind, reflect.TypeFor[NodeUpgradeState]()},
+	{infer.Resource(&ClusterHealth{}), ClusterHealthKind, reflect.TypeFor[ClusterHealthState]()},
+	{infer.Resource(&Membership{}), MembershipKind, reflect.TypeFor[MembershipState]()},
+	{infer.Resource(&ManifestSync{}), ManifestSyncKind, reflect.TypeFor[ManifestSyncState]()},
+	{infer.Resource(&NodeRetire{}), NodeRetireKind, reflect.TypeFor[NodeRetireState]()},
+	{infer.Resource(&KubernetesUpgrade{}), KubernetesUpgradeKind, reflect.TypeFor[KubernetesUpgradeState]()},
+	{infer.Resource(&NodeConfig{}), NodeConfigKind, reflect.TypeFor[NodeConfigState]()},
+	{infer.Resource(&NodeAddress{}), NodeAddressKind, reflect.TypeFor[NodeAddressState]()},
+	{infer.Resource(&ClientCredentials{}), ClientCredentialsKind, reflect.TypeFor[ClientCredentialsState]()},
+}
+
+// resourceSpec is what the tests read of a resource in the schema.
+type resourceSpec struct {
+	InputProperties map[string]json.RawMessage `json:"inputProperties"`
+	RequiredInputs  []string                   `json:"requiredInputs"`
+	Properties      map[string]json.RawMessage `json:"properties"`
+}
+
+// checkedInSchema is schema.json at the repository root, which package provider's
+// TestSchemaIsCurrent keeps equal to the schema the plugin serves.
+func checkedInSchema(t *testing.T) (name string, resources map[string]resourceSpec) {
+	t.Helper()
+
+	raw, err := os.ReadFile("../../schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var s struct {
+		Name      string                  `json:"name"`
+		Resources map[string]resourceSpec `json:"resources"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+
+	return s.Name, s.Resources
+}
+
+// Every resource of the lifecycle module in the served schema has a Kind, and each Kind's token
+// is the one infer derives for its resource under the package's name.
+func TestKindsCoverSchema(t *testing.T) {
+	t.Parallel()
+
+	name, resources := checkedInSchema(t)
+
+	var served, listed []string
+
+	for tk := range resources {
+		if strings.HasPrefix(tk, tokenPrefix) {
+			served = append(served, tk)
+		}
+	}
+
+	for _, k := range kinds {
+		listed = append(listed, k.kind.token())
+
+		tk, err := k.res.GetToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// infer names the package "pkg" until the provider is built under its name.
+		mod, ok := strings.CutPrefix(string(tk), "pkg:")
+		if want := name + ":" + mod; !ok || k.kind.token() != want {
+			t.Errorf("token %q, infer serves %q (from %q)", k.kind.token(), want, tk)
+		}
+	}
+
+	slices.Sort(served)
+	slices.Sort(listed)
+
+	if !slices.Equal(served, listed) {
+		t.Errorf("schema.json serves %v, the Kinds are %v", served, listed)
+	}
+}
+
+// The seam: for every resource, its Args and its inputs struct have one field per input property
+// the plugin serves (flattened, by tag), the inputs field carrying the Args field's type; the
+// outputs view has one field per output property, carrying the State field's type; and Register
+// requires what the plugin requires. (After a change of the Args, `make schema` updates
+// schema.json.)
+func TestKindsMatchServedProperties(t *testing.T) {
+	t.Parallel()
+
+	_, resources := checkedInSchema(t)
+
+	for _, k := range kinds {
+		in, out, args := k.kind.types()
+
+		t.Run(args.Name(), func(t *testing.T) {
+			t.Parallel()
+
+			spec, ok := resources[k.kind.token()]
+			if !ok {
+				t.Fatalf("schema.json has no resource %s", k.kind.token())
+			}
+
+			inFields, argFields, outFields, stateFields := fieldsByTag(in), fieldsByTag(args), fieldsByTag(out), fieldsByTag(k.state)
+
+			if got, want := slices.Sorted(maps.Keys(inFields)), slices.Sorted(maps.Keys(spec.InputProperties)); !slices.Equal(got, want) {
+				t.Errorf("%s has fields %v, the resource takes %v", in, got, want)
+			}
+
+			if got, want := slices.Sorted(maps.Keys(argFields)), slices.Sorted(maps.Keys(spec.InputProperties)); !slices.Equal(got, want) {
+				t.Errorf("%s has fields %v, schema.json serves %v (run `make schema` after changing the Args)", args, got, want)
+			}
+
+			for _, prop := range spec.RequiredInputs {
+				if _, ok := inFields[prop]; !ok {
+					t.Errorf("%s has no field for the required input %s", in, prop)
+				}
+			}
+
+			var required []string
+
+			for _, f := range reflect.VisibleFields(args) {
+				if prop, optional, ok := tagOf(f); ok && !optional {
+					required = append(required, prop)
+				}
+			}
+
+			if !slices.Equal(required, spec.RequiredInputs) {
+				t.Errorf("Register requires %v, the resource %v", required, spec.RequiredInputs)
+			}
+
+			for prop, f := range inFields {
+				if a, ok := argFields[prop]; ok {
+					if err := sameInput(a.Type, f.Type); err != nil {
+						t.Errorf("%s.%s: %v", in, f.Name, err)
+					}
+				}
+			}
+
+			if got, want := slices.Sorted(maps.Keys(outFields)), slices.Sorted(maps.Keys(spec.Properties)); !slices.Equal(got, want) {
+				t.Errorf("%s has fields %v, the resource outputs %v", out, got, want)
+			}
+
+			for prop, f := range outFields {
+				if s, ok := stateFields[prop]; ok {
+					if err := sameOutput(s.Type, f.Type); err != nil {
+						t.Errorf("%s.%s: %v", out, f.Name, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// fieldsByTag are a struct's fields with a `pulumi` tag, embedded structs' included, by the
+// tag's name.
+func fieldsByTag(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
+
+	for _, f := range reflect.VisibleFields(t) {
+		if name, _, ok := tagOf(f); ok {
+			out[name] = f
+		}
+	}
+
+	return out
+}
+
+// sameInput checks that an inputs field (a Pulumi input, or a map or struct of them) carries
+// the Args field's Go type.
+func sameInput(arg, in reflect.Type) error {
+	if in.Kind() == reflect.Interface && in.Implements(reflect.TypeFor[pulumi.Input]()) {
+		for i := range in.NumMethod() {
+			m := in.Method(i)
+			if strings.HasPrefix(m.Name, "To") && strings.HasSuffix(m.Name, "Output") && m.Type.NumIn() == 0 && m.Type.NumOut() == 1 {
+				if o, ok := reflect.Zero(m.Type.Out(0)).Interface().(pulumi.Output); ok {
+					if o.ElementType() != arg {
+						return fmt.Errorf("carries %s, the resource takes %s", o.ElementType(), arg)
+					}
+
+					return nil
+				}
+			}
+		}
+
+		return fmt.Errorf("%s has no To…Output method", in)
+	}
+
+	switch {
+	case in.Kind() == reflect.Map && arg.Kind() == reflect.Map:
+		return sameInput(arg.Elem(), in.Elem())
+	case in.Kind() == reflect.Struct && arg.Kind() == reflect.Struct:
+		inFields, argFields := fieldsByTag(in), fieldsByTag(arg)
+		if got, want := slices.Sorted(maps.Keys(inFields)), slices.Sorted(maps.Keys(argFields)); !slices.Equal(got, want) {
+			return fmt.Errorf("%s has fields %v, %s has %v", in, got, arg, want)
+		}
+
+		var errs []error
+		for prop, f := range inFields {
+			if err := sameInput(argFields[prop].Type, f.Type); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", prop, err))
+			}
+		}
+
+		return errors.Join(errs...)
+	default:
+		return fmt.Errorf("%s cannot carry %s", in, arg)
+	}
+}
+
+// sameOutput checks that an outputs field is the Pulumi output of the State field's Go type (an
+// object as map[string]any).
+func sameOutput(state, out reflect.Type) error {
+	o, ok := reflect.Zero(out).Interface().(pulumi.Output)
+	if !ok {
+		return fmt.Errorf("%s is not a Pulumi output", out)
+	}
+
+	var plain func(t reflect.Type) reflect.Type
+	plain = func(t reflect.Type) reflect.Type {
+		switch t.Kind() {
+		case reflect.Struct:
+			return reflect.TypeFor[map[string]any]()
+		case reflect.Map:
+			return reflect.MapOf(t.Key(), plain(t.Elem()))
+		case reflect.Slice:
+			return reflect.SliceOf(plain(t.Elem()))
+		default:
+			return t
+		}
+	}
+
+	if o.ElementType() != plain(state) {
+		return fmt.Errorf("carries %s, the resource outputs %s", o.ElementType(), state)
+	}
+
+	return nil
+}
