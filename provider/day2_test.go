@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender/helmtest"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/lifecycle"
 )
 
 // runningHomelab is the Proxmox inventory of the homelab cluster once it runs: every node's VM.
@@ -123,7 +124,7 @@ func checkReconfigureOrder(t *testing.T, r *recorder, want map[string][]string, 
 	}
 
 	k := r.named("homelab-kubernetes")
-	if k.Type != "talos-proxmox:lifecycle:KubernetesUpgrade" {
+	if k.Type != lifecycle.KubernetesUpgradeToken {
 		t.Fatalf("homelab-kubernetes is a %s", k.Type)
 	}
 
@@ -217,7 +218,7 @@ func TestConstructManifestSync(t *testing.T) {
 	}
 
 	for _, reg := range off.custom() {
-		if reg.Type == "talos-proxmox:lifecycle:ManifestSync" {
+		if reg.Type == lifecycle.ManifestSyncToken {
 			t.Error("the sync is registered with manifestSync.enabled false")
 		}
 	}

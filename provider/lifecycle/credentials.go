@@ -11,7 +11,7 @@ import (
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/credentials"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/clientconfigs"
 )
 
 // ClientCredentials holds the cluster's admin talosconfig and kubeconfig, issued in-process
@@ -69,10 +69,10 @@ func issue(in ClientCredentialsArgs) (ClientCredentialsState, error) {
 		return ClientCredentialsState{}, err
 	}
 
-	got, err := credentials.Issue(credentials.Input{
+	got, err := clientconfigs.Issue(clientconfigs.Input{
 		ClusterName: in.ClusterName, Endpoint: in.Endpoint,
-		OSCA:           credentials.CertAndKey{Cert: in.OsCaCertificate, Key: in.OsCaKey},
-		KubernetesCA:   credentials.CertAndKey{Cert: in.KubernetesCaCertificate, Key: in.KubernetesCaKey},
+		OSCA:           clientconfigs.CertAndKey{Cert: in.OsCaCertificate, Key: in.OsCaKey},
+		KubernetesCA:   clientconfigs.CertAndKey{Cert: in.KubernetesCaCertificate, Key: in.KubernetesCaKey},
 		TalosEndpoints: in.TalosEndpoints, TalosNodes: in.TalosNodes, Validity: validity, Now: time.Now(),
 	})
 	if err != nil {

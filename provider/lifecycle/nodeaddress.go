@@ -10,7 +10,7 @@ import (
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/discover"
 )
 
 // NodeAddress finds a DHCP node's address once its VM runs: by the QEMU guest agent's report
@@ -81,7 +81,7 @@ func (r *NodeAddress) Create(ctx context.Context, req infer.CreateRequest[NodeAd
 
 	log := p.GetLogger(ctx)
 
-	a, err := day2.WaitForMAC(ctx, subnet, in.MacAddress, timeout, func(elapsed time.Duration) {
+	a, err := discover.WaitForMAC(ctx, subnet, in.MacAddress, timeout, func(elapsed time.Duration) {
 		log.InfoStatusf("looking for node %s (MAC %s) on %s: no Talos API with that NIC answered yet (%s)",
 			in.Node, in.MacAddress, subnet, elapsed.Round(time.Second))
 	})

@@ -1,6 +1,3 @@
-// Package lifecycle holds the custom resources the plugin serves beside the component: they
-// operate the running cluster (the health gate, rolling Talos upgrades) through
-// provider/internal/day2. The component registers them; users do not need to.
 package lifecycle
 
 import (

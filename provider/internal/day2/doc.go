@@ -14,7 +14,6 @@
 //     retire.go);
 //   - manifest sync: server-side apply with an inventory and pruning (sync.go, manifests.go,
 //     namespaced.go);
-//   - first-boot discovery of a DHCP node's address by its MAC (discover.go);
 //   - which errors of these protocols are worth another try (transient.go).
 //
 // It imports no Pulumi package: provider/lifecycle wraps it in Pulumi resources.

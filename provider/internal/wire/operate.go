@@ -9,34 +9,8 @@ import (
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/talosconfig"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/lifecycle"
 )
-
-// Tokens of the custom resources the plugin serves beside the component (provider/lifecycle).
-const (
-	nodeUpgradeToken       = "talos-proxmox:lifecycle:NodeUpgrade"
-	clusterHealthToken     = "talos-proxmox:lifecycle:ClusterHealth"
-	membershipToken        = "talos-proxmox:lifecycle:Membership"
-	nodeRetireToken        = "talos-proxmox:lifecycle:NodeRetire"
-	manifestSyncToken      = "talos-proxmox:lifecycle:ManifestSync"
-	kubernetesToken        = "talos-proxmox:lifecycle:KubernetesUpgrade"
-	nodeConfigToken        = "talos-proxmox:lifecycle:NodeConfig"
-	nodeAddressToken       = "talos-proxmox:lifecycle:NodeAddress"
-	clientCredentialsToken = "talos-proxmox:lifecycle:ClientCredentials"
-)
-
-// nodeUpgrade and clusterHealth are the Go views of the lifecycle resources.
-type nodeUpgrade struct {
-	pulumi.CustomResourceState
-
-	RunningVersion pulumi.StringOutput `pulumi:"runningVersion"`
-}
-
-type clusterHealth struct {
-	pulumi.CustomResourceState
-
-	Kubeconfig  pulumi.StringOutput `pulumi:"kubeconfig"`
-	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
-}
 
 // Operated is what Operate returns: the admin credentials, through the health gate.
 type Operated struct {
@@ -80,25 +54,27 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 	upgrades, err := b.rollout(order, true, func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
 		deps := slices.Concat([]pulumi.Resource{r.Applies[n.Name]}, r.Ready, after)
 
-		var u nodeUpgrade
-		if err := s.Ctx.RegisterResource(nodeUpgradeToken, s.child(n.Name+"-upgrade"), b.nodeInputs(n, pulumi.Map{
-			"controlPlanes":  cps,
-			"talosVersion":   pulumi.String(c.TalosVersion),
-			"schematicId":    pulumi.String(c.Image.SchematicID),
-			"installerImage": pulumi.String(c.Image.InstallerImage),
-			"drain":          pulumi.Bool(c.Upgrade.Drain),
-			"drainTimeout":   pulumi.String(c.Upgrade.DrainTimeout.String()),
-			"timeout":        pulumi.String(c.Upgrade.Timeout.String()),
-			"checkReady":     pulumi.Bool(c.Health.RequireNodesReady),
-			"allowDowngrade": pulumi.Bool(c.Upgrade.AllowDowngrade),
-		}), &u, s.parent(), b.self, pulumi.DependsOn(deps),
+		u, err := lifecycle.NodeUpgradeKind.Register(s.Ctx, s.child(n.Name+"-upgrade"), lifecycle.NodeUpgradeInputs{
+			ClusterAccessInputs: b.access(),
+			NodeRefInputs:       b.nodeRef(n),
+			ControlPlanes:       cps,
+			TalosVersion:        pulumi.String(c.TalosVersion),
+			SchematicId:         pulumi.String(c.Image.SchematicID),
+			InstallerImage:      pulumi.String(c.Image.InstallerImage),
+			Drain:               pulumi.Bool(c.Upgrade.Drain),
+			DrainTimeout:        pulumi.String(c.Upgrade.DrainTimeout.String()),
+			Timeout:             pulumi.String(c.Upgrade.Timeout.String()),
+			CheckReady:          pulumi.Bool(c.Health.RequireNodesReady),
+			AllowDowngrade:      pulumi.Bool(c.Upgrade.AllowDowngrade),
+		}, s.parent(), b.self, pulumi.DependsOn(deps),
 			// A new VM is a new node: its record starts again.
 			pulumi.ReplaceWith([]pulumi.Resource{m.VMs[n.Name]}),
-		); err != nil {
+		)
+		if err != nil {
 			return nil, errorf("registering the upgrade of node %s: %w", n.Name, err)
 		}
 
-		return &u, nil
+		return u, nil
 	})
 	if err != nil {
 		return nil, err
@@ -122,9 +98,9 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 			return hex.EncodeToString(h.Sum(nil))
 		}).(pulumi.StringOutput)
 
-	members := pulumi.Map{}
+	members := map[string]lifecycle.MemberNodeInputs{}
 	for _, n := range c.Nodes {
-		members[n.Name] = pulumi.Map{"address": m.Addresses[n.Name], "controlPlane": pulumi.Bool(n.Role == spec.RoleControlPlane)}
+		members[n.Name] = lifecycle.MemberNodeInputs{Address: m.Addresses[n.Name], ControlPlane: pulumi.Bool(n.Role == spec.RoleControlPlane)}
 	}
 
 	retires, err := b.retires()
@@ -134,28 +110,26 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 
 	// Nodes that leave `nodes` are taken out of the cluster here, after the upgrades and before
 	// the gate; the engine deletes their VMs after that.
-	var membership pulumi.CustomResourceState
-	if err := s.Ctx.RegisterResource(membershipToken, s.child("membership"), pulumi.Map{
-		"talosconfig":  r.Talosconfig,
-		"kubeconfig":   r.Kubeconfig,
-		"nodes":        members,
-		"drainTimeout": pulumi.String(c.Upgrade.DrainTimeout.String()),
-		"timeout":      pulumi.String(c.Upgrade.Timeout.String()),
-	}, &membership, s.parent(), b.self, pulumi.DependsOn(slices.Concat(upgrades, r.Ready, retires, configured))); err != nil {
+	membership, err := lifecycle.MembershipKind.Register(s.Ctx, s.child("membership"), lifecycle.MembershipInputs{
+		ClusterAccessInputs: b.access(),
+		Nodes:               members,
+		DrainTimeout:        pulumi.String(c.Upgrade.DrainTimeout.String()),
+		Timeout:             pulumi.String(c.Upgrade.Timeout.String()),
+	}, s.parent(), b.self, pulumi.DependsOn(slices.Concat(upgrades, r.Ready, retires, configured)))
+	if err != nil {
 		return nil, errorf("registering the membership: %w", err)
 	}
 
-	var health clusterHealth
-	if err := s.Ctx.RegisterResource(clusterHealthToken, s.child("health"), pulumi.Map{
-		"talosconfig":       r.Talosconfig,
-		"kubeconfig":        r.Kubeconfig,
-		"controlPlanes":     cps,
-		"workers":           workers,
-		"requireNodesReady": pulumi.Bool(c.Health.RequireNodesReady),
-		"timeout":           pulumi.String(c.Health.Timeout.String()),
-		"revision":          revision,
-		"kubernetesVersion": pulumi.String(c.KubernetesVersion),
-	}, &health, s.parent(), b.self, pulumi.DependsOn(append(upgrades, &membership))); err != nil {
+	health, err := lifecycle.ClusterHealthKind.Register(s.Ctx, s.child("health"), lifecycle.ClusterHealthInputs{
+		ClusterAccessInputs: b.access(),
+		ControlPlanes:       cps,
+		Workers:             workers,
+		RequireNodesReady:   pulumi.Bool(c.Health.RequireNodesReady),
+		Timeout:             pulumi.String(c.Health.Timeout.String()),
+		Revision:            revision,
+		KubernetesVersion:   pulumi.String(c.KubernetesVersion),
+	}, s.parent(), b.self, pulumi.DependsOn(append(upgrades, membership)))
+	if err != nil {
 		return nil, errorf("registering the health gate: %w", err)
 	}
 
@@ -165,7 +139,7 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 	}
 
 	if c.ManifestSync.Enabled {
-		if err := b.syncManifests(&health, helm, pass); err != nil {
+		if err := b.syncManifests(health, helm, pass); err != nil {
 			return nil, err
 		}
 	}
@@ -178,7 +152,7 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 
 // syncManifests registers the manifest sync after the health gate: the same manifests as the
 // control planes' inlineManifests (Helm releases, then the inline manifests) and extraManifests.
-func (b operation) syncManifests(health *clusterHealth, helm []talosconfig.Manifest, pass PassThrough) error {
+func (b operation) syncManifests(health *lifecycle.ClusterHealthOutputs, helm []talosconfig.Manifest, pass PassThrough) error {
 	c := b.s.Cluster
 
 	manifests := pulumi.StringMap{}
@@ -195,16 +169,15 @@ func (b operation) syncManifests(health *clusterHealth, helm []talosconfig.Manif
 		extra = append(extra, pulumi.String(u))
 	}
 
-	var sync pulumi.CustomResourceState
-	if err := b.s.Ctx.RegisterResource(manifestSyncToken, b.s.child("manifests"), pulumi.Map{
-		"kubeconfig":             health.Kubeconfig,
-		"manifests":              manifests,
-		"extraManifests":         extra,
-		"namespaces":             pulumi.ToStringMap(c.ExtraManifestNamespaces),
-		"pruneCrdsAndNamespaces": pulumi.Bool(c.ManifestSync.PruneCrdsAndNamespaces),
-		"force":                  pulumi.Bool(c.ManifestSync.Force),
-		"timeout":                pulumi.String(c.ManifestSync.Timeout.String()),
-	}, &sync, b.s.parent(), b.self, pulumi.DependsOn([]pulumi.Resource{health})); err != nil {
+	if _, err := lifecycle.ManifestSyncKind.Register(b.s.Ctx, b.s.child("manifests"), lifecycle.ManifestSyncInputs{
+		Kubeconfig:             health.Kubeconfig,
+		Manifests:              manifests,
+		ExtraManifests:         extra,
+		Namespaces:             pulumi.ToStringMap(c.ExtraManifestNamespaces),
+		PruneCrdsAndNamespaces: pulumi.Bool(c.ManifestSync.PruneCrdsAndNamespaces),
+		Force:                  pulumi.Bool(c.ManifestSync.Force),
+		Timeout:                pulumi.String(c.ManifestSync.Timeout.String()),
+	}, b.s.parent(), b.self, pulumi.DependsOn([]pulumi.Resource{health})); err != nil {
 		return errorf("registering the manifest sync: %w", err)
 	}
 
@@ -219,30 +192,34 @@ func (b operation) retires() ([]pulumi.Resource, error) {
 	out := make([]pulumi.Resource, 0, len(c.Nodes))
 
 	for _, n := range c.Nodes {
-		var res pulumi.CustomResourceState
-		if err := b.s.Ctx.RegisterResource(nodeRetireToken, b.s.child(n.Name+"-retire"), b.nodeInputs(n, pulumi.Map{
-			"drainTimeout": pulumi.String(c.Upgrade.DrainTimeout.String()),
-			"timeout":      pulumi.String(c.Upgrade.Timeout.String()),
-		}), &res, b.s.parent(), b.self, pulumi.DependsOn(append([]pulumi.Resource{b.r.Applies[n.Name]}, b.r.Ready...)),
+		res, err := lifecycle.NodeRetireKind.Register(b.s.Ctx, b.s.child(n.Name+"-retire"), lifecycle.NodeRetireInputs{
+			ClusterAccessInputs: b.access(),
+			NodeRefInputs:       b.nodeRef(n),
+			DrainTimeout:        pulumi.String(c.Upgrade.DrainTimeout.String()),
+			Timeout:             pulumi.String(c.Upgrade.Timeout.String()),
+		}, b.s.parent(), b.self, pulumi.DependsOn(append([]pulumi.Resource{b.r.Applies[n.Name]}, b.r.Ready...)),
 			pulumi.ReplaceWith([]pulumi.Resource{b.m.VMs[n.Name]}),
-		); err != nil {
+		)
+		if err != nil {
 			return nil, errorf("registering the retirement of node %s: %w", n.Name, err)
 		}
 
-		out = append(out, &res)
+		out = append(out, res)
 	}
 
 	return out, nil
 }
 
-// nodeInputs are the inputs every per-node lifecycle resource takes (how to reach the cluster and
-// the node), with the resource's own.
-func (b operation) nodeInputs(n spec.Node, own pulumi.Map) pulumi.Map {
-	own["talosconfig"], own["kubeconfig"] = b.r.Talosconfig, b.r.Kubeconfig
-	own["node"], own["address"] = pulumi.String(n.Name), b.m.Addresses[n.Name]
-	own["controlPlane"] = pulumi.Bool(n.Role == spec.RoleControlPlane)
+// access is how every lifecycle resource reaches the cluster.
+func (b operation) access() lifecycle.ClusterAccessInputs {
+	return lifecycle.ClusterAccessInputs{Talosconfig: b.r.Talosconfig, Kubeconfig: b.r.Kubeconfig}
+}
 
-	return own
+// nodeRef is how a per-node lifecycle resource finds its node.
+func (b operation) nodeRef(n spec.Node) lifecycle.NodeRefInputs {
+	return lifecycle.NodeRefInputs{
+		Node: pulumi.String(n.Name), Address: b.m.Addresses[n.Name], ControlPlane: pulumi.Bool(n.Role == spec.RoleControlPlane),
+	}
 }
 
 // reconfigure registers, after the OS upgrades, the Kubernetes upgrade and then one NodeConfig
@@ -253,38 +230,39 @@ func (b operation) reconfigure(workers, cps pulumi.StringMap, order []spec.Node,
 	c := b.s.Cluster
 	r := b.r
 
-	var k8s pulumi.CustomResourceState
-	if err := b.s.Ctx.RegisterResource(kubernetesToken, b.s.child("kubernetes"), pulumi.Map{
-		"talosconfig":       r.Talosconfig,
-		"kubeconfig":        r.Kubeconfig,
-		"controlPlanes":     cps,
-		"workers":           workers,
-		"kubernetesVersion": pulumi.String(c.KubernetesVersion),
-		"timeout":           pulumi.String(c.Upgrade.Timeout.String()),
-	}, &k8s, b.s.parent(), b.self, pulumi.DependsOn(append(slices.Clone(upgrades), r.Ready...))); err != nil {
+	k8s, err := lifecycle.KubernetesUpgradeKind.Register(b.s.Ctx, b.s.child("kubernetes"), lifecycle.KubernetesUpgradeInputs{
+		ClusterAccessInputs: b.access(),
+		ControlPlanes:       cps,
+		Workers:             workers,
+		KubernetesVersion:   pulumi.String(c.KubernetesVersion),
+		Timeout:             pulumi.String(c.Upgrade.Timeout.String()),
+	}, b.s.parent(), b.self, pulumi.DependsOn(append(slices.Clone(upgrades), r.Ready...)))
+	if err != nil {
 		return nil, errorf("registering the Kubernetes upgrade: %w", err)
 	}
 
 	configs, err := b.rollout(order, false, func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
 		deps := append([]pulumi.Resource{r.Applies[n.Name]}, after...)
 		if !b.fresh {
-			deps = append(deps, &k8s)
+			deps = append(deps, k8s)
 		}
 
-		var res pulumi.CustomResourceState
-		if err := b.s.Ctx.RegisterResource(nodeConfigToken, b.s.child(n.Name+"-node-config"), b.nodeInputs(n, pulumi.Map{
-			"controlPlanes": cps,
-			"configuration": pulumi.ToSecret(r.ConfigOf[n.Name]),
-			"checkReady":    pulumi.Bool(c.Health.RequireNodesReady),
-			"timeout":       pulumi.String(c.Upgrade.Timeout.String()),
-		}), &res, b.s.parent(), b.self, pulumi.DependsOn(deps),
+		res, err := lifecycle.NodeConfigKind.Register(b.s.Ctx, b.s.child(n.Name+"-node-config"), lifecycle.NodeConfigInputs{
+			ClusterAccessInputs: b.access(),
+			NodeRefInputs:       b.nodeRef(n),
+			ControlPlanes:       cps,
+			Configuration:       pulumi.ToSecret(r.ConfigOf[n.Name]).(pulumi.StringOutput),
+			CheckReady:          pulumi.Bool(c.Health.RequireNodesReady),
+			Timeout:             pulumi.String(c.Upgrade.Timeout.String()),
+		}, b.s.parent(), b.self, pulumi.DependsOn(deps),
 			// A new VM is configured by its ConfigurationApply: the record starts again.
 			pulumi.ReplaceWith([]pulumi.Resource{b.m.VMs[n.Name]}),
-		); err != nil {
+		)
+		if err != nil {
 			return nil, errorf("registering the configuration of running node %s: %w", n.Name, err)
 		}
 
-		return &res, nil
+		return res, nil
 	})
 	if err != nil {
 		return nil, err
@@ -292,7 +270,7 @@ func (b operation) reconfigure(workers, cps pulumi.StringMap, order []spec.Node,
 
 	// For a new cluster the configurations do not wait for the Kubernetes record: what waits for
 	// them (the membership, then the health gate) waits for it too.
-	return append(configs, &k8s), nil
+	return append(configs, k8s), nil
 }
 
 // rollout registers one step per node in rollout order through register, which gets the steps

@@ -4,6 +4,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/lifecycle"
 )
 
 // Running is what Talos returns: the cluster as the day-2 resources find it.
@@ -116,35 +118,27 @@ func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, self Lifecyc
 	return r, nil
 }
 
-// clientCredentialsResource is the Go view of lifecycle.ClientCredentials.
-type clientCredentialsResource struct {
-	pulumi.CustomResourceState
-
-	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
-	Kubeconfig  pulumi.StringOutput `pulumi:"kubeconfig"`
-}
-
 // clientCredentials registers the admin talosconfig and kubeconfig, issued from the cluster's CAs
 // and renewed within credentials.renewBefore of their expiry (lifecycle.ClientCredentials).
-func clientCredentials(s Scope, secrets *Secrets, addrs Addresses, endpointURL pulumi.StringOutput, self Lifecycle) (*clientCredentialsResource, error) {
+func clientCredentials(s Scope, secrets *Secrets, addrs Addresses, endpointURL pulumi.StringOutput, self Lifecycle) (*lifecycle.ClientCredentialsOutputs, error) {
 	c := s.Cluster
 	certs := secrets.Resource.MachineSecrets.Certs()
 
-	var r clientCredentialsResource
-	if err := s.Ctx.RegisterResource(clientCredentialsToken, s.child("credentials"), pulumi.Map{
-		"clusterName":             pulumi.String(c.Name),
-		"endpoint":                endpointURL,
-		"osCaCertificate":         certs.Os().Cert(),
-		"osCaKey":                 pulumi.ToSecret(certs.Os().Key()),
-		"kubernetesCaCertificate": certs.K8s().Cert(),
-		"kubernetesCaKey":         pulumi.ToSecret(certs.K8s().Key()),
-		"talosEndpoints":          addrs.Of(c.ControlPlanes()),
-		"talosNodes":              addrs.Of(c.Nodes),
-		"validity":                pulumi.String(c.Credentials.Validity.String()),
-		"renewBefore":             pulumi.String(c.Credentials.RenewBefore.String()),
-	}, &r, s.parent(), self.option, pulumi.AdditionalSecretOutputs([]string{"talosconfig", "kubeconfig"})); err != nil {
+	r, err := lifecycle.ClientCredentialsKind.Register(s.Ctx, s.child("credentials"), lifecycle.ClientCredentialsInputs{
+		ClusterName:             pulumi.String(c.Name),
+		Endpoint:                endpointURL,
+		OsCaCertificate:         certs.Os().Cert(),
+		OsCaKey:                 pulumi.ToSecret(certs.Os().Key()).(pulumi.StringOutput),
+		KubernetesCaCertificate: certs.K8s().Cert(),
+		KubernetesCaKey:         pulumi.ToSecret(certs.K8s().Key()).(pulumi.StringOutput),
+		TalosEndpoints:          addrs.Of(c.ControlPlanes()),
+		TalosNodes:              addrs.Of(c.Nodes),
+		Validity:                pulumi.String(c.Credentials.Validity.String()),
+		RenewBefore:             pulumi.String(c.Credentials.RenewBefore.String()),
+	}, s.parent(), self.option, pulumi.AdditionalSecretOutputs([]string{"talosconfig", "kubeconfig"}))
+	if err != nil {
 		return nil, errorf("registering the client credentials: %w", err)
 	}
 
-	return &r, nil
+	return r, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/plan"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/proxmox"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/lifecycle"
 )
 
 // Machines is what VirtualMachines returns: every node's VM, VM id and address, by node name.
@@ -262,24 +263,18 @@ func nodeAddress(s Scope, n spec.Node, machine *vm.VirtualMachine, self Lifecycl
 	gw := netip.MustParseAddr(s.Cluster.Network.Gateway)
 	subnet := netip.PrefixFrom(gw, s.Cluster.Network.PrefixLength).Masked()
 
-	var res nodeAddressResource
-	if err := s.Ctx.RegisterResource(nodeAddressToken, s.child(n.Name+"-address"), pulumi.Map{
-		"node":       pulumi.String(n.Name),
-		"macAddress": machine.NetworkDevices.Index(pulumi.Int(0)).MacAddress().Elem(),
-		"subnet":     pulumi.String(subnet.String()),
-		"agentAddress": pulumi.All(machine.NetworkInterfaceNames, machine.Ipv4Addresses).ApplyT(func(v []any) string {
+	res, err := lifecycle.NodeAddressKind.Register(s.Ctx, s.child(n.Name+"-address"), lifecycle.NodeAddressInputs{
+		Node:       pulumi.String(n.Name),
+		MacAddress: machine.NetworkDevices.Index(pulumi.Int(0)).MacAddress().Elem(),
+		Subnet:     pulumi.String(subnet.String()),
+		AgentAddress: pulumi.All(machine.NetworkInterfaceNames, machine.Ipv4Addresses).ApplyT(func(v []any) string {
 			return agentAddress(v[0].([]string), v[1].([][]string))
 		}).(pulumi.StringOutput),
-		"timeout": pulumi.String(nodeAddressTimeout),
-	}, &res, s.parent(), self.option); err != nil {
+		Timeout: pulumi.String(nodeAddressTimeout),
+	}, s.parent(), self.option)
+	if err != nil {
 		return pulumi.StringOutput{}, errorf("registering the address search of node %s: %w", n.Name, err)
 	}
 
 	return res.Address, nil
-}
-
-type nodeAddressResource struct {
-	pulumi.CustomResourceState
-
-	Address pulumi.StringOutput `pulumi:"address"`
 }

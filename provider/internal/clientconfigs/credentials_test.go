@@ -1,4 +1,4 @@
-package credentials
+package clientconfigs
 
 import (
 	"crypto/x509"

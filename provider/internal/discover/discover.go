@@ -1,4 +1,8 @@
-package day2
+// Package discover finds a DHCP node on its first boot, before anything else knows its address:
+// it scans the node's subnet for the Talos API and reads each answering node's links through the
+// insecure maintenance API until one has the VM's MAC address. It is first-boot discovery, not
+// the operation of a running cluster, so it lives apart from day2.
+package discover
 
 import (
 	"context"

@@ -1,9 +1,9 @@
-// Package credentials issues the cluster's client credentials — the Talos API admin
+// Package clientconfigs issues the cluster's client credentials — the Talos API admin
 // talosconfig and the Kubernetes admin kubeconfig — from the cluster's own CAs, in-process, as
 // `talosctl gen config` and the Talos Kubeconfig API do, and tells when they expire. Reissuing
 // before they expire keeps a cluster manageable (expired talosconfig and kubeconfig certificates
 // are a common pain of the Talos providers: siderolabs/terraform-provider-talos#123, #167, #172).
-package credentials
+package clientconfigs
 
 import (
 	"bytes"
