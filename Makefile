@@ -144,8 +144,8 @@ fuzz: ## Fuzz input validation for FUZZTIME
 	$(GO) test ./provider/internal/spec -run '^$$' -fuzz FuzzBuild -fuzztime $(FUZZTIME)
 
 .PHONY: e2e
-e2e: toolchain kube versitygw provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab
-	$(GO) -C lab test -count=1 -timeout 40m -parallel 3 -tags e2e ./e2e/...
+e2e: toolchain kube versitygw provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab (RUN=<regexp> for some)
+	$(GO) -C lab test -count=1 -timeout 40m -parallel 3 -tags e2e $(if $(RUN),-run '$(RUN)') ./e2e/...
 
 .PHONY: test
 test: tools provider lab lint unit lab-unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests

@@ -100,3 +100,37 @@ func TestPreviewRegistersWhileProxmoxIsAsked(t *testing.T) {
 		t.Errorf("%d VMs registered at a preview Proxmox cannot serve", len(vms))
 	}
 }
+
+// An input Proxmox would be asked about but that is already refused is not checked against the
+// inventory: `image.contentType: raw` gets its own error (use import or iso), not a second one
+// telling the user to enable "raw" content on the datastore, a content type Proxmox does not
+// have. The inventory's other problems are still reported with it.
+func TestRefusedInputIsNotCheckedAgainstTheInventory(t *testing.T) {
+	t.Parallel()
+
+	inv := labInventory()
+	inv.Nodes = []string{"pve1", "pve3"}
+
+	in := strings.Replace(homelabJSON, `"image": {"extensions"`, `"image": {"contentType": "raw", "extensions"`, 1)
+	if in == homelabJSON {
+		t.Fatal("the test input has no image to set the content type of")
+	}
+
+	_, err := construct(t, &recorder{proxmox: inv}, "homelab", inputsFromJSON(t, in))
+	if err == nil {
+		t.Fatal("construct accepted image.contentType raw")
+	}
+
+	msg := err.Error()
+	if !strings.Contains(msg, `image.contentType: "raw" is not supported; use "import"`) {
+		t.Errorf("no error names image.contentType:\n%s", msg)
+	}
+
+	if strings.Contains(msg, `enable "raw"`) || strings.Contains(msg, "cannot hold raw content") {
+		t.Errorf("the inventory check also reports the refused content type:\n%s", msg)
+	}
+
+	if !strings.Contains(msg, `nodes.cp-2.hostNode: "pve2" is not a node`) {
+		t.Errorf("the inventory's own problems are no longer reported beside the input's:\n%s", msg)
+	}
+}

@@ -202,32 +202,10 @@ type ClientCredentialsInputs struct {
 type ClientCredentialsOutputs struct {
 	pulumi.CustomResourceState
 
-	// ClusterName is the clusterName input.
-	ClusterName pulumi.StringOutput `pulumi:"clusterName"`
-	// Endpoint is the endpoint input.
-	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
-	// OsCaCertificate is the osCaCertificate input.
-	OsCaCertificate pulumi.StringOutput `pulumi:"osCaCertificate"`
-	// OsCaKey is the osCaKey input.
-	OsCaKey pulumi.StringOutput `pulumi:"osCaKey"`
-	// KubernetesCaCertificate is the kubernetesCaCertificate input.
-	KubernetesCaCertificate pulumi.StringOutput `pulumi:"kubernetesCaCertificate"`
-	// KubernetesCaKey is the kubernetesCaKey input.
-	KubernetesCaKey pulumi.StringOutput `pulumi:"kubernetesCaKey"`
-	// TalosEndpoints is the talosEndpoints input.
-	TalosEndpoints pulumi.StringArrayOutput `pulumi:"talosEndpoints"`
-	// TalosNodes is the talosNodes input.
-	TalosNodes pulumi.StringArrayOutput `pulumi:"talosNodes"`
-	// Validity is the validity input.
-	Validity pulumi.StringOutput `pulumi:"validity"`
-	// RenewBefore is the renewBefore input.
-	RenewBefore pulumi.StringOutput `pulumi:"renewBefore"`
 	// Talosconfig is the issued admin talosconfig.
 	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
 	// Kubeconfig is the issued admin kubeconfig.
 	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-	// NotAfter is when the first of the two client certificates expires (RFC 3339).
-	NotAfter pulumi.StringOutput `pulumi:"notAfter"`
 }
 
 // ClientCredentialsKind registers ClientCredentials.

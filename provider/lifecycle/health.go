@@ -131,7 +131,7 @@ type ClusterHealthInputs struct {
 	KubernetesVersion pulumi.StringInput `pulumi:"kubernetesVersion"`
 }
 
-// ClusterHealthOutputs is the view of a ClusterHealth's outputs (ClusterHealthState).
+// ClusterHealthOutputs is the view of the ClusterHealth outputs the component reads (ClusterHealthState).
 type ClusterHealthOutputs struct {
 	pulumi.CustomResourceState
 
@@ -139,18 +139,6 @@ type ClusterHealthOutputs struct {
 	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
 	// Kubeconfig is the kubeconfig input, once the cluster passed the gate.
 	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-	// ControlPlanes is the controlPlanes input.
-	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
-	// Workers is the workers input.
-	Workers pulumi.StringMapOutput `pulumi:"workers"`
-	// RequireNodesReady is the requireNodesReady input.
-	RequireNodesReady pulumi.BoolOutput `pulumi:"requireNodesReady"`
-	// Timeout is the timeout input.
-	Timeout pulumi.StringOutput `pulumi:"timeout"`
-	// Revision is the revision input.
-	Revision pulumi.StringOutput `pulumi:"revision"`
-	// KubernetesVersion is the kubernetesVersion input.
-	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
 }
 
 // ClusterHealthKind registers ClusterHealths.

@@ -20,6 +20,10 @@ import (
 // (the component provider's Name), then the module, the last element of the package path.
 const tokenPrefix = "talos-proxmox:lifecycle:"
 
+// Registered is the view of a resource whose outputs the component does not read: it waits for
+// the resource (depends on it), nothing more.
+type Registered struct{ pulumi.CustomResourceState }
+
 // Kind is one resource as the component registers it: its type token, the struct of its inputs
 // (I) and the view of its outputs (O, registered through P = *O).
 type Kind[I, O any, P interface {

@@ -87,10 +87,10 @@ func TestKindRegister(t *testing.T) {
 
 	engine := &mocks{
 		inputs: map[string]resource.PropertyMap{},
-		extra:  resource.PropertyMap{"runningVersion": resource.NewStringProperty("v1.11.5")},
+		extra:  resource.PropertyMap{"address": resource.NewStringProperty("10.0.0.21")},
 	}
 
-	var running string
+	var found string
 
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		in := NodeUpgradeInputs{
@@ -102,12 +102,9 @@ func TestKindRegister(t *testing.T) {
 			CheckReady: pulumi.Bool(true), AllowDowngrade: pulumi.Bool(false),
 		}
 
-		u, err := NodeUpgradeKind.Register(ctx, "cp-1-upgrade", in)
-		if err != nil {
+		if _, err := NodeUpgradeKind.Register(ctx, "cp-1-upgrade", in); err != nil {
 			return err
 		}
-
-		u.RunningVersion.ApplyT(func(v string) string { running = v; return v })
 
 		in.TalosVersion = nil
 		if _, err := NodeUpgradeKind.Register(ctx, "incomplete", in); err == nil ||
@@ -115,18 +112,23 @@ func TestKindRegister(t *testing.T) {
 			return fmt.Errorf("registering without talosVersion: err = %v", err)
 		}
 
-		_, err = NodeAddressKind.Register(ctx, "w-1-address", NodeAddressInputs{
+		a, err := NodeAddressKind.Register(ctx, "w-1-address", NodeAddressInputs{
 			Node: pulumi.String("w-1"), Subnet: pulumi.String("10.0.0.0/24"), Timeout: pulumi.String("10m"),
 		})
+		if err != nil {
+			return err
+		}
 
-		return err
+		a.Address.ApplyT(func(v string) string { found = v; return v })
+
+		return nil
 	}, pulumi.WithMocks("project", "stack", engine))
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	if running != "v1.11.5" {
-		t.Errorf("RunningVersion = %q", running)
+	if found != "10.0.0.21" {
+		t.Errorf("Address = %q", found)
 	}
 
 	got := engine.inputs[NodeUpgradeToken+"/cp-1-upgrade"]

@@ -137,23 +137,5 @@ type KubernetesUpgradeInputs struct {
 	Timeout pulumi.StringInput `pulumi:"timeout"`
 }
 
-// KubernetesUpgradeOutputs is the view of a KubernetesUpgrade's outputs (KubernetesUpgradeState).
-type KubernetesUpgradeOutputs struct {
-	pulumi.CustomResourceState
-
-	// Talosconfig is the talosconfig input.
-	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
-	// Kubeconfig is the kubeconfig input.
-	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-	// ControlPlanes is the controlPlanes input.
-	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
-	// Workers is the workers input.
-	Workers pulumi.StringMapOutput `pulumi:"workers"`
-	// KubernetesVersion is the Kubernetes version the cluster runs.
-	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
-	// Timeout is the timeout input.
-	Timeout pulumi.StringOutput `pulumi:"timeout"`
-}
-
 // KubernetesUpgradeKind registers KubernetesUpgrades.
-var KubernetesUpgradeKind = kindOf[KubernetesUpgradeArgs, KubernetesUpgradeInputs, KubernetesUpgradeOutputs](KubernetesUpgradeToken)
+var KubernetesUpgradeKind = kindOf[KubernetesUpgradeArgs, KubernetesUpgradeInputs, Registered](KubernetesUpgradeToken)

@@ -240,29 +240,5 @@ type ManifestSyncInputs struct {
 	Timeout pulumi.StringInput `pulumi:"timeout"`
 }
 
-// ManifestSyncOutputs is the view of a ManifestSync's outputs (ManifestSyncState).
-type ManifestSyncOutputs struct {
-	pulumi.CustomResourceState
-
-	// Kubeconfig is the kubeconfig input.
-	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-	// Manifests is the manifests input.
-	Manifests pulumi.StringMapOutput `pulumi:"manifests"`
-	// ExtraManifests is the extraManifests input.
-	ExtraManifests pulumi.StringArrayOutput `pulumi:"extraManifests"`
-	// Namespaces is the namespaces input.
-	Namespaces pulumi.StringMapOutput `pulumi:"namespaces"`
-	// PruneCrdsAndNamespaces is the pruneCrdsAndNamespaces input.
-	PruneCrdsAndNamespaces pulumi.BoolOutput `pulumi:"pruneCrdsAndNamespaces"`
-	// Force is the force input.
-	Force pulumi.BoolOutput `pulumi:"force"`
-	// Timeout is the timeout input.
-	Timeout pulumi.StringOutput `pulumi:"timeout"`
-	// Applied is what the last sync applied: manifest → object → sha256.
-	Applied pulumi.StringMapMapOutput `pulumi:"applied"`
-	// Changes are, per manifest, the objects the last sync added, changed and pruned.
-	Changes pulumi.StringArrayOutput `pulumi:"changes"`
-}
-
 // ManifestSyncKind registers ManifestSyncs.
-var ManifestSyncKind = kindOf[ManifestSyncArgs, ManifestSyncInputs, ManifestSyncOutputs](ManifestSyncToken)
+var ManifestSyncKind = kindOf[ManifestSyncArgs, ManifestSyncInputs, Registered](ManifestSyncToken)

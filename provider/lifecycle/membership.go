@@ -241,21 +241,5 @@ type MembershipInputs struct {
 	Timeout pulumi.StringInput `pulumi:"timeout"`
 }
 
-// MembershipOutputs is the view of a Membership's outputs (MembershipState).
-type MembershipOutputs struct {
-	pulumi.CustomResourceState
-
-	// Talosconfig is the talosconfig input.
-	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
-	// Kubeconfig is the kubeconfig input.
-	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-	// Nodes is the nodes input: hostname to {address, controlPlane}.
-	Nodes pulumi.MapMapOutput `pulumi:"nodes"`
-	// DrainTimeout is the drainTimeout input.
-	DrainTimeout pulumi.StringOutput `pulumi:"drainTimeout"`
-	// Timeout is the timeout input.
-	Timeout pulumi.StringOutput `pulumi:"timeout"`
-}
-
 // MembershipKind registers Memberships.
-var MembershipKind = kindOf[MembershipArgs, MembershipInputs, MembershipOutputs](MembershipToken)
+var MembershipKind = kindOf[MembershipArgs, MembershipInputs, Registered](MembershipToken)

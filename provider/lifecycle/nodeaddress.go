@@ -147,24 +147,12 @@ type NodeAddressInputs struct {
 	Timeout pulumi.StringInput `pulumi:"timeout"`
 }
 
-// NodeAddressOutputs is the view of a NodeAddress's outputs (NodeAddressState).
+// NodeAddressOutputs is the view of the NodeAddress outputs the component reads (NodeAddressState).
 type NodeAddressOutputs struct {
 	pulumi.CustomResourceState
 
-	// Node is the node input.
-	Node pulumi.StringOutput `pulumi:"node"`
-	// MacAddress is the macAddress input.
-	MacAddress pulumi.StringOutput `pulumi:"macAddress"`
-	// Subnet is the subnet input.
-	Subnet pulumi.StringOutput `pulumi:"subnet"`
-	// AgentAddress is the agentAddress input.
-	AgentAddress pulumi.StringOutput `pulumi:"agentAddress"`
-	// Timeout is the timeout input.
-	Timeout pulumi.StringOutput `pulumi:"timeout"`
 	// Address is the address found.
 	Address pulumi.StringOutput `pulumi:"address"`
-	// How is how it was found: "guest agent" or "maintenance API scan".
-	How pulumi.StringOutput `pulumi:"how"`
 }
 
 // NodeAddressKind registers NodeAddresses.

@@ -175,29 +175,5 @@ type NodeConfigInputs struct {
 	Timeout pulumi.StringInput `pulumi:"timeout"`
 }
 
-// NodeConfigOutputs is the view of a NodeConfig's outputs (NodeConfigState).
-type NodeConfigOutputs struct {
-	pulumi.CustomResourceState
-
-	// Talosconfig is the talosconfig input.
-	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
-	// Kubeconfig is the kubeconfig input.
-	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-	// Node is the node input.
-	Node pulumi.StringOutput `pulumi:"node"`
-	// Address is the address input.
-	Address pulumi.StringOutput `pulumi:"address"`
-	// ControlPlane is the controlPlane input.
-	ControlPlane pulumi.BoolOutput `pulumi:"controlPlane"`
-	// ControlPlanes is the controlPlanes input.
-	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
-	// Configuration is the configuration the node runs.
-	Configuration pulumi.StringOutput `pulumi:"configuration"`
-	// CheckReady is the checkReady input.
-	CheckReady pulumi.BoolOutput `pulumi:"checkReady"`
-	// Timeout is the timeout input.
-	Timeout pulumi.StringOutput `pulumi:"timeout"`
-}
-
 // NodeConfigKind registers NodeConfigs.
-var NodeConfigKind = kindOf[NodeConfigArgs, NodeConfigInputs, NodeConfigOutputs](NodeConfigToken)
+var NodeConfigKind = kindOf[NodeConfigArgs, NodeConfigInputs, Registered](NodeConfigToken)

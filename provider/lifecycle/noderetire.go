@@ -101,25 +101,5 @@ type NodeRetireInputs struct {
 	Timeout pulumi.StringInput `pulumi:"timeout"`
 }
 
-// NodeRetireOutputs is the view of a NodeRetire's outputs (NodeRetireState).
-type NodeRetireOutputs struct {
-	pulumi.CustomResourceState
-
-	// Talosconfig is the talosconfig input.
-	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
-	// Kubeconfig is the kubeconfig input.
-	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-	// Node is the node input.
-	Node pulumi.StringOutput `pulumi:"node"`
-	// Address is the address input.
-	Address pulumi.StringOutput `pulumi:"address"`
-	// ControlPlane is the controlPlane input.
-	ControlPlane pulumi.BoolOutput `pulumi:"controlPlane"`
-	// DrainTimeout is the drainTimeout input.
-	DrainTimeout pulumi.StringOutput `pulumi:"drainTimeout"`
-	// Timeout is the timeout input.
-	Timeout pulumi.StringOutput `pulumi:"timeout"`
-}
-
 // NodeRetireKind registers NodeRetires.
-var NodeRetireKind = kindOf[NodeRetireArgs, NodeRetireInputs, NodeRetireOutputs](NodeRetireToken)
+var NodeRetireKind = kindOf[NodeRetireArgs, NodeRetireInputs, Registered](NodeRetireToken)

@@ -221,45 +221,5 @@ type NodeUpgradeInputs struct {
 	AllowDowngrade pulumi.BoolInput `pulumi:"allowDowngrade"`
 }
 
-// NodeUpgradeOutputs is the view of a NodeUpgrade's outputs (NodeUpgradeState).
-type NodeUpgradeOutputs struct {
-	pulumi.CustomResourceState
-
-	// Talosconfig is the talosconfig input.
-	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
-	// Kubeconfig is the kubeconfig input.
-	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-	// Node is the node input.
-	Node pulumi.StringOutput `pulumi:"node"`
-	// Address is the address input.
-	Address pulumi.StringOutput `pulumi:"address"`
-	// ControlPlane is the controlPlane input.
-	ControlPlane pulumi.BoolOutput `pulumi:"controlPlane"`
-	// ControlPlanes is the controlPlanes input.
-	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
-	// TalosVersion is the talosVersion input.
-	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
-	// SchematicId is the schematicId input.
-	SchematicId pulumi.StringOutput `pulumi:"schematicId"`
-	// InstallerImage is the installerImage input.
-	InstallerImage pulumi.StringOutput `pulumi:"installerImage"`
-	// Drain is the drain input.
-	Drain pulumi.BoolOutput `pulumi:"drain"`
-	// DrainTimeout is the drainTimeout input.
-	DrainTimeout pulumi.StringOutput `pulumi:"drainTimeout"`
-	// Timeout is the timeout input.
-	Timeout pulumi.StringOutput `pulumi:"timeout"`
-	// CheckReady is the checkReady input.
-	CheckReady pulumi.BoolOutput `pulumi:"checkReady"`
-	// AllowDowngrade is the allowDowngrade input.
-	AllowDowngrade pulumi.BoolOutput `pulumi:"allowDowngrade"`
-	// RunningVersion is the Talos version the node reported after the last change.
-	RunningVersion pulumi.StringOutput `pulumi:"runningVersion"`
-	// RunningSchematicId is the schematic id the node reported after the last change.
-	RunningSchematicId pulumi.StringOutput `pulumi:"runningSchematicId"`
-	// BootId is the node's boot id after the last change.
-	BootId pulumi.StringOutput `pulumi:"bootId"`
-}
-
 // NodeUpgradeKind registers NodeUpgrades.
-var NodeUpgradeKind = kindOf[NodeUpgradeArgs, NodeUpgradeInputs, NodeUpgradeOutputs](NodeUpgradeToken)
+var NodeUpgradeKind = kindOf[NodeUpgradeArgs, NodeUpgradeInputs, Registered](NodeUpgradeToken)
