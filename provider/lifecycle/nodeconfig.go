@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	p "github.com/pulumi/pulumi-go-provider"
@@ -123,7 +124,7 @@ func describePlan(ctx context.Context, o day2.ConfigOptions) {
 	case plan.Unchanged:
 		log.Infof("%s: already runs this configuration (upgrades earlier in the same up make it so)", o.Node.Name)
 	case plan.Reboot:
-		log.Warningf("%s: the configuration change needs a reboot of the node:\n%s", o.Node.Name, plan.Details)
+		log.Warningf("%s: the configuration change needs a reboot of the node:\n%s", o.Node.Name, withoutDiff(plan.Details))
 	default:
 		log.Infof("%s: the configuration change applies without a reboot", o.Node.Name)
 	}
@@ -177,3 +178,15 @@ type NodeConfigInputs struct {
 
 // NodeConfigKind registers NodeConfigs.
 var NodeConfigKind = kindOf[NodeConfigArgs, NodeConfigInputs, Registered](NodeConfigToken)
+
+// withoutDiff is Talos' dry-run summary without its configuration diff: the diff shows the changed
+// lines of the machine configuration as they are, keys and tokens included, and this message is
+// logged in plain text.
+func withoutDiff(details string) string {
+	summary, _, cut := strings.Cut(details, "Config diff:")
+	if !cut {
+		return details
+	}
+
+	return strings.TrimSpace(summary) + "\n(the configuration diff is not shown: it holds the cluster's secrets)"
+}

@@ -1,7 +1,6 @@
 package day2
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -137,7 +136,8 @@ func decode(contents string) ([]*unstructured.Unstructured, error) {
 func objectKey(o *unstructured.Unstructured) (string, error) {
 	gvk := o.GroupVersionKind()
 	if gvk.Kind == "" || gvk.Version == "" {
-		return "", fmt.Errorf("an object has no apiVersion or kind: %.80q", compact(o))
+		// Its fields are named, never its values: a manifest may be a Secret.
+		return "", fmt.Errorf("an object has no apiVersion or kind (its fields: %s)", strings.Join(slices.Sorted(maps.Keys(o.Object)), ", "))
 	}
 
 	if o.GetName() == "" {
@@ -145,12 +145,6 @@ func objectKey(o *unstructured.Unstructured) (string, error) {
 	}
 
 	return strings.Join([]string{gvk.Group, gvk.Kind, o.GetNamespace(), o.GetName()}, "/"), nil
-}
-
-func compact(o *unstructured.Unstructured) string {
-	b, _ := json.Marshal(o.Object)
-
-	return string(bytes.TrimSpace(b))
 }
 
 // ParseKey splits a key into its group and kind, namespace and name.

@@ -72,10 +72,16 @@ func TestParseManifestsRejects(t *testing.T) {
 		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", "manifest bad: an object has no apiVersion or kind"},
 		{"no name", "apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: x-}\n", "a ConfigMap has no metadata.name"},
 		{"not YAML", "apiVersion: v1\nkind: [\n", "manifest bad:"},
+		// A manifest may be a Secret: its fields are named, never its values.
+		{"no kind, secret data", "apiVersion: v1\nstringData: {password: hunter2}\nmetadata: {name: x}\n", "(its fields: apiVersion, metadata, stringData)"},
 	} {
 		_, err := ParseManifests([]Manifest{{Name: "bad", Contents: tc.contents}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the error quotes the manifest's values: %v", tc.name, err)
 		}
 	}
 

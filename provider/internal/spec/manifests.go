@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -106,7 +107,8 @@ func checkManifestYAML(text string) string {
 				break
 			}
 
-			return "is not valid YAML: " + oneLine(err.Error())
+			// Where, never what: YAML's message quotes the text, and manifests may be secrets.
+			return "is not valid YAML" + yamlLine(err)
 		}
 
 		if doc == nil {
@@ -126,6 +128,17 @@ func checkManifestYAML(text string) string {
 
 	if docs == 0 {
 		return "holds no Kubernetes object; write at least one YAML document with apiVersion and kind"
+	}
+
+	return ""
+}
+
+var yamlLineRe = regexp.MustCompile(`line (\d+)`)
+
+// yamlLine is " (line N)" for a YAML error that names its line, else "".
+func yamlLine(err error) string {
+	if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil {
+		return " (line " + m[1] + ")"
 	}
 
 	return ""
