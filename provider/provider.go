@@ -16,6 +16,8 @@ import (
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi-go-provider/integration"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/lifecycle"
 )
@@ -114,7 +116,7 @@ func Provider() (p.Provider, error) {
 		}
 
 		resp, err := construct(ctx, req)
-		if err != nil && req.DryRun && errors.Is(err, context.Canceled) {
+		if err != nil && req.DryRun && cancelled(err) {
 			// A preview that one of the children refused (a removal that would lose etcd quorum,
 			// a Talos jump Talos does not support) has its refusal reported by the engine, which
 			// then cancels this construct while it still waits for the outputs that come through
@@ -161,4 +163,16 @@ func Schema(ctx context.Context) ([]byte, error) {
 	}
 
 	return append(out, '\n'), nil
+}
+
+// cancelled tells whether err says the call was cancelled: a context's own error, or a gRPC call
+// the engine cancelled (status Canceled, however deeply wrapped).
+func cancelled(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return true
+	}
+
+	s, ok := status.FromError(err)
+
+	return ok && s.Code() == codes.Canceled
 }

@@ -279,7 +279,8 @@ func (cp *ControlPlane) waitReady(ctx context.Context, apiserver *process) error
 	}
 
 	url := "https://" + cp.endpoint + "/readyz"
-	last := "no answer yet"
+
+	var last string // what the last try got: every try sets it before the wait reads it
 
 	for {
 		if status, err := get(ctx, client, url); err != nil {
