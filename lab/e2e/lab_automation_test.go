@@ -81,7 +81,6 @@ func TestAutomationProgramOnTheLab(t *testing.T) {
 	automation("-stack", "lab2", "destroy")
 
 	automation("-stack", "lab", "-expect-no-changes", "preview")
-	automation("-stack", "lab", "refresh") // normalises the bridged disks' speed blocks once (README)
 	automation("-stack", "lab", "-expect-no-changes", "refresh")
 
 	p.Run(t.Context(), "stack", "select", "lab") //nolint:errcheck
