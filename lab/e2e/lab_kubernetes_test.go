@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -93,12 +94,43 @@ func (w *versionWatch) events() []string {
 	return slices.Clone(w.order)
 }
 
+// bootstrapState is what the Kubernetes upgrade could change of Talos' bootstrap manifests: the
+// kube-proxy DaemonSet's pod template, the generations of CoreDNS and Flannel.
+type bootstrapState struct {
+	proxy            corev1.PodTemplateSpec
+	coreDNS, flannel int64
+}
+
+func bootstrapManifests(t *testing.T, kc kubernetes.Interface) bootstrapState {
+	t.Helper()
+
+	ctx := t.Context()
+
+	proxy, err := kc.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	coreDNS, err := kc.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	flannel, err := kc.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-flannel", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return bootstrapState{proxy: proxy.Spec.Template, coreDNS: coreDNS.Generation, flannel: flannel.Generation}
+}
+
 // TestKubernetesUpgrade changes kubernetesVersion by one minor on a running 3 + 2 cluster: the
 // preview shows the Kubernetes upgrade and a configuration change applied without a reboot on
 // every node (no OS upgrade); the up moves kube-apiserver on every control plane, then
 // kube-controller-manager, then kube-scheduler, then every kubelet one node at a time, control
 // planes first (as seen by watches on the API server), with no reboot, no kubelet ever newer than
-// an API server, and the preview after shows nothing.
+// an API server; of Talos' bootstrap manifests only the kube-proxy DaemonSet's image changes
+// (CoreDNS and Flannel are not re-applied, as upgrade-k8s would); the preview after shows nothing.
 func TestKubernetesUpgrade(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
 
@@ -130,6 +162,7 @@ func TestKubernetesUpgrade(t *testing.T) {
 	}
 
 	kc := kubeClient(t, mustRun(t, p, "stack", "output", "kubeconfig", "--show-secrets"))
+	bootstrap := bootstrapManifests(t, kc)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	w := watchVersions(ctx, t, kc, to)
@@ -197,10 +230,21 @@ func TestKubernetesUpgrade(t *testing.T) {
 		}
 	}
 
-	if ds, err := kc.AppsV1().DaemonSets("kube-system").Get(t.Context(), "kube-proxy", metav1.GetOptions{}); err == nil {
-		if img := ds.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+to) {
-			t.Errorf("the kube-proxy DaemonSet runs %s", img)
-		}
+	// Unlike upgrade-k8s, which ends by applying Talos' bootstrap manifests again, the upgrade
+	// changes the kube-proxy DaemonSet's image and nothing else of them (docs/operations.md).
+	after := bootstrapManifests(t, kc)
+	if img := after.proxy.Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+to) {
+		t.Errorf("the kube-proxy DaemonSet runs %s", img)
+	}
+
+	after.proxy.Spec.Containers[0].Image = bootstrap.proxy.Spec.Containers[0].Image
+	if !equality.Semantic.DeepEqual(after.proxy, bootstrap.proxy) {
+		t.Errorf("the kube-proxy DaemonSet's pod template changed beyond its image:\nbefore %+v\nafter  %+v", bootstrap.proxy, after.proxy)
+	}
+
+	if after.coreDNS != bootstrap.coreDNS || after.flannel != bootstrap.flannel {
+		t.Errorf("CoreDNS (generation %d → %d) or Flannel (%d → %d) changed; the Kubernetes upgrade does not re-apply Talos' bootstrap manifests",
+			bootstrap.coreDNS, after.coreDNS, bootstrap.flannel, after.flannel)
 	}
 
 	mustRun(t, p, "preview", "--expect-no-changes")

@@ -19,7 +19,8 @@ import (
 )
 
 // syncCluster: 1 control plane and 1 worker with Cilium from the lab's repository, the lab's
-// hello chart twice (releases hello and extra, version 1.0.0) and an inline manifest.
+// hello chart twice (releases hello and extra, version 1.0.0) and two inline manifests (the
+// second with a Job, an immutable ConfigMap, a Namespace and a CRD).
 func syncCluster(l *lab.Lab, extraURL string) string {
 	return fmt.Sprintf(`name: sync
 runtime: yaml
@@ -70,6 +71,51 @@ resources:
               namespace: default
             data:
               color: blue
+        - name: batch
+          contents: |
+            apiVersion: batch/v1
+            kind: Job
+            metadata:
+              name: migrate
+              namespace: default
+            spec:
+              backoffLimit: 0
+              template:
+                spec:
+                  restartPolicy: Never
+                  containers:
+                    - name: migrate
+                      image: registry.k8s.io/pause:3.10
+                      args: [schema-1]
+            ---
+            apiVersion: v1
+            kind: ConfigMap
+            metadata:
+              name: frozen
+              namespace: default
+            immutable: true
+            data:
+              rev: "1"
+            ---
+            apiVersion: v1
+            kind: Namespace
+            metadata:
+              name: team-b
+            ---
+            apiVersion: apiextensions.k8s.io/v1
+            kind: CustomResourceDefinition
+            metadata:
+              name: widgets.lab.example.com
+            spec:
+              group: lab.example.com
+              names: {kind: Widget, listKind: WidgetList, plural: widgets, singular: widget}
+              scope: Namespaced
+              versions:
+                - name: v1
+                  served: true
+                  storage: true
+                  schema:
+                    openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
       nodes:
         cp-1: {hostNode: pve1, role: controlplane, ip: %[4]s}
         worker-1: {hostNode: pve2, role: worker, ip: %[5]s}
@@ -80,12 +126,13 @@ outputs:
 
 // TestManifestSync: Talos applied the manifests at bootstrap (an extra manifest URL too) and the sync adopts them without a
 // change. Then a Cilium value changes, the hello chart moves to 1.1.0 (a ConfigMap changes, one
-// is added, a Service dropped), the extra release is removed and the extra manifest's contents
-// change behind its URL: the preview lists exactly that
+// is added, a Service dropped), the extra release is removed, the extra manifest's contents
+// change behind its URL and a Job's pod template changes: the preview lists exactly that
 // per manifest, the up applies it, prunes what was dropped and leaves the rest untouched (same
-// resourceVersion), a dropped Namespace is left in place (no opt-in), and the preview after shows
-// no changes. An invalid object fails the next up
-// at the dry run, before any object changed.
+// resourceVersion), recreates the Job (no manifestSync.force needed), leaves a dropped Namespace
+// in place (no opt-in), and the preview after shows no changes. An invalid object fails the next
+// up at the dry run, before any object changed. Then manifestSync.force and
+// pruneCrdsAndNamespaces (syncForceAndPrune).
 func TestManifestSync(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
 
@@ -141,6 +188,8 @@ func TestManifestSync(t *testing.T) {
 		"ConfigMap default/settings":                 resourceVersion(t, kc, "ConfigMap", "default", "settings"),
 	}
 
+	job := objectUID(t, kc, "Job", "default", "migrate")
+
 	if got := cm("default", "from-url")["rev"]; got != "1" {
 		t.Errorf("Talos did not apply the extra manifest at bootstrap: rev %q", got)
 	}
@@ -153,6 +202,9 @@ func TestManifestSync(t *testing.T) {
 
 	editProgram(t, e, "            apiVersion: v1\n            kind: Namespace\n            metadata:\n              name: team-a\n            ---\n", "")
 
+	// A Job's pod template cannot change: the sync recreates the Job, without manifestSync.force.
+	editProgram(t, e, "args: [schema-1]", "args: [schema-2]")
+
 	out = mustRun(t, p, "preview", "--diff")
 	for _, want := range []string{
 		"manifest sync planned: helm-cilium: ", "ConfigMap kube-system/cilium-config",
@@ -160,6 +212,7 @@ func TestManifestSync(t *testing.T) {
 		"manifest sync planned: settings: 1 pruned (Namespace team-a)",
 		"manifest sync planned: " + extraURL + ": 1 changed (ConfigMap default/from-url)",
 		"manifest sync planned: helm-extra: 3 pruned (ConfigMap default/extra-config, Service default/extra-legacy, Deployment.apps default/extra)",
+		"manifest sync planned: batch: 1 changed (Job.batch default/migrate)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the preview does not say %q:\n%s", want, out)
@@ -178,6 +231,12 @@ func TestManifestSync(t *testing.T) {
 
 	if got := cm("kube-system", "cilium-config")["debug"]; got != "true" {
 		t.Errorf("cilium-config debug = %q, want the new value true", got)
+	}
+
+	if got := objectUID(t, kc, "Job", "default", "migrate"); got == job {
+		t.Errorf("the Job whose pod template changed was not recreated (uid %s)", got)
+	} else if j, err := kc.BatchV1().Jobs("default").Get(ctx, "migrate", metav1.GetOptions{}); err != nil || j.Spec.Template.Spec.Containers[0].Args[0] != "schema-2" {
+		t.Errorf("the recreated Job does not run the new pod template: %v", err)
 	}
 
 	if got := cm("default", "from-url")["rev"]; got != "2" {
@@ -236,6 +295,10 @@ func TestManifestSync(t *testing.T) {
 	if got := cm("default", "settings")["color"]; got != "blue" {
 		t.Errorf("settings color = %q after the refused sync, want the old blue", got)
 	}
+
+	editProgram(t, e, "              color: green\n            binaryData:\n              logo: not-base64!", "              color: blue")
+
+	t.Run("force-and-prune", func(t *testing.T) { syncForceAndPrune(t, e, p, kc) })
 }
 
 func resourceVersion(t *testing.T, kc kubernetes.Interface, kind, ns, name string) string {
@@ -259,6 +322,10 @@ func getObject(ctx context.Context, kc kubernetes.Interface, kind, ns, name stri
 		return kc.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
 	case "Deployment":
 		return kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	case "Job":
+		return kc.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	case "Namespace":
+		return kc.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	default:
 		return nil, fmt.Errorf("getObject: unknown kind %s", kind)
 	}

@@ -39,6 +39,16 @@ func (n *Node) SetFaults(f Faults) {
 	n.opts.Faults = f
 }
 
+// SetRebootDelay changes how long the node's API stays down in its next reboots or resets
+// (Options.RebootDelay: 0 the default, negative none), e.g. to give one step of a test slower
+// reboots than the others.
+func (n *Node) SetRebootDelay(d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	n.opts.RebootDelay = defaultDelay(d, DefaultRebootDelay)
+}
+
 // StopEtcd hard-stops the node's etcd member while the node stays up (a crashed etcd): it stays in
 // the member list and starts again at the node's next boot.
 func (n *Node) StopEtcd() { n.cluster.killEtcd(n) }
