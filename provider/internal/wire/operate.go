@@ -19,6 +19,7 @@ const (
 	nodeRetireToken        = "talos-proxmox:lifecycle:NodeRetire"
 	manifestSyncToken      = "talos-proxmox:lifecycle:ManifestSync"
 	kubernetesToken        = "talos-proxmox:lifecycle:KubernetesUpgrade"
+	kubernetesRecordToken  = "talos-proxmox:lifecycle:KubernetesRecord"
 	nodeConfigToken        = "talos-proxmox:lifecycle:NodeConfig"
 	nodeAddressToken       = "talos-proxmox:lifecycle:NodeAddress"
 	clientCredentialsToken = "talos-proxmox:lifecycle:ClientCredentials"
