@@ -7,7 +7,6 @@ import (
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/plan"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/proxmox"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
@@ -23,8 +22,9 @@ import (
 //
 // It is the one place that calls the wiring's stages, in order: convert the arguments, build the
 // spec, check it against Proxmox (while the charts render), register the component, then the
-// image and secrets, the configuration check, the VMs, the Talos side and the day-2 resources,
-// each stage taking the results of the ones before.
+// image and secrets, the record of the Kubernetes version the cluster runs (read back, and the
+// spec finished with it: a running cluster keeps its version), the configuration check, the VMs,
+// the Talos side and the day-2 resources, each stage taking the results of the ones before.
 func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxClusterArgs,
 	opts ...pulumi.ResourceOption,
 ) (*TalosProxmoxCluster, error) {
@@ -48,17 +48,37 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		inventoryDone <- checked{problems, inv}
 	}()
 
-	helm, helmWarnings, err := validateAndRender(ctx.Context(), c, specErr)
+	// The charts render for the Kubernetes version Build gave: kubernetesVersion, else the default
+	// of the Talos minor, which is what a new cluster records. A running cluster that leaves
+	// kubernetesVersion unset runs the version it recorded instead: for it the charts render again
+	// once the record is read (a render-cache hit after the first time), and only the problems of
+	// that render count.
+	helm, helmWarnings, renderErr := validateAndRender(ctx.Context(), c, specErr)
 
 	// At preview nothing is created: while Proxmox is asked, the children that do not depend on
 	// its answer (image, downloads, secrets) are registered, so the engine works through them
 	// meanwhile. At `up` nothing is registered before every problem, Proxmox' included, is known.
 	var early *started
-	if ctx.DryRun() && err == nil {
-		early, err = start(ctx, name, c, helm, slices.Concat(c.Warnings, helmWarnings), opts)
+	if ctx.DryRun() && renderErr == nil {
+		early, err = start(ctx, name, c, opts)
 	}
 
 	inv := <-inventoryDone
+	fresh := inv.inv.IsNew(c.Name)
+
+	// The Kubernetes version the charts rendered for is the cluster's when kubernetesVersion is
+	// set or the cluster is new (Proxmox holds none of its VMs). A running cluster's record may
+	// say otherwise: then what fails already at fetching the charts is reported now, the rest once
+	// the charts rendered for the version the cluster runs. (start ran only without a render
+	// error, so err is nil when renderErr is not.)
+	switch {
+	case renderErr == nil:
+	case specErr != nil || c.KubernetesDeclared || fresh:
+		err = renderErr
+	default:
+		err = fetchCharts(ctx.Context(), c)
+	}
+
 	if len(inv.problems) > 0 {
 		err = withProblems(err, inv.problems)
 	}
@@ -73,26 +93,45 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	}
 
 	if early == nil {
-		if early, err = start(ctx, name, c, helm, slices.Concat(c.Warnings, helmWarnings), opts); err != nil {
+		if early, err = start(ctx, name, c, opts); err != nil {
 			return nil, err
 		}
 	}
 
-	s, comp := early.scope, early.comp
-	for _, w := range vmIDWarnings {
-		_ = ctx.Log.Warn(w, &pulumi.LogArgs{Resource: comp})
-	}
-
-	fresh := inv.inv.IsNew(c.Name)
-	manifests := inlineManifests(helm)
-	configs := wire.CheckConfigs(s, early.secrets, pass, manifests, fresh)
-
-	self, err := wire.LifecycleProvider(s, Name, Version)
+	// The Kubernetes version the cluster runs, from its record: with kubernetesVersion unset a
+	// running cluster keeps the one it recorded, whatever talosVersion says. A version the Talos
+	// minor does not run is refused here, at preview, before any VM or node is touched; the
+	// registrations so far (the component, the lifecycle provider, the image, the secrets and the
+	// record) are a running cluster's own, unchanged.
+	recorded, err := wire.RecordKubernetes(early.scope, fresh, early.self)
 	if err != nil {
 		return nil, err
 	}
 
-	machines, err := wire.VirtualMachines(s, early.plan, early.downloads, vmIDs, proxmox.NewVMGuard(ctx, comp, c.Name, opts),
+	cluster, runErr := c.RunningKubernetes(recorded.KubernetesVersion)
+	if runErr != nil || cluster.KubernetesVersion != c.KubernetesVersion {
+		helm, helmWarnings, renderErr = validateAndRender(ctx.Context(), cluster, runErr)
+	}
+
+	if renderErr != nil {
+		return nil, renderErr
+	}
+
+	// From here on every stage sees the cluster as it runs.
+	s, comp := early.scope, early.comp
+	s.Cluster = cluster
+
+	for _, w := range slices.Concat(helmWarnings, vmIDWarnings) {
+		_ = ctx.Log.Warn(w, &pulumi.LogArgs{Resource: comp})
+	}
+
+	comp.HelmReleases = releaseInfos(helm)
+
+	manifests := inlineManifests(helm)
+	configs := wire.CheckConfigs(s, early.secrets, pass, manifests, fresh)
+	self := early.self
+
+	machines, err := wire.VirtualMachines(s, early.plan, early.downloads, vmIDs, proxmox.NewVMGuard(ctx, comp, cluster.Name, opts),
 		configs.Checked, self)
 	if err != nil {
 		return nil, err
@@ -110,11 +149,11 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		return nil, err
 	}
 
-	comp.ControlPlaneIps = machines.Addresses.Of(c.ControlPlanes())
-	comp.WorkerIps = machines.Addresses.Of(c.Workers())
-	comp.Nodes = nodeInfos(c, machines)
+	comp.ControlPlaneIps = machines.Addresses.Of(cluster.ControlPlanes())
+	comp.WorkerIps = machines.Addresses.Of(cluster.Workers())
+	comp.Nodes = nodeInfos(cluster, machines)
 	comp.Endpoint = running.Endpoint
-	comp.ClusterName = pulumi.String(c.Name).ToStringOutput()
+	comp.ClusterName = pulumi.String(cluster.Name).ToStringOutput()
 	comp.Kubeconfig = operated.Kubeconfig
 	comp.Talosconfig = operated.Talosconfig
 
@@ -136,35 +175,41 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	return comp, nil
 }
 
-// started is what start registered: the component and what does not depend on Proxmox'
-// inventory (the image, its downloads and the machine secrets).
+// started is what start registered: the component, the plugin's own provider for the lifecycle
+// resources, and what does not depend on Proxmox' inventory (the image, its downloads and the
+// machine secrets).
 type started struct {
 	comp      *TalosProxmoxCluster
 	scope     wire.Scope
+	self      wire.Lifecycle
 	plan      *plan.Plan
 	downloads []*download.File
 	secrets   *wire.Secrets
 }
 
-// start registers the component (after every input was checked) with its warnings, then the
-// image, its downloads and the machine secrets.
-func start(ctx *pulumi.Context, name string, c *spec.Cluster, helm []*helmrender.Manifest, warnings []string,
-	opts []pulumi.ResourceOption,
-) (*started, error) {
+// start registers the component (after every input was checked) with the spec's warnings, the
+// lifecycle provider (its plugin then starts while the rest is wired), the image, its downloads
+// and the machine secrets.
+func start(ctx *pulumi.Context, name string, c *spec.Cluster, opts []pulumi.ResourceOption) (*started, error) {
 	comp := &TalosProxmoxCluster{}
 	if err := ctx.RegisterComponentResource(ClusterToken, name, comp, opts...); err != nil {
 		return nil, err
 	}
 
-	for _, w := range warnings {
+	for _, w := range c.Warnings {
 		_ = ctx.Log.Warn(w, &pulumi.LogArgs{Resource: comp})
 	}
 
-	comp.HelmReleases = releaseInfos(helm)
 	comp.SchematicId = pulumi.String(c.Image.SchematicID).ToStringOutput()
 	comp.InstallerImage = pulumi.String(c.Image.InstallerImage).ToStringOutput()
 
 	s := wire.Scope{Ctx: ctx, Name: name, Parent: comp, Cluster: c}
+
+	self, err := wire.LifecycleProvider(s, Name, Version)
+	if err != nil {
+		return nil, err
+	}
+
 	p := plan.Build(c)
 
 	downloads, err := wire.Image(s, p)
@@ -177,7 +222,7 @@ func start(ctx *pulumi.Context, name string, c *spec.Cluster, helm []*helmrender
 		return nil, err
 	}
 
-	return &started{comp: comp, scope: s, plan: p, downloads: downloads, secrets: secrets}, nil
+	return &started{comp: comp, scope: s, self: self, plan: p, downloads: downloads, secrets: secrets}, nil
 }
 
 // nodeInfos is the nodes output: every node's VM id, address, host and role.

@@ -59,6 +59,7 @@ func TestConstructHomelab(t *testing.T) {
 		"talos-proxmox:lifecycle:ManifestSync":                1,
 		"talos-proxmox:lifecycle:NodeRetire":                  5,
 		"talos-proxmox:lifecycle:KubernetesUpgrade":           1,
+		"talos-proxmox:lifecycle:KubernetesRecord":            1,
 		"talos-proxmox:lifecycle:NodeConfig":                  5,
 		"talos-proxmox:lifecycle:ClientCredentials":           1,
 	}

@@ -88,6 +88,16 @@ func renderReleases(ctx context.Context, kubeVersion string, rels []helmrender.R
 	return r.RenderAll(ctx, rels)
 }
 
+// fetchCharts fetches the cluster's charts without rendering them: what fails here (a chart that
+// is missing, a digest that does not match) fails whatever Kubernetes version they render for.
+func fetchCharts(ctx context.Context, c *spec.Cluster) error {
+	if _, err := renderReleases(ctx, c.KubernetesVersion, c.HelmReleases, true); err != nil {
+		return &spec.ValidationError{Errors: unjoin(err)}
+	}
+
+	return nil
+}
+
 // unjoin splits an errors.Join error into its errors.
 func unjoin(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {

@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +55,10 @@ type recorder struct {
 	inventoryWaits  chan struct{}
 	inventoryWaited bool
 	secretsOnce     sync.Once
+	// recordedKubernetes, when set, is the version the state's KubernetesRecord holds: the engine
+	// answers with it when the record ignores changes to kubernetesVersion, as for a record in the
+	// state (a create, with no record in the state, takes the input).
+	recordedKubernetes string
 }
 
 // mockInventory is what the mock Proxmox cluster holds.
@@ -165,6 +170,10 @@ func (r *recorder) newResource(args integration.MockResourceArgs) (string, prope
 		out = out.Set("networkDevices", property.New([]property.Value{property.New(property.NewMap(map[string]property.Value{
 			"macAddress": property.New(fmt.Sprintf("BC:24:11:00:00:%02X", r.nextVM)),
 		}))}))
+	case "talos-proxmox:lifecycle:KubernetesRecord":
+		if r.recordedKubernetes != "" && slices.Contains(reg.IgnoreChanges, "kubernetesVersion") {
+			out = out.Set("kubernetesVersion", property.New(r.recordedKubernetes))
+		}
 	case "talos-proxmox:lifecycle:NodeAddress":
 		// As the scan would find it: the agent's report when there is one.
 		out = out.Set("address", property.New(args.Inputs.Get("agentAddress").AsString()))

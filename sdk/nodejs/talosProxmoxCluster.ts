@@ -197,7 +197,7 @@ export interface TalosProxmoxClusterArgs {
      */
     inlineManifests?: inputs.InlineManifestArgs[];
     /**
-     * Kubernetes release to run, e.g. `v1.34.1`. Default: the release the chosen Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11, v1.35.0 for Talos v1.12, v1.36.3 for Talos v1.13, v1.37.0 for Talos v1.14). Changing it (one minor at a time) upgrades the running cluster in place after any OS upgrade: Kubernetes' own pre-checks, then kube-apiserver, controller-manager and scheduler on each control plane in turn, kube-proxy, then every kubelet (see docs/operations.md).
+     * Kubernetes release to run, e.g. `v1.34.1`. Unset, a new cluster gets the release its Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11, v1.35.0 for Talos v1.12, v1.36.3 for Talos v1.13, v1.37.0 for Talos v1.14) and records it (its `<cluster>-kubernetes-version` resource), and a running cluster keeps the release it runs: a `talosVersion` change never upgrades Kubernetes. A Talos version that does not run that release is refused at preview, saying to set this first. Setting it to a newer release (one minor at a time) upgrades the running cluster in place after any OS upgrade: Kubernetes' own pre-checks, then kube-apiserver, controller-manager and scheduler on each control plane in turn, kube-proxy, then every kubelet; unsetting it later keeps the release last set (see docs/operations.md).
      */
     kubernetesVersion?: string;
     /**
@@ -221,7 +221,7 @@ export interface TalosProxmoxClusterArgs {
      */
     proxmoxClusterName?: string;
     /**
-     * Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with. Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports (checked at preview). See docs/operations.md.
+     * Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with, and Kubernetes the version it runs (see `kubernetesVersion`). Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports, and only to a minor that runs the cluster's Kubernetes version (both checked at preview). See docs/operations.md.
      */
     talosVersion: string;
     /**

@@ -119,39 +119,4 @@ func supported(minor string) bool {
 	return ok
 }
 
-func buildKubernetesVersion(p *problems, v, talosMinor string, talosKnown bool, c *Cluster) {
-	t := SupportedTalos[talosMinor]
-	if v == "" {
-		c.KubernetesVersion = t.DefaultKubernetes
-		return
-	}
-
-	c.KubernetesVersion = v
-
-	m := kubeVersionRe.FindStringSubmatch(v)
-	if m == nil {
-		unset := "the default of the Talos minor"
-		if talosKnown {
-			unset = t.DefaultKubernetes
-		}
-
-		p.errorf("kubernetesVersion", "%q is not a Kubernetes version; use the form v1.34.1, or leave it unset for %s", v, unset)
-
-		return
-	}
-
-	if !talosKnown {
-		return
-	}
-
-	minor, _ := strconv.Atoi(m[1])
-	if minor < t.OldestKubernetesMinor || minor > t.NewestKubernetesMinor {
-		p.errorf("kubernetesVersion", "%s is outside what Talos %s runs (v1.%d to v1.%d); pick a version in that range or leave it unset for %s",
-			v, talosMinor, t.OldestKubernetesMinor, t.NewestKubernetesMinor, t.DefaultKubernetes)
-		return
-	}
-
-	c.KubernetesVersion = "v" + strings.TrimPrefix(v, "v")
-}
-
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

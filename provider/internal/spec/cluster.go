@@ -31,8 +31,13 @@ type Cluster struct {
 	TalosContract string // e.g. v1.11
 	// ConfigContract is the configuration contract a cluster created now gets (the Talos minor,
 	// at most NewestContract). A running cluster keeps the one it was created with.
-	ConfigContract    string
-	KubernetesVersion string // e.g. v1.34.1
+	ConfigContract string
+	// KubernetesVersion is the Kubernetes version the cluster runs, e.g. v1.34.1: kubernetesVersion
+	// when set; unset, Build puts the default of the Talos minor, which a new cluster records, and
+	// a running cluster runs the version it recorded (RunningKubernetes).
+	KubernetesVersion string
+	// KubernetesDeclared says kubernetesVersion is set: the cluster runs it and records it.
+	KubernetesDeclared bool
 	// Endpoint is the host of https://<endpoint>:6443. Empty means "the first control plane's
 	// address", which in DHCP mode is only known once its VM reports it.
 	Endpoint           string

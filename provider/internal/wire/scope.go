@@ -1,9 +1,10 @@
 // Package wire is the only package that registers the children of a TalosProxmoxCluster. Each
 // stage is a function that takes what it needs and returns what later stages need, as typed
-// results: the image and its downloads (Image), the machine secrets (Secrets), the configuration
-// check (CheckConfigs), the VMs and the nodes' addresses (VirtualMachines), the Talos side —
-// applies, bootstrap, kubeconfig, client credentials (Talos) — and the day-2 resources that
-// operate the running cluster (Operate). Only the component's constructor calls them, in that
+// results: the image and its downloads (Image), the machine secrets (Secrets), the record of the
+// Kubernetes version the cluster runs (RecordKubernetes), the configuration check
+// (CheckConfigs), the VMs and the nodes' addresses (VirtualMachines), the Talos side — applies,
+// bootstrap, kubeconfig, client credentials (Talos) — and the day-2 resources that operate the
+// running cluster (Operate). Only the component's constructor calls them, in that
 // order; no stage calls another, and nothing is shared through mutable state.
 //
 // Everything it computes comes from the validated spec (package spec) and the pure packages

@@ -15,6 +15,11 @@ export type ClusterHealth = import("./clusterHealth").ClusterHealth;
 export const ClusterHealth: typeof import("./clusterHealth").ClusterHealth = null as any;
 utilities.lazyLoad(exports, ["ClusterHealth"], () => require("./clusterHealth"));
 
+export { KubernetesRecordArgs } from "./kubernetesRecord";
+export type KubernetesRecord = import("./kubernetesRecord").KubernetesRecord;
+export const KubernetesRecord: typeof import("./kubernetesRecord").KubernetesRecord = null as any;
+utilities.lazyLoad(exports, ["KubernetesRecord"], () => require("./kubernetesRecord"));
+
 export { KubernetesUpgradeArgs } from "./kubernetesUpgrade";
 export type KubernetesUpgrade = import("./kubernetesUpgrade").KubernetesUpgrade;
 export const KubernetesUpgrade: typeof import("./kubernetesUpgrade").KubernetesUpgrade = null as any;
@@ -59,6 +64,8 @@ const _module = {
                 return new ClientCredentials(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:ClusterHealth":
                 return new ClusterHealth(name, <any>undefined, { urn })
+            case "talos-proxmox:lifecycle:KubernetesRecord":
+                return new KubernetesRecord(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:KubernetesUpgrade":
                 return new KubernetesUpgrade(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:ManifestSync":

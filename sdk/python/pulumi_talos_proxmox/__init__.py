@@ -36,6 +36,7 @@ _utilities.register(
   "classes": {
    "talos-proxmox:lifecycle:ClientCredentials": "ClientCredentials",
    "talos-proxmox:lifecycle:ClusterHealth": "ClusterHealth",
+   "talos-proxmox:lifecycle:KubernetesRecord": "KubernetesRecord",
    "talos-proxmox:lifecycle:KubernetesUpgrade": "KubernetesUpgrade",
    "talos-proxmox:lifecycle:ManifestSync": "ManifestSync",
    "talos-proxmox:lifecycle:Membership": "Membership",

@@ -25,6 +25,8 @@ func (m *module) Construct(ctx *pulumi.Context, name, typ, urn string) (r pulumi
 		r = &ClientCredentials{}
 	case "talos-proxmox:lifecycle:ClusterHealth":
 		r = &ClusterHealth{}
+	case "talos-proxmox:lifecycle:KubernetesRecord":
+		r = &KubernetesRecord{}
 	case "talos-proxmox:lifecycle:KubernetesUpgrade":
 		r = &KubernetesUpgrade{}
 	case "talos-proxmox:lifecycle:ManifestSync":

@@ -8,6 +8,7 @@ import typing
 # Export this package's modules as members:
 from .client_credentials import *
 from .cluster_health import *
+from .kubernetes_record import *
 from .kubernetes_upgrade import *
 from .manifest_sync import *
 from .membership import *
