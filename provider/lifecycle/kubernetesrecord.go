@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
 // KubernetesRecord holds the Kubernetes version a cluster runs, in the state: the component
@@ -44,3 +45,23 @@ func (r *KubernetesRecord) Create(_ context.Context, req infer.CreateRequest[Kub
 func (r *KubernetesRecord) Update(_ context.Context, req infer.UpdateRequest[KubernetesRecordArgs, KubernetesRecordState]) (infer.UpdateResponse[KubernetesRecordState], error) {
 	return infer.UpdateResponse[KubernetesRecordState]{Output: KubernetesRecordState{req.Inputs}}, nil
 }
+
+// KubernetesRecordToken is KubernetesRecord's type token.
+const KubernetesRecordToken = tokenPrefix + "KubernetesRecord"
+
+// KubernetesRecordInputs are KubernetesRecordArgs as Pulumi inputs.
+type KubernetesRecordInputs struct {
+	// KubernetesVersion is the Kubernetes version the cluster runs.
+	KubernetesVersion pulumi.StringInput `pulumi:"kubernetesVersion"`
+}
+
+// KubernetesRecordOutputs is the view of the KubernetesRecord outputs the component reads.
+type KubernetesRecordOutputs struct {
+	pulumi.CustomResourceState
+
+	// KubernetesVersion is the version recorded.
+	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+}
+
+// KubernetesRecordKind registers KubernetesRecords.
+var KubernetesRecordKind = kindOf[KubernetesRecordArgs, KubernetesRecordInputs, KubernetesRecordOutputs](KubernetesRecordToken)

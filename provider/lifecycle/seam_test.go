@@ -41,6 +41,7 @@ var kinds = []struct {
 	{infer.Resource(&ManifestSync{}), ManifestSyncKind, reflect.TypeFor[ManifestSyncState]()},
 	{infer.Resource(&NodeRetire{}), NodeRetireKind, reflect.TypeFor[NodeRetireState]()},
 	{infer.Resource(&KubernetesUpgrade{}), KubernetesUpgradeKind, reflect.TypeFor[KubernetesUpgradeState]()},
+	{infer.Resource(&KubernetesRecord{}), KubernetesRecordKind, reflect.TypeFor[KubernetesRecordState]()},
 	{infer.Resource(&NodeConfig{}), NodeConfigKind, reflect.TypeFor[NodeConfigState]()},
 	{infer.Resource(&NodeAddress{}), NodeAddressKind, reflect.TypeFor[NodeAddressState]()},
 	{infer.Resource(&ClientCredentials{}), ClientCredentialsKind, reflect.TypeFor[ClientCredentialsState]()},

@@ -7,19 +7,13 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/await"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/lifecycle"
 )
 
 // recordWait bounds how long Construct waits for the engine to answer the Kubernetes version
 // record's registration: at once for a record in the state, the time to start this plugin for
 // its lifecycle provider otherwise.
 const recordWait = time.Minute
-
-// kubernetesRecord is the Go view of the KubernetesRecord lifecycle resource.
-type kubernetesRecord struct {
-	pulumi.CustomResourceState
-
-	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
-}
 
 // Recorded is what RecordKubernetes returns.
 type Recorded struct {
@@ -29,7 +23,7 @@ type Recorded struct {
 }
 
 // RecordKubernetes registers the record of the Kubernetes version the cluster runs
-// (`<cluster>-kubernetes-version`, a KubernetesRecord) and returns what it holds, in the spirit of
+// (`<name>-kubernetes-version`, a KubernetesRecord) and returns what it holds, in the spirit of
 // the secrets, which keep the configuration contract the cluster was created with:
 //
 //   - kubernetesVersion set: the record follows it (the cluster runs it);
@@ -51,10 +45,10 @@ func RecordKubernetes(s Scope, fresh bool, self Lifecycle) (Recorded, error) {
 		opts = append(opts, pulumi.IgnoreChanges([]string{"kubernetesVersion"}))
 	}
 
-	var rec kubernetesRecord
-	if err := s.Ctx.RegisterResource(kubernetesRecordToken, s.child("kubernetes-version"), pulumi.Map{
-		"kubernetesVersion": pulumi.String(c.KubernetesVersion),
-	}, &rec, opts...); err != nil {
+	rec, err := lifecycle.KubernetesRecordKind.Register(s.Ctx, s.child("kubernetes-version"), lifecycle.KubernetesRecordInputs{
+		KubernetesVersion: pulumi.String(c.KubernetesVersion),
+	}, opts...)
+	if err != nil {
 		return Recorded{}, errorf("registering the Kubernetes version record: %w", err)
 	}
 
