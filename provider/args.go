@@ -52,7 +52,7 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 		"version (both checked at preview). See docs/operations.md.")
 	an.Describe(&a.KubernetesVersion, "Kubernetes release to run, e.g. `v1.34.1`. Unset, a new cluster gets the release "+
 		"its Talos minor ships by default (v1.33.5 for Talos v1.10, v1.34.1 for Talos v1.11, v1.35.0 for Talos v1.12, "+
-		"v1.36.3 for Talos v1.13, v1.37.0 for Talos v1.14) and records it (its `<cluster>-kubernetes-version` resource), "+
+		"v1.36.3 for Talos v1.13, v1.37.0 for Talos v1.14) and records it (its `<name>-kubernetes-version` resource), "+
 		"and a running cluster keeps the release it runs: a `talosVersion` change never upgrades Kubernetes. A Talos "+
 		"version that does not run that release is refused at preview, naming the way out (upgrade Kubernetes first). "+
 		"Setting it to a newer release (one minor at a time) upgrades the running cluster in place after any OS "+
