@@ -164,7 +164,9 @@ func (m *ManifestSync) Annotate(an infer.Annotator) {
 	an.Describe(&m.Force, "Delete and recreate objects whose immutable fields changed (a Service's type, a "+
 		"Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails "+
 		"the sync at its dry run, before anything changed. Jobs are always recreated when their pod template "+
-		"changes (charts change it with their values). Default: false.")
+		"changes (charts change it with their values). A recreated object is deleted before its new version is "+
+		"created: if the API server refuses the new version (an invalid value answers like an immutable field), the "+
+		"object is gone and the sync fails naming it. Default: false.")
 	an.Describe(&m.Timeout, "How long the sync may take, including the wait for changed objects to become ready, "+
 		"as a duration. Default: `5m`.")
 }

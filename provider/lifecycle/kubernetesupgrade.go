@@ -36,7 +36,8 @@ type KubernetesUpgradeState struct {
 func (r *KubernetesUpgrade) Annotate(an infer.Annotator) {
 	an.Describe(r, "Upgrades the cluster's Kubernetes when kubernetesVersion changes: kube-apiserver, "+
 		"kube-controller-manager and kube-scheduler on each control plane in turn, kube-proxy, then each kubelet, "+
-		"as `talosctl upgrade-k8s` does. Registered by TalosProxmoxCluster.")
+		"in the order `talosctl upgrade-k8s` uses (it moves the components' images; unlike upgrade-k8s it does not "+
+		"re-apply Talos' own bootstrap manifests). Registered by TalosProxmoxCluster.")
 }
 
 // Annotate documents the inputs.

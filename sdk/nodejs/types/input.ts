@@ -180,7 +180,7 @@ export interface ManifestSyncArgs {
      */
     enabled?: pulumi.Input<boolean | undefined>;
     /**
-     * Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). Default: false.
+     * Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). A recreated object is deleted before its new version is created: if the API server refuses the new version (an invalid value answers like an immutable field), the object is gone and the sync fails naming it. Default: false.
      */
     force?: pulumi.Input<boolean | undefined>;
     /**

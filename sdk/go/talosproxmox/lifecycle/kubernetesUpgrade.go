@@ -12,7 +12,7 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/sdk/go/talosproxmox/internal"
 )
 
-// Upgrades the cluster's Kubernetes when kubernetesVersion changes: kube-apiserver, kube-controller-manager and kube-scheduler on each control plane in turn, kube-proxy, then each kubelet, as `talosctl upgrade-k8s` does. Registered by TalosProxmoxCluster.
+// Upgrades the cluster's Kubernetes when kubernetesVersion changes: kube-apiserver, kube-controller-manager and kube-scheduler on each control plane in turn, kube-proxy, then each kubelet, in the order `talosctl upgrade-k8s` uses (it moves the components' images; unlike upgrade-k8s it does not re-apply Talos' own bootstrap manifests). Registered by TalosProxmoxCluster.
 type KubernetesUpgrade struct {
 	pulumi.CustomResourceState
 

@@ -129,7 +129,7 @@ class KubernetesUpgrade(pulumi.CustomResource):
                  workers: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  __props__=None):
         """
-        Upgrades the cluster's Kubernetes when kubernetesVersion changes: kube-apiserver, kube-controller-manager and kube-scheduler on each control plane in turn, kube-proxy, then each kubelet, as `talosctl upgrade-k8s` does. Registered by TalosProxmoxCluster.
+        Upgrades the cluster's Kubernetes when kubernetesVersion changes: kube-apiserver, kube-controller-manager and kube-scheduler on each control plane in turn, kube-proxy, then each kubelet, in the order `talosctl upgrade-k8s` uses (it moves the components' images; unlike upgrade-k8s it does not re-apply Talos' own bootstrap manifests). Registered by TalosProxmoxCluster.
 
         :param str resource_name: The name of the resource.
         :param pulumi.ResourceOptions opts: Options for the resource.
@@ -147,7 +147,7 @@ class KubernetesUpgrade(pulumi.CustomResource):
                  args: KubernetesUpgradeArgs,
                  opts: Optional[pulumi.ResourceOptions] = None):
         """
-        Upgrades the cluster's Kubernetes when kubernetesVersion changes: kube-apiserver, kube-controller-manager and kube-scheduler on each control plane in turn, kube-proxy, then each kubelet, as `talosctl upgrade-k8s` does. Registered by TalosProxmoxCluster.
+        Upgrades the cluster's Kubernetes when kubernetesVersion changes: kube-apiserver, kube-controller-manager and kube-scheduler on each control plane in turn, kube-proxy, then each kubelet, in the order `talosctl upgrade-k8s` uses (it moves the components' images; unlike upgrade-k8s it does not re-apply Talos' own bootstrap manifests). Registered by TalosProxmoxCluster.
 
         :param str resource_name: The name of the resource.
         :param KubernetesUpgradeArgs args: The arguments to use to populate this resource's properties.
