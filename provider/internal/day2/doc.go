@@ -4,12 +4,12 @@
 //
 //   - access to a cluster from the component's talosconfig and kubeconfig (access.go);
 //   - the health gate and the checks it runs: Talos' own cluster checks plus Nodes Ready and etcd
-//     members healthy (health.go, checks.go, k8schecks.go, condition.go);
+//     members healthy (health.go, checks.go, condition.go);
 //   - the gates around every change — etcd healthy, the node back, Ready — and the Talos version
 //     rules (gates.go, version.go, observe.go);
 //   - a node's Talos upgrade, with its drain and uncordon (upgrade.go, drain.go);
 //   - a running node's configuration apply, live or with a reboot (config.go);
-//   - the Kubernetes upgrade, component by component (kubernetes.go);
+//   - the Kubernetes upgrade, component by component, after upgrade-k8s' own pre-checks (kubernetes.go);
 //   - etcd membership when nodes leave, with the quorum rules, and a node's retirement (membership.go,
 //     retire.go);
 //   - manifest sync: server-side apply with an inventory and pruning (sync.go, manifests.go,

@@ -326,3 +326,23 @@ func Check(ctx *pulumi.Context, c *spec.Cluster, specErr error, opts []pulumi.Re
 
 	return problems, inv
 }
+
+// IsNew reports whether Proxmox holds no VM of the cluster (by its tags), so its secrets are
+// created in this update with the contract asked for. Unknown (inv nil: Proxmox not asked, or a
+// provider that answers nothing, e.g. with unknown configuration at preview) is not new.
+//
+// Proxmox, not the state, decides: secrets left by a first `up` that failed before any VM keep
+// the contract they were created with, and if talosVersion or configContract changed since, a
+// patch the placeholder check accepts may still be refused at the apply, after the VMs exist.
+func (inv *Inventory) IsNew(cluster string) bool {
+	if inv == nil || len(inv.Nodes) == 0 {
+		return false
+	}
+
+	return !slices.ContainsFunc(inv.VMs, func(v vm.GetVirtualMachinesVm) bool { return isOwnVM(cluster, v.Tags) })
+}
+
+// HasVM reports whether Proxmox holds a VM of the cluster's node (false when inv is nil).
+func (inv *Inventory) HasVM(cluster, node string) bool {
+	return inv != nil && len(ownVMs(cluster, node, inv.VMs)) > 0
+}
