@@ -17,8 +17,10 @@ import (
 // component's constructor: the provider calls it for every language, and Go programs (including
 // Automation API programs) may call it directly as a library.
 //
-// Every input is validated before anything is registered; an invalid input returns one error
-// listing every problem with its property path.
+// Every input is validated before anything is created; an invalid input returns one error
+// listing every problem with its property path. (A running cluster's checks against the
+// Kubernetes version it runs come after the registrations it already has — the component, the
+// image, the secrets, the version record — which change nothing.)
 //
 // It is the one place that calls the wiring's stages, in order: convert the arguments, build the
 // spec, check it against Proxmox (while the charts render), register the component, then the
