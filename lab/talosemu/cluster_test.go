@@ -209,6 +209,20 @@ func TestWorkerRefusesControlPlaneCalls(t *testing.T) {
 
 	_, err = c.EtcdMemberList(nodeCtx(t, worker), &machineapi.EtcdMemberListRequest{})
 	wantCode(t, err, codes.Unimplemented)
+
+	_, err = takeSnapshot(nodeCtx(t, worker), t, worker)
+	wantCode(t, err, codes.Unimplemented)
+
+	if !strings.Contains(err.Error(), "etcd snapshot is only available on control plane nodes") {
+		t.Errorf("snapshot on a worker: %v", err)
+	}
+
+	_, err = c.EtcdRecover(nodeCtx(t, worker), strings.NewReader("not a snapshot"))
+	wantCode(t, err, codes.Unimplemented)
+
+	if !strings.Contains(err.Error(), "etcd recover is only available on control plane nodes") {
+		t.Errorf("upload to a worker: %v", err)
+	}
 }
 
 func TestSecondControlPlaneJoinsEtcd(t *testing.T) {

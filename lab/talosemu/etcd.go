@@ -2,6 +2,7 @@ package talosemu
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,7 @@ type nodeEtcd struct {
 	started  chan struct{} // closed once the last start attempt has ended (nil: none)
 	seq      int           // order in which members first ran
 	id       uint64        // the member id once it ran (kept while stopped)
+	failed   string        // why the etcd service failed for good (a recovering bootstrap); "" if not
 }
 
 // etcdRetry is how soon a failed start of a member is tried again (Talos' etcd service retries
@@ -90,9 +92,10 @@ func (c *Cluster) isMember(n *Node) bool {
 	return e != nil && e.member != nil
 }
 
-// bootstrap starts a new one-member etcd cluster on n, as the Bootstrap API does. Like Talos, it
-// returns at once; the member runs a moment later.
-func (c *Cluster) bootstrap(n *Node) error {
+// bootstrap starts a new one-member etcd cluster on n, as the Bootstrap API does: empty, or
+// restored from the snapshot EtcdRecover uploaded (recoverEtcd). Like Talos, it returns at once;
+// the member runs a moment later, and a failed restore shows as a failed etcd service.
+func (c *Cluster) bootstrap(n *Node, recoverEtcd, skipHashCheck bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
@@ -109,10 +112,25 @@ func (c *Cluster) bootstrap(n *Node) error {
 	}
 
 	c.etcdCA = rec.etcdCA.Crt
-	e.held = false
-	c.log.add(Event{Node: rec.hostname, Kind: "bootstrap"})
-	c.startLocked(n, e, "bootstrap", func(ctx context.Context) (*etcdmember.Member, error) {
-		return etcdmember.Bootstrap(ctx, e.cfg)
+	e.held, e.failed = false, ""
+
+	if !recoverEtcd {
+		c.log.add(Event{Node: rec.hostname, Kind: "bootstrap"})
+		c.startLocked(n, e, "bootstrap", func(ctx context.Context) (*etcdmember.Member, error) {
+			return etcdmember.Bootstrap(ctx, e.cfg)
+		})
+
+		return nil
+	}
+
+	detail := "recover"
+	if skipHashCheck {
+		detail += ", hash check skipped"
+	}
+
+	c.log.add(Event{Node: rec.hostname, Kind: "bootstrap", Detail: detail})
+	c.startLocked(n, e, "recovery", func(ctx context.Context) (*etcdmember.Member, error) {
+		return c.restoreAndStart(ctx, e.cfg, skipHashCheck)
 	})
 
 	return nil
@@ -173,7 +191,13 @@ func (c *Cluster) startLocked(n *Node, e *nodeEtcd, what string, start func(cont
 		e.starting = false
 		rec, registered := c.records[n]
 
+		var pre *preStageError
+
 		switch {
+		case errors.As(err, &pre):
+			// Talos' etcd service stays failed: no retry until the next boot or bootstrap.
+			e.failed, e.held = pre.Error(), true
+			c.opts.Logf("talosemu %s: etcd %s failed: %v", n.addr, what, err)
 		case err != nil:
 			if m != nil { // a start that failed half-way must not leave its server running
 				stopMember(m, true, nil)
@@ -230,7 +254,7 @@ func (c *Cluster) watchRemoval(n *Node, e *nodeEtcd, m *etcdmember.Member) {
 // etcd service starts again, also after the node left the cluster.
 func (c *Cluster) stopLocked(n *Node) {
 	if e := c.etcd[n]; e != nil {
-		e.held = false
+		e.held, e.failed = false, ""
 	}
 
 	if e := c.etcd[n]; e != nil && e.member != nil {

@@ -78,7 +78,8 @@ func (c *Cluster) leave(ctx context.Context, n *Node, graceful bool) error {
 			stopMember(running, !graceful, nil)
 		}
 
-		os.RemoveAll(filepath.Join(e.cfg.Dir, "data")) //nolint:errcheck // best effort, like a wipe
+		os.RemoveAll(filepath.Join(e.cfg.Dir, "data"))            //nolint:errcheck // best effort, like a wipe
+		os.Remove(filepath.Join(e.cfg.Dir, recoverySnapshotName)) //nolint:errcheck // EPHEMERAL holds it too
 	}()
 
 	c.notifyLocked()

@@ -38,7 +38,8 @@ type snapshot struct {
 	active       *appliedConfig
 	controlPlane bool
 	etcdMember   bool
-	kubelet      bool // the kubelet is healthy
+	etcdFailure  string // the etcd service's failure message ("" unless it failed)
+	kubelet      bool   // the kubelet is healthy
 	bootedAt     time.Time
 }
 
@@ -50,6 +51,7 @@ func (n *Node) snapshot() snapshot {
 		active:       n.active,
 		controlPlane: n.isControlPlaneLocked(),
 		etcdMember:   n.cluster.isMember(n),
+		etcdFailure:  n.cluster.etcdFailure(n),
 		kubelet:      n.cluster.kubeletHealthy(n),
 		bootedAt:     n.bootedAt,
 	}
@@ -74,8 +76,9 @@ func (s *machineService) Version(context.Context, *emptypb.Empty) (*machineapi.V
 	}}}, nil
 }
 
-// Bootstrap starts etcd on a control plane, once.
-func (s *machineService) Bootstrap(context.Context, *machineapi.BootstrapRequest) (*machineapi.BootstrapResponse, error) {
+// Bootstrap starts etcd on a control plane, once: a new cluster, or with RecoverEtcd one restored
+// from the snapshot EtcdRecover uploaded.
+func (s *machineService) Bootstrap(_ context.Context, req *machineapi.BootstrapRequest) (*machineapi.BootstrapResponse, error) {
 	snap := s.node.snapshot()
 
 	switch {
@@ -85,7 +88,7 @@ func (s *machineService) Bootstrap(context.Context, *machineapi.BootstrapRequest
 		return nil, status.Error(codes.FailedPrecondition, "bootstrap can only be performed on a control plane node")
 	}
 
-	if err := s.node.cluster.bootstrap(s.node); err != nil {
+	if err := s.node.cluster.bootstrap(s.node, req.GetRecoverEtcd(), req.GetRecoverSkipHashCheck()); err != nil {
 		return nil, err
 	}
 
@@ -128,9 +131,17 @@ func services(snap snapshot) []*machineapi.ServiceInfo {
 	}
 
 	if snap.controlPlane {
-		if snap.etcdMember {
+		switch {
+		case snap.etcdMember:
 			list = append(list, running("etcd", healthy()))
-		} else {
+		case snap.etcdFailure != "":
+			list = append(list, &machineapi.ServiceInfo{
+				Id:     "etcd",
+				State:  "Failed",
+				Events: &machineapi.ServiceEvents{Events: []*machineapi.ServiceEvent{{Msg: snap.etcdFailure, State: "Failed", Ts: ts}}},
+				Health: unknown(),
+			})
+		default:
 			list = append(list, &machineapi.ServiceInfo{
 				Id:     "etcd",
 				State:  "Preparing",

@@ -18,27 +18,6 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/etcdmember"
 )
 
-// Faults are failures a test turns on for one node: at start (Options.Faults) or at any time
-// (Node.SetFaults).
-type Faults struct {
-	// UpgradeError makes upgrades fail before anything changes: the legacy Upgrade API answers an
-	// error and LifecycleService.Upgrade ends with exit code 1, as a failing installer does.
-	UpgradeError bool
-	// RollbackUpgrade makes the upgraded version fail to boot: after the reboot the node comes back
-	// on the version it ran before (Talos' A/B boot fallback), with the same configuration.
-	RollbackUpgrade bool
-	// PullError makes image pulls fail (a registry that does not answer).
-	PullError bool
-}
-
-// SetFaults replaces the node's faults.
-func (n *Node) SetFaults(f Faults) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-
-	n.opts.Faults = f
-}
-
 // SetRebootDelay changes how long the node's API stays down in its next reboots or resets
 // (Options.RebootDelay: 0 the default, negative none), e.g. to give one step of a test slower
 // reboots than the others.
