@@ -3,7 +3,8 @@
 // client mutual TLS from the cluster's etcd CA, certificates issued as Talos issues them
 // (internal/pkg/etcd/certs.go). A member bootstraps a new cluster or joins a running one the way
 // Talos' etcd service does (add as a learner, start, promote); a hard stop leaves it in the
-// member list, as a powered-off VM does, and quorum loss is real.
+// member list, as a powered-off VM does, and quorum loss is real. Restore writes a member's data
+// directory from a snapshot with etcdutl's own restore, as a recovering Talos bootstrap does.
 //
 // The node emulator (lab/talosemu) runs one per control plane and answers Talos' etcd API from
 // them; talos.md beside this file says how Talos answers each etcd RPC on top of it.

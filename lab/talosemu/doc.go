@@ -28,7 +28,11 @@
 // from its data; a reset wiping EPHEMERAL leaves etcd first when graceful (failing the reset if
 // etcd refuses, e.g. for its last member), else leaves a dead member behind. A worker's API
 // certificate is signed with the OS CA key of an up control plane (trustd), and the `node` and
-// `nodes` metadata route calls to other nodes like apid does. Reset wiping STATE goes back to
+// `nodes` metadata route calls to other nodes like apid does. Backups and disaster recovery are
+// real too (etcdbackup.go): EtcdSnapshot streams a snapshot of the node's own member, EtcdRecover
+// stores an upload as the node's /var/lib/etcd.snapshot, and Bootstrap with RecoverEtcd restores
+// it with etcdutl into a one-member cluster named after the node, which the other control planes
+// then join. Reset wiping STATE goes back to
 // maintenance mode; Reboot activates a STAGED configuration. With Options.Disk, a node keeps its
 // installed configuration, version and etcd data across Close and Start (a VM power cycle).
 //
@@ -52,6 +56,22 @@
 //     "kubeconfig" in Talos' admin kubeconfig layout (admin@cluster context, cluster CA data, a
 //     client certificate from cluster.ca with adminKubeconfig's common name, organization and
 //     lifetime, the cluster endpoint as server).
+//   - etcd backup and recovery (v1.14.1, EtcdSnapshot, EtcdRecover, BootstrapEtcd and
+//     recoverFromSnapshot): workers are refused with Unimplemented "etcd snapshot|etcd recover is
+//     only available on control plane nodes"; EtcdSnapshot asks the node's own endpoint through a
+//     real clientv3 (Maintenance.Snapshot) and sends 1 KiB messages, so a node whose member does
+//     not run makes the call wait until its deadline ("failed reading etcd snapshot: context
+//     deadline exceeded"), and a snapshot stream that breaks off ends the call successfully, as
+//     machined's chunker does. EtcdRecover does not look at etcd (an upload to a running member
+//     is stored) and moves the upload into place once complete. Bootstrap with RecoverEtcd checks
+//     only what a plain one does (AlreadyExists "etcd data directory is not empty") and answers at
+//     once; the etcd service then verifies the snapshot (etcdutl's Status), restores it
+//     (etcdutl's Restore, v3.7.1: the sha256 digest must be present and match unless
+//     RecoverSkipHashCheck), deletes the upload and starts the member. A failure leaves the etcd
+//     service "Failed" in ServiceList with machined's message ("Failed to run pre stage: error
+//     verifying snapshot: …" / "error recovering from the snapshot: expected sha256 …") until the
+//     next boot or bootstrap; what etcdutl wrote before a hash mismatch stays, so Bootstrap then
+//     answers AlreadyExists until EPHEMERAL is wiped.
 //
 // # Simplified or stricter (by choice)
 //
@@ -78,6 +98,9 @@
 //     and LifecycleService.Upgrade too (no etcd check, a reboot activates it).
 //   - Dry-run and immediate-mode diffs are plain line diffs of the encoded configurations.
 //   - Fan-out (`nodes` metadata) is emulated for unary calls only.
+//   - An EtcdSnapshot whose caller sets no deadline gives up after 15 s like the other etcd calls
+//     (machined would wait for its member indefinitely). EtcdRecover never answers "etcd service
+//     is not ready for recovery yet": a configured emulated node always has /var/lib.
 //
 // # Test knobs
 //
@@ -88,7 +111,12 @@
 // Options.InstallDelay and Options.RebootDelay set how long the API is down;
 // Options.InvalidArgumentOnParseError turns the maintenance-mode parse error into InvalidArgument
 // so that retrying clients fail fast. Options.Faults (or Node.SetFaults) fail upgrades, roll a
-// new version back at boot or fail image pulls; Node.StopEtcd crashes a node's etcd member until
-// its next boot; KubeOptions.HungPod keeps chosen pods terminating forever (a hung drain). SharedBundle generates one secrets bundle per process and
-// configurations from it (contract v1.11, single v1alpha1 document).
+// new version back at boot, fail image pulls, fail EtcdSnapshot with a chosen code
+// (Faults.SnapshotError) or make it stream half a snapshot successfully
+// (Faults.SnapshotTruncated); Node.StopEtcd crashes a node's etcd member until its next boot;
+// KubeOptions.HungPod keeps chosen pods terminating forever (a hung drain). Cluster.Events is the
+// cluster's ordered log (reboots, boots, bootstraps, etcd members, Ready nodes, and the backup
+// steps "etcd-snapshot", "etcd-recover", "etcd-restore"; see Event). SharedBundle generates one
+// secrets bundle per process and configurations from it (contract v1.11, single v1alpha1
+// document).
 package talosemu
