@@ -128,14 +128,18 @@ func (c *Cluster) clientURLsLocked(runningOnly bool) []string {
 	return urls
 }
 
-// killEtcd hard-stops n's member and holds it down until n's next boot.
-func (c *Cluster) killEtcd(n *Node) {
+// killEtcd hard-stops n's member and holds it down until n's next boot. The returned channel is
+// closed once the member's server has stopped.
+func (c *Cluster) killEtcd(n *Node) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
 	e := c.etcd[n]
 	if e == nil {
-		return
+		done := make(chan struct{})
+		close(done)
+
+		return done
 	}
 
 	e.held = true
@@ -148,6 +152,8 @@ func (c *Cluster) killEtcd(n *Node) {
 	}
 
 	c.notifyLocked()
+
+	return e.stopped
 }
 
 func (c *Cluster) restartEtcd(n *Node) {

@@ -29,8 +29,9 @@ func (n *Node) SetRebootDelay(d time.Duration) {
 }
 
 // StopEtcd hard-stops the node's etcd member while the node stays up (a crashed etcd): it stays in
-// the member list and starts again at the node's next boot.
-func (n *Node) StopEtcd() { n.cluster.killEtcd(n) }
+// the member list and starts again at the node's next boot. It returns once the member's server
+// has stopped (nothing listens on its ports any more).
+func (n *Node) StopEtcd() { <-n.cluster.killEtcd(n) }
 
 // StartEtcd starts a member that StopEtcd stopped, from its data (`talosctl service etcd restart`).
 func (n *Node) StartEtcd() { n.cluster.restartEtcd(n) }
