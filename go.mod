@@ -26,6 +26,7 @@ require (
 	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v4 v4.0.0-rc.6
 	gocloud.dev v0.47.0
+	golang.org/x/sync v0.24.0
 	google.golang.org/grpc v1.83.2
 	helm.sh/helm/v3 v3.22.0
 	k8s.io/api v0.37.0
@@ -316,7 +317,6 @@ require (
 	golang.org/x/mod v0.40.0 // indirect
 	golang.org/x/net v0.58.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
 	golang.org/x/text v0.41.0 // indirect

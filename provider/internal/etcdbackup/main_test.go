@@ -20,8 +20,25 @@ func tempDirForOnce() (string, error) {
 	return os.MkdirTemp(root, "member-")
 }
 
+// closers stop what was set up once (embedded etcd members) when the tests end.
+var (
+	closersMu sync.Mutex
+	closers   []func()
+)
+
+func closeAfterTests(f func()) {
+	closersMu.Lock()
+	defer closersMu.Unlock()
+
+	closers = append(closers, f)
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
+
+	for _, f := range closers {
+		f()
+	}
 
 	if root, err := onceRoot(); err == nil {
 		if err := os.RemoveAll(root); err != nil {
