@@ -102,7 +102,8 @@ type snapshotStatus struct {
 }
 
 // readStatus opens a snapshot file with etcd's own code (etcdutl snapshot status): it checks the
-// bolt database's integrity and reads the revision and the number of keys.
+// bolt database's integrity and reads the revision and the number of keys. checkBoltPages goes
+// first, so that a damaged page is an error rather than a panic in bbolt's own goroutine.
 func readStatus(path string) (st snapshotStatus, err error) {
 	defer func() {
 		// bbolt panics on some damaged pages rather than returning an error.
@@ -110,6 +111,10 @@ func readStatus(path string) (st snapshotStatus, err error) {
 			err = fmt.Errorf("the snapshot is corrupt: etcd cannot read its database (%v)", r)
 		}
 	}()
+
+	if err := checkBoltPages(path); err != nil {
+		return snapshotStatus{}, fmt.Errorf("the snapshot is corrupt: etcd cannot read its database: %w", err)
+	}
 
 	s, err := snapshot.NewV3(zap.NewNop()).Status(path)
 	if err != nil {
