@@ -35,6 +35,9 @@ type TalosProxmoxClusterArgs struct {
 	Credentials                    *Credentials            `pulumi:"credentials,optional"`
 	Upgrade                        *Upgrade                `pulumi:"upgrade,optional"`
 	ManifestSync                   *ManifestSync           `pulumi:"manifestSync,optional"`
+	EtcdBackup                     *EtcdBackup             `pulumi:"etcdBackup,optional"`
+	Recovery                       *Recovery               `pulumi:"recovery,optional"`
+	AllowDataLoss                  *bool                   `pulumi:"allowDataLoss,optional"`
 }
 
 // Annotate documents the inputs.
@@ -118,6 +121,12 @@ func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.Upgrade, "How running nodes are upgraded when `talosVersion` or the schematic changes.")
 	an.Describe(&a.ManifestSync, "How changes to Cilium, `helmCharts`, `inlineManifests` and `extraManifests` reach "+
 		"the running cluster (Talos itself applies them only at bootstrap).")
+	an.Describe(&a.EtcdBackup, "etcd snapshots before every risky change, on demand and on a schedule (see "+
+		"docs/operations.md, Backups and disaster recovery).")
+	an.Describe(&a.Recovery, "Restore etcd from a snapshot when the cluster has none running.")
+	an.Describe(&a.AllowDataLoss, "Accept a plan that leaves the cluster without its etcd data (replacing or removing "+
+		"every control plane of a running cluster, e.g. the only one) with neither `etcdBackup` nor `recovery`. "+
+		"Default: false: such a plan is refused at preview, naming the change.")
 }
 
 // Cilium installs Cilium from its Helm chart with the values Talos documents.

@@ -25,6 +25,8 @@ type TalosProxmoxCluster struct {
 	SchematicId     pulumi.StringOutput      `pulumi:"schematicId"`
 	InstallerImage  pulumi.StringOutput      `pulumi:"installerImage"`
 	HelmReleases    HelmReleaseInfoMapOutput `pulumi:"helmReleases"`
+	// LastEtcdSnapshot is optional: a cluster without etcdBackup has none.
+	LastEtcdSnapshot EtcdSnapshotInfoPtrOutput `pulumi:"lastEtcdSnapshot,optional"`
 }
 
 // Annotate documents the component and its outputs.
@@ -44,6 +46,8 @@ func (c *TalosProxmoxCluster) Annotate(an infer.Annotator) {
 	an.Describe(&c.InstallerImage, "Installer image in every node's configuration: Talos installs from it, and `talosctl upgrade --image` with it upgrades a node to `talosVersion`.")
 	an.Describe(&c.HelmReleases, "Every Helm release rendered into the control planes' configuration (Cilium "+
 		"and `helmCharts`), by release name: the chart, its digest and what was rendered.")
+	an.Describe(&c.LastEtcdSnapshot, "The last etcd snapshot the component took (with `etcdBackup`): where it is, "+
+		"its revision, size, sha256 and time. Not secret.")
 }
 
 // HelmReleaseInfo describes a Helm release rendered into the control planes' configuration.
@@ -123,4 +127,5 @@ func (o NodeInfoMapOutput) ToNodeInfoMapOutputWithContext(context.Context) NodeI
 func init() {
 	pulumi.RegisterOutputType(NodeInfoMapOutput{})
 	pulumi.RegisterOutputType(HelmReleaseInfoMapOutput{})
+	pulumi.RegisterOutputType(EtcdSnapshotInfoPtrOutput{})
 }

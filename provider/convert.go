@@ -149,6 +149,29 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 		in.ManifestSync = spec.ManifestSyncInput{Enabled: m.Enabled, PruneCrdsAndNamespaces: m.PruneCrdsAndNamespaces, Force: m.Force, Timeout: m.Timeout}
 	}
 
+	if b := a.EtcdBackup; b != nil {
+		in.EtcdBackup = &spec.EtcdBackupInput{
+			Destination: b.Destination, Keep: b.Keep, AgeRecipients: b.AgeRecipients, Required: b.Required,
+			SnapshotNow: b.SnapshotNow, Schedule: b.Schedule, ScheduleSecret: b.ScheduleSecret,
+		}
+	}
+
+	if r := a.Recovery; r != nil {
+		in.Recovery = &spec.RecoveryInput{FromSnapshot: r.FromSnapshot, AgeIdentity: spec.KnownPatch("")}
+		pass.AgeIdentity = r.AgeIdentity
+
+		if r.AgeIdentity != nil {
+			s, known, err := await.Known[string](ctx.Context(), r.AgeIdentity.ToStringOutput())
+			if err != nil {
+				return in, fmt.Errorf("recovery.ageIdentity: %w", err)
+			}
+
+			in.Recovery.AgeIdentity = spec.Patch{Text: s, Known: known}
+		}
+	}
+
+	in.AllowDataLoss = a.AllowDataLoss != nil && *a.AllowDataLoss
+
 	for _, h := range a.HelmCharts {
 		in.HelmCharts = append(in.HelmCharts, spec.HelmChartInput{
 			Name: h.Name, Chart: h.Chart, Repository: h.Repository, Version: h.Version, Namespace: h.Namespace,

@@ -60,15 +60,7 @@ func Issue(in Input) (Issued, error) {
 		return Issued{}, fmt.Errorf("the Kubernetes endpoint %q is not a URL", in.Endpoint)
 	}
 
-	talosCrt, err := secrets.NewAdminCertificateAndKey(in.Now, osCA, role.MakeSet(role.Admin), in.Validity)
-	if err != nil {
-		return Issued{}, fmt.Errorf("issuing the Talos API client certificate: %w", err)
-	}
-
-	tc := clientconfig.NewConfig(in.ClusterName, in.TalosEndpoints, osCA.Crt, talosCrt)
-	tc.Contexts[in.ClusterName].Nodes = in.TalosNodes
-
-	talosconfig, err := tc.Bytes()
+	talosconfig, err := talosconfigOf(in, osCA)
 	if err != nil {
 		return Issued{}, err
 	}
@@ -95,6 +87,32 @@ func Issue(in Input) (Issued, error) {
 	}
 
 	return Issued{Talosconfig: string(talosconfig), Kubeconfig: kc.String(), NotAfter: notAfter}, nil
+}
+
+// Talosconfig issues only the Talos API admin talosconfig (in's Kubernetes fields are not read):
+// what a resource that calls the Talos API itself needs, e.g. before the cluster's own
+// credentials exist.
+func Talosconfig(in Input) (string, error) {
+	osCA, err := pair("Talos API CA", in.OSCA)
+	if err != nil {
+		return "", err
+	}
+
+	tc, err := talosconfigOf(in, osCA)
+
+	return string(tc), err
+}
+
+func talosconfigOf(in Input, osCA *cryptox509.PEMEncodedCertificateAndKey) ([]byte, error) {
+	talosCrt, err := secrets.NewAdminCertificateAndKey(in.Now, osCA, role.MakeSet(role.Admin), in.Validity)
+	if err != nil {
+		return nil, fmt.Errorf("issuing the Talos API client certificate: %w", err)
+	}
+
+	tc := clientconfig.NewConfig(in.ClusterName, in.TalosEndpoints, osCA.Crt, talosCrt)
+	tc.Contexts[in.ClusterName].Nodes = in.TalosNodes
+
+	return tc.Bytes()
 }
 
 func pair(what string, ck CertAndKey) (*cryptox509.PEMEncodedCertificateAndKey, error) {

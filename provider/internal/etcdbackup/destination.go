@@ -269,3 +269,11 @@ func parseObjectURL(raw string) (Destination, string, error) {
 		return d, key, nil
 	}
 }
+
+// CheckObjectURL checks, without touching the network, that raw names one object in the forms
+// Take's Location has (file:///dir/name or s3://bucket/key?…): for a preview's input check.
+func CheckObjectURL(raw string) error {
+	_, _, err := parseObjectURL(raw)
+
+	return err
+}

@@ -64,6 +64,11 @@ type Cluster struct {
 	Credentials  Credentials
 	Upgrade      Upgrade
 	ManifestSync ManifestSync
+	// EtcdBackup is nil without etcdBackup, Recovery nil without recovery.
+	EtcdBackup *EtcdBackup
+	Recovery   *Recovery
+	// AllowDataLoss accepts plans that leave the cluster without its etcd data.
+	AllowDataLoss bool
 	// Warnings are problems that do not stop the deployment.
 	Warnings []string
 }

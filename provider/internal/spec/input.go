@@ -33,6 +33,9 @@ type Input struct {
 	Credentials               CredentialsInput
 	Upgrade                   UpgradeInput
 	ManifestSync              ManifestSyncInput
+	EtcdBackup                *EtcdBackupInput
+	Recovery                  *RecoveryInput
+	AllowDataLoss             bool
 }
 
 // Patch is a Talos machine configuration patch (YAML or JSON). A patch that is not known yet

@@ -24,6 +24,8 @@ type PassThrough struct {
 	NodeConfigPatches map[string]pulumi.StringArrayInput
 	// ManifestContents are the contents of inlineManifests, in order.
 	ManifestContents []pulumi.StringInput
+	// AgeIdentity is recovery.ageIdentity (a secret; nil when unset).
+	AgeIdentity pulumi.StringInput
 }
 
 // Configs is what CheckConfigs returns: what the VMs wait for, and how every node's
