@@ -6,20 +6,21 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
 
-// This file holds what the resources share: the argument heads embedded in their Args (with
-// their Pulumi inputs, embedded in the resources' inputs structs), and the helpers that turn
-// arguments into provider/internal/day2 values.
+// This file holds what the resources share: the argument heads embedded in their Args (each
+// with its descriptions, in one place), and the helpers that turn arguments into
+// provider/internal/day2 values.
 //
 // infer flattens an embedded exported struct into the properties of the struct that embeds it
 // (schema, decoding, secrets) and merges its Annotate before the embedding struct's own, which
-// may describe a promoted field again. A State that embeds its Args merges the Args' heads once
-// more after the Args: a State whose Args describe a promoted field again repeats that in its own
-// Annotate (ClusterHealthState, NodeUpgradeState).
+// may describe a promoted field again (MembershipArgs describes its drainTimeout more closely
+// than Waits). A State that embeds its Args merges the Args' heads once more after the Args: a
+// State whose Args describe a promoted field again repeats that in its own Annotate
+// (NodeUpgradeState). A resource whose state is its inputs says so with an alias
+// (type MembershipState = MembershipArgs), which has no such trap.
 
 // ClusterAccess is how a resource reaches the cluster: the inputs `talosconfig` and `kubeconfig`.
 type ClusterAccess struct {
@@ -36,14 +37,6 @@ func (a *ClusterAccess) Annotate(an infer.Annotator) {
 // access is the day-2 access the arguments give.
 func (a ClusterAccess) access() day2.Access {
 	return day2.Access{Talosconfig: a.Talosconfig, Kubeconfig: a.Kubeconfig}
-}
-
-// ClusterAccessInputs are ClusterAccess's inputs.
-type ClusterAccessInputs struct {
-	// Talosconfig is the Talos client configuration of the cluster.
-	Talosconfig pulumi.StringInput `pulumi:"talosconfig"`
-	// Kubeconfig is the admin kubeconfig of the cluster.
-	Kubeconfig pulumi.StringInput `pulumi:"kubeconfig"`
 }
 
 // NodeRef is the node a per-node resource is about: the inputs `node`, `address` and
@@ -66,14 +59,40 @@ func (n NodeRef) node() day2.Node {
 	return day2.Node{Name: n.Node, Address: n.Address, ControlPlane: n.ControlPlane}
 }
 
-// NodeRefInputs are NodeRef's inputs.
-type NodeRefInputs struct {
-	// Node is the node's hostname.
-	Node pulumi.StringInput `pulumi:"node"`
-	// Address is the node's IP address.
-	Address pulumi.StringInput `pulumi:"address"`
-	// ControlPlane tells whether the node is a control plane.
-	ControlPlane pulumi.BoolInput `pulumi:"controlPlane"`
+// ClusterNodes are the cluster's nodes by role: the inputs `controlPlanes` and `workers`.
+type ClusterNodes struct {
+	ControlPlanes map[string]string `pulumi:"controlPlanes"`
+	Workers       map[string]string `pulumi:"workers"`
+}
+
+// Annotate documents the inputs.
+func (n *ClusterNodes) Annotate(an infer.Annotator) {
+	an.Describe(&n.ControlPlanes, "Control planes, hostname to IP.")
+	an.Describe(&n.Workers, "Workers, hostname to IP.")
+}
+
+// Waits are how long a resource that drains nodes may wait: the inputs `drainTimeout` and
+// `timeout` (durations).
+type Waits struct {
+	DrainTimeout string `pulumi:"drainTimeout"`
+	Timeout      string `pulumi:"timeout"`
+}
+
+// Annotate documents the inputs.
+func (w *Waits) Annotate(an infer.Annotator) {
+	an.Describe(&w.DrainTimeout, "How long draining the node may take (a duration).")
+	an.Describe(&w.Timeout, "How long each wait may take (a duration).")
+}
+
+// parsed reads the durations.
+func (w Waits) parsed() (drain, each time.Duration, err error) {
+	if each, err = parseDuration("timeout", w.Timeout); err != nil {
+		return 0, 0, err
+	}
+
+	drain, err = parseDuration("drainTimeout", w.DrainTimeout)
+
+	return drain, each, err
 }
 
 // nodesOf lists nodes (hostname to IP) sorted by name.

@@ -174,30 +174,6 @@ func (r *ClientCredentials) Update(_ context.Context, req infer.UpdateRequest[Cl
 // ClientCredentialsToken is ClientCredentials' type token.
 const ClientCredentialsToken = tokenPrefix + "ClientCredentials"
 
-// ClientCredentialsInputs are ClientCredentialsArgs as Pulumi inputs.
-type ClientCredentialsInputs struct {
-	// ClusterName is the cluster's name (the talosconfig context).
-	ClusterName pulumi.StringInput `pulumi:"clusterName"`
-	// Endpoint is the Kubernetes API URL (optional).
-	Endpoint pulumi.StringInput `pulumi:"endpoint"`
-	// OsCaCertificate is the Talos API CA certificate (base64 PEM).
-	OsCaCertificate pulumi.StringInput `pulumi:"osCaCertificate"`
-	// OsCaKey is the Talos API CA key (base64 PEM).
-	OsCaKey pulumi.StringInput `pulumi:"osCaKey"`
-	// KubernetesCaCertificate is the Kubernetes CA certificate (base64 PEM).
-	KubernetesCaCertificate pulumi.StringInput `pulumi:"kubernetesCaCertificate"`
-	// KubernetesCaKey is the Kubernetes CA key (base64 PEM).
-	KubernetesCaKey pulumi.StringInput `pulumi:"kubernetesCaKey"`
-	// TalosEndpoints are the talosconfig's endpoints (optional).
-	TalosEndpoints pulumi.StringArrayInput `pulumi:"talosEndpoints"`
-	// TalosNodes are the talosconfig's nodes (optional).
-	TalosNodes pulumi.StringArrayInput `pulumi:"talosNodes"`
-	// Validity is how long issued certificates are valid (a duration).
-	Validity pulumi.StringInput `pulumi:"validity"`
-	// RenewBefore is how long before expiry an up renews them (a duration).
-	RenewBefore pulumi.StringInput `pulumi:"renewBefore"`
-}
-
 // ClientCredentialsOutputs is the view of a ClientCredentials' outputs (ClientCredentialsState).
 type ClientCredentialsOutputs struct {
 	pulumi.CustomResourceState
@@ -209,4 +185,4 @@ type ClientCredentialsOutputs struct {
 }
 
 // ClientCredentialsKind registers ClientCredentials.
-var ClientCredentialsKind = kindOf[ClientCredentialsArgs, ClientCredentialsInputs, ClientCredentialsOutputs](ClientCredentialsToken)
+var ClientCredentialsKind = kindOf[ClientCredentialsArgs, ClientCredentialsOutputs](ClientCredentialsToken)

@@ -20,9 +20,7 @@ type KubernetesRecordArgs struct {
 }
 
 // KubernetesRecordState is the version recorded.
-type KubernetesRecordState struct {
-	KubernetesRecordArgs
-}
+type KubernetesRecordState = KubernetesRecordArgs
 
 // Annotate documents the resource.
 func (r *KubernetesRecord) Annotate(an infer.Annotator) {
@@ -38,22 +36,16 @@ func (a *KubernetesRecordArgs) Annotate(an infer.Annotator) {
 
 // Create records the version.
 func (r *KubernetesRecord) Create(_ context.Context, req infer.CreateRequest[KubernetesRecordArgs]) (infer.CreateResponse[KubernetesRecordState], error) {
-	return infer.CreateResponse[KubernetesRecordState]{ID: "kubernetes-version", Output: KubernetesRecordState{req.Inputs}}, nil
+	return infer.CreateResponse[KubernetesRecordState]{ID: "kubernetes-version", Output: req.Inputs}, nil
 }
 
 // Update records the new version (kubernetesVersion was set to it).
 func (r *KubernetesRecord) Update(_ context.Context, req infer.UpdateRequest[KubernetesRecordArgs, KubernetesRecordState]) (infer.UpdateResponse[KubernetesRecordState], error) {
-	return infer.UpdateResponse[KubernetesRecordState]{Output: KubernetesRecordState{req.Inputs}}, nil
+	return infer.UpdateResponse[KubernetesRecordState]{Output: req.Inputs}, nil
 }
 
 // KubernetesRecordToken is KubernetesRecord's type token.
 const KubernetesRecordToken = tokenPrefix + "KubernetesRecord"
-
-// KubernetesRecordInputs are KubernetesRecordArgs as Pulumi inputs.
-type KubernetesRecordInputs struct {
-	// KubernetesVersion is the Kubernetes version the cluster runs.
-	KubernetesVersion pulumi.StringInput `pulumi:"kubernetesVersion"`
-}
 
 // KubernetesRecordOutputs is the view of the KubernetesRecord outputs the component reads.
 type KubernetesRecordOutputs struct {
@@ -64,4 +56,4 @@ type KubernetesRecordOutputs struct {
 }
 
 // KubernetesRecordKind registers KubernetesRecords.
-var KubernetesRecordKind = kindOf[KubernetesRecordArgs, KubernetesRecordInputs, KubernetesRecordOutputs](KubernetesRecordToken)
+var KubernetesRecordKind = kindOf[KubernetesRecordArgs, KubernetesRecordOutputs](KubernetesRecordToken)

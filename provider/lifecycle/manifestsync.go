@@ -12,7 +12,6 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -220,25 +219,5 @@ func left(keys []string) string {
 // ManifestSyncToken is ManifestSync's type token.
 const ManifestSyncToken = tokenPrefix + "ManifestSync"
 
-// ManifestSyncInputs are ManifestSyncArgs as Pulumi inputs.
-type ManifestSyncInputs struct {
-	// Kubeconfig is the admin kubeconfig of the cluster.
-	Kubeconfig pulumi.StringInput `pulumi:"kubeconfig"`
-	// Manifests are the manifests by name.
-	Manifests pulumi.StringMapInput `pulumi:"manifests"`
-	// ExtraManifests are URLs of extra manifests (optional).
-	ExtraManifests pulumi.StringArrayInput `pulumi:"extraManifests"`
-	// Namespaces map an extra manifest URL to the namespace of its namespaced objects that name
-	// none (optional).
-	Namespaces pulumi.StringMapInput `pulumi:"namespaces"`
-	// PruneCrdsAndNamespaces also deletes CustomResourceDefinitions and Namespaces that left the
-	// configuration (optional).
-	PruneCrdsAndNamespaces pulumi.BoolInput `pulumi:"pruneCrdsAndNamespaces"`
-	// Force deletes and recreates objects whose immutable fields changed (optional).
-	Force pulumi.BoolInput `pulumi:"force"`
-	// Timeout is how long a sync may take (a duration).
-	Timeout pulumi.StringInput `pulumi:"timeout"`
-}
-
 // ManifestSyncKind registers ManifestSyncs.
-var ManifestSyncKind = kindOf[ManifestSyncArgs, ManifestSyncInputs, Registered](ManifestSyncToken)
+var ManifestSyncKind = kindOf[ManifestSyncArgs, Registered](ManifestSyncToken)

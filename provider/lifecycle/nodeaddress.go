@@ -133,20 +133,6 @@ func (r *NodeAddress) Update(_ context.Context, req infer.UpdateRequest[NodeAddr
 // NodeAddressToken is NodeAddress's type token.
 const NodeAddressToken = tokenPrefix + "NodeAddress"
 
-// NodeAddressInputs are NodeAddressArgs as Pulumi inputs.
-type NodeAddressInputs struct {
-	// Node is the node's hostname.
-	Node pulumi.StringInput `pulumi:"node"`
-	// MacAddress is the MAC address of the VM's NIC (optional).
-	MacAddress pulumi.StringInput `pulumi:"macAddress"`
-	// Subnet is the node subnet to scan (CIDR).
-	Subnet pulumi.StringInput `pulumi:"subnet"`
-	// AgentAddress is the IPv4 address the guest agent reported, if it did (optional).
-	AgentAddress pulumi.StringInput `pulumi:"agentAddress"`
-	// Timeout is how long the search may take (a duration).
-	Timeout pulumi.StringInput `pulumi:"timeout"`
-}
-
 // NodeAddressOutputs is the view of the NodeAddress outputs the component reads (NodeAddressState).
 type NodeAddressOutputs struct {
 	pulumi.CustomResourceState
@@ -156,4 +142,4 @@ type NodeAddressOutputs struct {
 }
 
 // NodeAddressKind registers NodeAddresses.
-var NodeAddressKind = kindOf[NodeAddressArgs, NodeAddressInputs, NodeAddressOutputs](NodeAddressToken)
+var NodeAddressKind = kindOf[NodeAddressArgs, NodeAddressOutputs](NodeAddressToken)
