@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"time"
 
@@ -24,14 +25,13 @@ import (
 
 // ClusterAccess is how a resource reaches the cluster: the inputs `talosconfig` and `kubeconfig`.
 type ClusterAccess struct {
-	Talosconfig string `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig  string `pulumi:"kubeconfig" provider:"secret"`
+	Talosconfig string `pulumi:"talosconfig" provider:"secret" doc:"Talos client configuration of the cluster."`
+	Kubeconfig  string `pulumi:"kubeconfig" provider:"secret" doc:"Admin kubeconfig of the cluster."`
 }
 
 // Annotate documents the inputs.
 func (a *ClusterAccess) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
+	describeFields(an, a)
 }
 
 // access is the day-2 access the arguments give.
@@ -42,16 +42,14 @@ func (a ClusterAccess) access() day2.Access {
 // NodeRef is the node a per-node resource is about: the inputs `node`, `address` and
 // `controlPlane`.
 type NodeRef struct {
-	Node         string `pulumi:"node"`
-	Address      string `pulumi:"address"`
-	ControlPlane bool   `pulumi:"controlPlane"`
+	Node         string `pulumi:"node" doc:"The node's hostname."`
+	Address      string `pulumi:"address" doc:"The node's IP address."`
+	ControlPlane bool   `pulumi:"controlPlane" doc:"Whether the node is a control plane."`
 }
 
 // Annotate documents the inputs.
 func (n *NodeRef) Annotate(an infer.Annotator) {
-	an.Describe(&n.Node, "The node's hostname.")
-	an.Describe(&n.Address, "The node's IP address.")
-	an.Describe(&n.ControlPlane, "Whether the node is a control plane.")
+	describeFields(an, n)
 }
 
 // node is the day-2 node the arguments name.
@@ -61,27 +59,25 @@ func (n NodeRef) node() day2.Node {
 
 // ClusterNodes are the cluster's nodes by role: the inputs `controlPlanes` and `workers`.
 type ClusterNodes struct {
-	ControlPlanes map[string]string `pulumi:"controlPlanes"`
-	Workers       map[string]string `pulumi:"workers"`
+	ControlPlanes map[string]string `pulumi:"controlPlanes" doc:"Control planes, hostname to IP."`
+	Workers       map[string]string `pulumi:"workers" doc:"Workers, hostname to IP."`
 }
 
 // Annotate documents the inputs.
 func (n *ClusterNodes) Annotate(an infer.Annotator) {
-	an.Describe(&n.ControlPlanes, "Control planes, hostname to IP.")
-	an.Describe(&n.Workers, "Workers, hostname to IP.")
+	describeFields(an, n)
 }
 
 // Waits are how long a resource that drains nodes may wait: the inputs `drainTimeout` and
 // `timeout` (durations).
 type Waits struct {
-	DrainTimeout string `pulumi:"drainTimeout"`
-	Timeout      string `pulumi:"timeout"`
+	DrainTimeout string `pulumi:"drainTimeout" doc:"How long draining the node may take (a duration)."`
+	Timeout      string `pulumi:"timeout" doc:"How long each wait may take (a duration)."`
 }
 
 // Annotate documents the inputs.
 func (w *Waits) Annotate(an infer.Annotator) {
-	an.Describe(&w.DrainTimeout, "How long draining the node may take (a duration).")
-	an.Describe(&w.Timeout, "How long each wait may take (a duration).")
+	describeFields(an, w)
 }
 
 // parsed reads the durations.
@@ -115,4 +111,17 @@ func parseDuration(name, v string) (time.Duration, error) {
 	}
 
 	return d, nil
+}
+
+// describeFields describes each field of the struct s that has a `doc` tag with that tag, so a
+// field's description stands beside it; an Annotate calls it first, then describes what a tag
+// cannot (the struct itself, a promoted field described more closely, text with backquotes).
+func describeFields[T any](an infer.Annotator, s *T) {
+	v := reflect.ValueOf(s).Elem()
+
+	for i := range v.NumField() {
+		if doc, ok := v.Type().Field(i).Tag.Lookup("doc"); ok {
+			an.Describe(v.Field(i).Addr().Interface(), doc)
+		}
+	}
 }

@@ -22,16 +22,16 @@ type ClientCredentials struct{}
 
 // ClientCredentialsArgs are a ClientCredentials' inputs.
 type ClientCredentialsArgs struct {
-	ClusterName             string   `pulumi:"clusterName"`
-	Endpoint                string   `pulumi:"endpoint,optional"`
-	OsCaCertificate         string   `pulumi:"osCaCertificate"`
-	OsCaKey                 string   `pulumi:"osCaKey" provider:"secret"`
-	KubernetesCaCertificate string   `pulumi:"kubernetesCaCertificate"`
-	KubernetesCaKey         string   `pulumi:"kubernetesCaKey" provider:"secret"`
-	TalosEndpoints          []string `pulumi:"talosEndpoints,optional"`
-	TalosNodes              []string `pulumi:"talosNodes,optional"`
-	Validity                string   `pulumi:"validity"`
-	RenewBefore             string   `pulumi:"renewBefore"`
+	ClusterName             string   `pulumi:"clusterName" doc:"The cluster's name (the talosconfig context)."`
+	Endpoint                string   `pulumi:"endpoint,optional" doc:"The Kubernetes API URL."`
+	OsCaCertificate         string   `pulumi:"osCaCertificate" doc:"The Talos API CA certificate (base64 PEM)."`
+	OsCaKey                 string   `pulumi:"osCaKey" provider:"secret" doc:"The Talos API CA key (base64 PEM)."`
+	KubernetesCaCertificate string   `pulumi:"kubernetesCaCertificate" doc:"The Kubernetes CA certificate (base64 PEM)."`
+	KubernetesCaKey         string   `pulumi:"kubernetesCaKey" provider:"secret" doc:"The Kubernetes CA key (base64 PEM)."`
+	TalosEndpoints          []string `pulumi:"talosEndpoints,optional" doc:"The talosconfig's endpoints."`
+	TalosNodes              []string `pulumi:"talosNodes,optional" doc:"The talosconfig's nodes."`
+	Validity                string   `pulumi:"validity" doc:"How long issued certificates are valid (a duration)."`
+	RenewBefore             string   `pulumi:"renewBefore" doc:"How long before expiry an up renews them (a duration)."`
 }
 
 // ClientCredentialsState is the issued credentials.
@@ -51,16 +51,7 @@ func (r *ClientCredentials) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *ClientCredentialsArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.ClusterName, "The cluster's name (the talosconfig context).")
-	an.Describe(&a.Endpoint, "The Kubernetes API URL.")
-	an.Describe(&a.OsCaCertificate, "The Talos API CA certificate (base64 PEM).")
-	an.Describe(&a.OsCaKey, "The Talos API CA key (base64 PEM).")
-	an.Describe(&a.KubernetesCaCertificate, "The Kubernetes CA certificate (base64 PEM).")
-	an.Describe(&a.KubernetesCaKey, "The Kubernetes CA key (base64 PEM).")
-	an.Describe(&a.TalosEndpoints, "The talosconfig's endpoints.")
-	an.Describe(&a.TalosNodes, "The talosconfig's nodes.")
-	an.Describe(&a.Validity, "How long issued certificates are valid (a duration).")
-	an.Describe(&a.RenewBefore, "How long before expiry an up renews them (a duration).")
+	describeFields(an, a)
 }
 
 func issue(in ClientCredentialsArgs) (ClientCredentialsState, error) {

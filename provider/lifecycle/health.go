@@ -22,10 +22,10 @@ type ClusterHealth struct{}
 type ClusterHealthArgs struct {
 	ClusterAccess
 	ClusterNodes
-	RequireNodesReady bool   `pulumi:"requireNodesReady"`
-	Timeout           string `pulumi:"timeout"`
-	Revision          string `pulumi:"revision"`
-	KubernetesVersion string `pulumi:"kubernetesVersion,optional"`
+	RequireNodesReady bool   `pulumi:"requireNodesReady" doc:"Require every Kubernetes Node to be Ready."`
+	Timeout           string `pulumi:"timeout" doc:"How long to wait (a duration)."`
+	Revision          string `pulumi:"revision" doc:"Changes whenever the cluster does, so the gate runs again."`
+	KubernetesVersion string `pulumi:"kubernetesVersion,optional" doc:"The cluster's Kubernetes version: the gate runs again when it changes."`
 }
 
 // ClusterHealthState is the gate's inputs once the cluster passed it.
@@ -39,11 +39,8 @@ func (r *ClusterHealth) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs (the kubeconfig more closely than ClusterAccess does).
 func (a *ClusterHealthArgs) Annotate(an infer.Annotator) {
+	describeFields(an, a)
 	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster; passed on once the cluster is healthy.")
-	an.Describe(&a.RequireNodesReady, "Require every Kubernetes Node to be Ready.")
-	an.Describe(&a.Timeout, "How long to wait (a duration).")
-	an.Describe(&a.Revision, "Changes whenever the cluster does, so the gate runs again.")
-	an.Describe(&a.KubernetesVersion, "The cluster's Kubernetes version: the gate runs again when it changes.")
 }
 
 // Diff runs the gate again whenever an input changes. (The Kubernetes version step is checked by

@@ -16,7 +16,7 @@ type KubernetesRecord struct{}
 
 // KubernetesRecordArgs are a KubernetesRecord's inputs.
 type KubernetesRecordArgs struct {
-	KubernetesVersion string `pulumi:"kubernetesVersion"`
+	KubernetesVersion string `pulumi:"kubernetesVersion" doc:"The Kubernetes version the cluster runs."`
 }
 
 // KubernetesRecordState is the version recorded.
@@ -31,7 +31,7 @@ func (r *KubernetesRecord) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *KubernetesRecordArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.KubernetesVersion, "The Kubernetes version the cluster runs.")
+	describeFields(an, a)
 }
 
 // Create records the version.

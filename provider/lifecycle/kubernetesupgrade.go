@@ -21,8 +21,8 @@ type KubernetesUpgrade struct{}
 type KubernetesUpgradeArgs struct {
 	ClusterAccess
 	ClusterNodes
-	KubernetesVersion string `pulumi:"kubernetesVersion"`
-	Timeout           string `pulumi:"timeout"`
+	KubernetesVersion string `pulumi:"kubernetesVersion" doc:"The Kubernetes version the cluster runs: a change moves one minor up at a time."`
+	Timeout           string `pulumi:"timeout" doc:"How long each component on each node may take (a duration)."`
 }
 
 // KubernetesUpgradeState is the version the cluster runs (with the inputs it was reached with).
@@ -38,8 +38,7 @@ func (r *KubernetesUpgrade) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *KubernetesUpgradeArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.KubernetesVersion, "The Kubernetes version the cluster runs: a change moves one minor up at a time.")
-	an.Describe(&a.Timeout, "How long each component on each node may take (a duration).")
+	describeFields(an, a)
 }
 
 // Create records the version: the nodes were configured with it.

@@ -20,14 +20,14 @@ type Membership struct{}
 
 // MemberNode is one node of the membership.
 type MemberNode struct {
-	Address      string `pulumi:"address"`
-	ControlPlane bool   `pulumi:"controlPlane"`
+	Address      string `pulumi:"address" doc:"The node's IP address."`
+	ControlPlane bool   `pulumi:"controlPlane" doc:"Whether the node is a control plane."`
 }
 
 // MembershipArgs are a Membership's inputs.
 type MembershipArgs struct {
 	ClusterAccess
-	Nodes map[string]MemberNode `pulumi:"nodes"`
+	Nodes map[string]MemberNode `pulumi:"nodes" doc:"The cluster's nodes by hostname."`
 	Waits
 }
 
@@ -42,15 +42,14 @@ func (r *Membership) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs (the drain more closely than Waits does).
 func (a *MembershipArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Nodes, "The cluster's nodes by hostname.")
+	describeFields(an, a)
 	an.Describe(&a.DrainTimeout, "How long draining a leaving worker may take (a duration).")
 }
 
 // Annotate documents a node.
 func (n *MemberNode) Annotate(an infer.Annotator) {
+	describeFields(an, n)
 	an.Describe(n, "One node of the cluster's membership.")
-	an.Describe(&n.Address, "The node's IP address.")
-	an.Describe(&n.ControlPlane, "Whether the node is a control plane.")
 }
 
 func (a MembershipArgs) split(names []string) (nodes []day2.Node) {

@@ -23,10 +23,10 @@ type NodeConfig struct{}
 type NodeConfigArgs struct {
 	ClusterAccess
 	NodeRef
-	ControlPlanes map[string]string `pulumi:"controlPlanes"`
-	Configuration string            `pulumi:"configuration" provider:"secret"`
-	CheckReady    bool              `pulumi:"checkReady"`
-	Timeout       string            `pulumi:"timeout"`
+	ControlPlanes map[string]string `pulumi:"controlPlanes" doc:"All control planes, hostname to IP (the etcd gate after a reboot)."`
+	Configuration string            `pulumi:"configuration" provider:"secret" doc:"The node's machine configuration."`
+	CheckReady    bool              `pulumi:"checkReady" doc:"Require the Node to be Ready after a reboot."`
+	Timeout       string            `pulumi:"timeout" doc:"How long each wait may take (a duration)."`
 }
 
 // NodeConfigState is the configuration the node runs.
@@ -40,10 +40,7 @@ func (r *NodeConfig) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *NodeConfigArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.ControlPlanes, "All control planes, hostname to IP (the etcd gate after a reboot).")
-	an.Describe(&a.Configuration, "The node's machine configuration.")
-	an.Describe(&a.CheckReady, "Require the Node to be Ready after a reboot.")
-	an.Describe(&a.Timeout, "How long each wait may take (a duration).")
+	describeFields(an, a)
 }
 
 func (a NodeConfigArgs) options(ctx context.Context) (day2.ConfigOptions, error) {

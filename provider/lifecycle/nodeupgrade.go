@@ -19,22 +19,22 @@ type NodeUpgrade struct{}
 type NodeUpgradeArgs struct {
 	ClusterAccess
 	NodeRef
-	ControlPlanes  map[string]string `pulumi:"controlPlanes"`
-	TalosVersion   string            `pulumi:"talosVersion"`
-	SchematicId    string            `pulumi:"schematicId"`
-	InstallerImage string            `pulumi:"installerImage"`
-	Drain          bool              `pulumi:"drain"`
+	ControlPlanes  map[string]string `pulumi:"controlPlanes" doc:"Every control plane of the cluster, hostname to IP, for the etcd gates."`
+	TalosVersion   string            `pulumi:"talosVersion" doc:"The Talos version the node must run."`
+	SchematicId    string            `pulumi:"schematicId" doc:"The Image Factory schematic id the node's image must carry."`
+	InstallerImage string            `pulumi:"installerImage" doc:"The installer image that brings the node there."`
+	Drain          bool              `pulumi:"drain" doc:"Cordon and drain the node before its reboot."`
 	Waits
-	CheckReady     bool `pulumi:"checkReady"`
-	AllowDowngrade bool `pulumi:"allowDowngrade"`
+	CheckReady     bool `pulumi:"checkReady" doc:"Require the Kubernetes Node to be Ready before and after."`
+	AllowDowngrade bool `pulumi:"allowDowngrade" doc:"Allow an older version."`
 }
 
 // NodeUpgradeState is what a NodeUpgrade last saw the node run.
 type NodeUpgradeState struct {
 	NodeUpgradeArgs
-	RunningVersion     string `pulumi:"runningVersion"`
-	RunningSchematicId string `pulumi:"runningSchematicId"`
-	BootId             string `pulumi:"bootId"`
+	RunningVersion     string `pulumi:"runningVersion" doc:"The Talos version the node reported after the last change."`
+	RunningSchematicId string `pulumi:"runningSchematicId" doc:"The schematic id the node reported after the last change."`
+	BootId             string `pulumi:"bootId" doc:"The node's boot id after the last change."`
 }
 
 // Annotate documents the resource.
@@ -47,25 +47,17 @@ func (r *NodeUpgrade) Annotate(an infer.Annotator) {
 // Annotate documents the inputs (the node's name and address more closely than NodeRef does, the
 // drain more closely than Waits).
 func (a *NodeUpgradeArgs) Annotate(an infer.Annotator) {
+	describeFields(an, a)
 	an.Describe(&a.Node, "The node's hostname (its Kubernetes Node and etcd member name).")
 	an.Describe(&a.Address, "The node's IP address (Talos API on port 50000).")
-	an.Describe(&a.ControlPlanes, "Every control plane of the cluster, hostname to IP, for the etcd gates.")
-	an.Describe(&a.TalosVersion, "The Talos version the node must run.")
-	an.Describe(&a.SchematicId, "The Image Factory schematic id the node's image must carry.")
-	an.Describe(&a.InstallerImage, "The installer image that brings the node there.")
-	an.Describe(&a.Drain, "Cordon and drain the node before its reboot.")
 	an.Describe(&a.DrainTimeout, "How long the drain may take (a duration).")
-	an.Describe(&a.CheckReady, "Require the Kubernetes Node to be Ready before and after.")
-	an.Describe(&a.AllowDowngrade, "Allow an older version.")
 }
 
 // Annotate documents the state, and the inputs again: infer merges the embedded NodeRef's
 // descriptions after the embedded args' own.
 func (s *NodeUpgradeState) Annotate(an infer.Annotator) {
+	describeFields(an, s)
 	s.NodeUpgradeArgs.Annotate(an)
-	an.Describe(&s.RunningVersion, "The Talos version the node reported after the last change.")
-	an.Describe(&s.RunningSchematicId, "The schematic id the node reported after the last change.")
-	an.Describe(&s.BootId, "The node's boot id after the last change.")
 }
 
 func (a NodeUpgradeArgs) target() day2.Installed {
