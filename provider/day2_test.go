@@ -124,7 +124,7 @@ func checkReconfigureOrder(t *testing.T, r *recorder, want map[string][]string, 
 	}
 
 	k := r.named("homelab-kubernetes")
-	if k.Type != lifecycle.KubernetesUpgradeToken {
+	if k.Type != lifecycle.KubernetesUpgradeKind.Token {
 		t.Fatalf("homelab-kubernetes is a %s", k.Type)
 	}
 
@@ -218,7 +218,7 @@ func TestConstructManifestSync(t *testing.T) {
 	}
 
 	for _, reg := range off.custom() {
-		if reg.Type == lifecycle.ManifestSyncToken {
+		if reg.Type == lifecycle.ManifestSyncKind.Token {
 			t.Error("the sync is registered with manifestSync.enabled false")
 		}
 	}

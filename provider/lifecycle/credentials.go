@@ -9,7 +9,6 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/clientconfigs"
 )
@@ -162,18 +161,5 @@ func (r *ClientCredentials) Update(_ context.Context, req infer.UpdateRequest[Cl
 	return infer.UpdateResponse[ClientCredentialsState]{Output: s}, nil
 }
 
-// ClientCredentialsToken is ClientCredentials' type token.
-const ClientCredentialsToken = tokenPrefix + "ClientCredentials"
-
-// ClientCredentialsOutputs is the view of a ClientCredentials' outputs (ClientCredentialsState).
-type ClientCredentialsOutputs struct {
-	pulumi.CustomResourceState
-
-	// Talosconfig is the issued admin talosconfig.
-	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
-	// Kubeconfig is the issued admin kubeconfig.
-	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-}
-
 // ClientCredentialsKind registers ClientCredentials.
-var ClientCredentialsKind = kindOf[ClientCredentialsArgs, ClientCredentialsOutputs](ClientCredentialsToken)
+var ClientCredentialsKind = kindOf[ClientCredentials, ClientCredentialsArgs, CredentialsOutputs]()

@@ -8,7 +8,6 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -95,18 +94,5 @@ func gate(ctx context.Context, in ClusterHealthArgs) error {
 	return nil
 }
 
-// ClusterHealthToken is ClusterHealth's type token.
-const ClusterHealthToken = tokenPrefix + "ClusterHealth"
-
-// ClusterHealthOutputs is the view of the ClusterHealth outputs the component reads (ClusterHealthState).
-type ClusterHealthOutputs struct {
-	pulumi.CustomResourceState
-
-	// Talosconfig is the talosconfig input, once the cluster passed the gate.
-	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
-	// Kubeconfig is the kubeconfig input, once the cluster passed the gate.
-	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-}
-
 // ClusterHealthKind registers ClusterHealths.
-var ClusterHealthKind = kindOf[ClusterHealthArgs, ClusterHealthOutputs](ClusterHealthToken)
+var ClusterHealthKind = kindOf[ClusterHealth, ClusterHealthArgs, CredentialsOutputs]()

@@ -12,8 +12,8 @@ import (
 )
 
 // This file is the seam between the resources and the component that registers them. Beside
-// each resource are its type token, the view of its outputs (one field per property of its State
-// the component reads) and its Kind, which registers it. Its inputs are its Args themselves: the
+// each resource are the view of its outputs (one field per property of its State the component
+// reads; Registered when it reads none) and its Kind, which registers it under its type token. Its inputs are its Args themselves: the
 // component sets Pulumi inputs on the Args' fields (Set), so a property's name and type come from
 // one place. The tests check the Args and the outputs view against the State and the served
 // schema, so a renamed or added argument fails there instead of at `pulumi up`.
@@ -26,6 +26,17 @@ const tokenPrefix = "talos-proxmox:lifecycle:"
 // the resource (depends on it), nothing more.
 type Registered struct{ pulumi.CustomResourceState }
 
+// CredentialsOutputs is the view of a resource that puts out the cluster's admin credentials:
+// ClientCredentials issues them, ClusterHealth passes them on once the cluster is healthy.
+type CredentialsOutputs struct {
+	pulumi.CustomResourceState
+
+	// Talosconfig is the admin talosconfig.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
+	// Kubeconfig is the admin kubeconfig.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+}
+
 // Kind is one resource as the component registers it: its type token, its Args (A) and the view
 // of its outputs (O, registered through P = *O).
 type Kind[A, O any, P interface {
@@ -36,12 +47,13 @@ type Kind[A, O any, P interface {
 	Token string
 }
 
-// kindOf is the Kind of the resource with Args A, type token token and outputs O.
-func kindOf[A, O any, P interface {
+// kindOf is the Kind of resource R, with Args A and outputs O. Its type token is the one infer
+// gives R (TestKindsCoverSchema checks it).
+func kindOf[R, A, O any, P interface {
 	*O
 	pulumi.CustomResource
-}](token string) Kind[A, O, P] {
-	return Kind[A, O, P]{Token: token}
+}]() Kind[A, O, P] {
+	return Kind[A, O, P]{Token: tokenPrefix + reflect.TypeFor[R]().Name()}
 }
 
 // Inputs starts the inputs of a resource of kind k: set them on the fields of args with Set.

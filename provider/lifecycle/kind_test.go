@@ -149,7 +149,7 @@ func TestKindRegister(t *testing.T) {
 		}
 
 		if _, err := NodeUpgradeKind.Register(ctx, "incomplete", upgrade(nil)); err == nil ||
-			!strings.Contains(err.Error(), "the input talosVersion is required") || !strings.Contains(err.Error(), NodeUpgradeToken) {
+			!strings.Contains(err.Error(), "the input talosVersion is required") || !strings.Contains(err.Error(), NodeUpgradeKind.Token) {
 			return fmt.Errorf("registering without talosVersion: err = %v", err)
 		}
 
@@ -175,17 +175,17 @@ func TestKindRegister(t *testing.T) {
 		t.Errorf("Address = %q", found)
 	}
 
-	got := engine.inputs[NodeUpgradeToken+"/cp-1-upgrade"]
+	got := engine.inputs[NodeUpgradeKind.Token+"/cp-1-upgrade"]
 	if keys := slices.Sorted(maps.Keys(got.Mappable())); len(keys) != 14 || got["talosconfig"].StringValue() != "tc" ||
 		got["node"].StringValue() != "cp-1" || !got["controlPlane"].BoolValue() || got["controlPlanes"].ObjectValue()["cp-1"].StringValue() != "10.0.0.11" {
 		t.Errorf("NodeUpgrade inputs = %v", got)
 	}
 
-	if _, ok := engine.inputs[NodeUpgradeToken+"/incomplete"]; ok {
+	if _, ok := engine.inputs[NodeUpgradeKind.Token+"/incomplete"]; ok {
 		t.Error("inputs without a required one were registered")
 	}
 
-	if got := slices.Sorted(maps.Keys(engine.inputs[NodeAddressToken+"/w-1-address"].Mappable())); !slices.Equal(got, []string{"node", "subnet", "timeout"}) {
+	if got := slices.Sorted(maps.Keys(engine.inputs[NodeAddressKind.Token+"/w-1-address"].Mappable())); !slices.Equal(got, []string{"node", "subnet", "timeout"}) {
 		t.Errorf("NodeAddress inputs = %v, want the three given (the optional ones left out)", got)
 	}
 }
@@ -216,7 +216,7 @@ func TestEmbeddedHeadsRoundTrip(t *testing.T) {
 	})
 
 	resp, err := server.Create(p.CreateRequest{
-		Urn:        resource.URN("urn:pulumi:dev::lab::" + NodeRetireToken + "::cp-1-retire"),
+		Urn:        resource.URN("urn:pulumi:dev::lab::" + NodeRetireKind.Token + "::cp-1-retire"),
 		Properties: in,
 	})
 	if err != nil {

@@ -44,9 +44,6 @@ func (r *KubernetesRecord) Update(_ context.Context, req infer.UpdateRequest[Kub
 	return infer.UpdateResponse[KubernetesRecordState]{Output: req.Inputs}, nil
 }
 
-// KubernetesRecordToken is KubernetesRecord's type token.
-const KubernetesRecordToken = tokenPrefix + "KubernetesRecord"
-
 // KubernetesRecordOutputs is the view of the KubernetesRecord outputs the component reads.
 type KubernetesRecordOutputs struct {
 	pulumi.CustomResourceState
@@ -56,4 +53,4 @@ type KubernetesRecordOutputs struct {
 }
 
 // KubernetesRecordKind registers KubernetesRecords.
-var KubernetesRecordKind = kindOf[KubernetesRecordArgs, KubernetesRecordOutputs](KubernetesRecordToken)
+var KubernetesRecordKind = kindOf[KubernetesRecord, KubernetesRecordArgs, KubernetesRecordOutputs]()

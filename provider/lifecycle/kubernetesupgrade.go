@@ -113,8 +113,5 @@ func orNothing(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// KubernetesUpgradeToken is KubernetesUpgrade's type token.
-const KubernetesUpgradeToken = tokenPrefix + "KubernetesUpgrade"
-
 // KubernetesUpgradeKind registers KubernetesUpgrades.
-var KubernetesUpgradeKind = kindOf[KubernetesUpgradeArgs, Registered](KubernetesUpgradeToken)
+var KubernetesUpgradeKind = kindOf[KubernetesUpgrade, KubernetesUpgradeArgs, Registered]()

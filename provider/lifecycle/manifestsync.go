@@ -210,8 +210,5 @@ func left(keys []string) string {
 	return "; left in place: " + strings.Join(shown, ", ")
 }
 
-// ManifestSyncToken is ManifestSync's type token.
-const ManifestSyncToken = tokenPrefix + "ManifestSync"
-
 // ManifestSyncKind registers ManifestSyncs.
-var ManifestSyncKind = kindOf[ManifestSyncArgs, Registered](ManifestSyncToken)
+var ManifestSyncKind = kindOf[ManifestSync, ManifestSyncArgs, Registered]()

@@ -208,8 +208,5 @@ func (r *Membership) Update(ctx context.Context, req infer.UpdateRequest[Members
 	return infer.UpdateResponse[MembershipState]{Output: req.Inputs}, nil
 }
 
-// MembershipToken is Membership's type token.
-const MembershipToken = tokenPrefix + "Membership"
-
 // MembershipKind registers Memberships.
-var MembershipKind = kindOf[MembershipArgs, Registered](MembershipToken)
+var MembershipKind = kindOf[Membership, MembershipArgs, Registered]()

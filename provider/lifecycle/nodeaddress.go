@@ -126,9 +126,6 @@ func (r *NodeAddress) Update(_ context.Context, req infer.UpdateRequest[NodeAddr
 	return infer.UpdateResponse[NodeAddressState]{Output: s}, nil
 }
 
-// NodeAddressToken is NodeAddress's type token.
-const NodeAddressToken = tokenPrefix + "NodeAddress"
-
 // NodeAddressOutputs is the view of the NodeAddress outputs the component reads (NodeAddressState).
 type NodeAddressOutputs struct {
 	pulumi.CustomResourceState
@@ -138,4 +135,4 @@ type NodeAddressOutputs struct {
 }
 
 // NodeAddressKind registers NodeAddresses.
-var NodeAddressKind = kindOf[NodeAddressArgs, NodeAddressOutputs](NodeAddressToken)
+var NodeAddressKind = kindOf[NodeAddress, NodeAddressArgs, NodeAddressOutputs]()

@@ -152,11 +152,8 @@ func (r *NodeConfig) Update(ctx context.Context, req infer.UpdateRequest[NodeCon
 	return infer.UpdateResponse[NodeConfigState]{Output: req.Inputs}, nil
 }
 
-// NodeConfigToken is NodeConfig's type token.
-const NodeConfigToken = tokenPrefix + "NodeConfig"
-
 // NodeConfigKind registers NodeConfigs.
-var NodeConfigKind = kindOf[NodeConfigArgs, Registered](NodeConfigToken)
+var NodeConfigKind = kindOf[NodeConfig, NodeConfigArgs, Registered]()
 
 // withoutDiff is Talos' dry-run summary without its configuration diff: the diff shows the changed
 // lines of the machine configuration as they are, keys and tokens included, and this message is

@@ -73,8 +73,5 @@ func (r *NodeRetire) Delete(ctx context.Context, req infer.DeleteRequest[NodeRet
 	return infer.DeleteResponse{}, nil
 }
 
-// NodeRetireToken is NodeRetire's type token.
-const NodeRetireToken = tokenPrefix + "NodeRetire"
-
 // NodeRetireKind registers NodeRetires.
-var NodeRetireKind = kindOf[NodeRetireArgs, Registered](NodeRetireToken)
+var NodeRetireKind = kindOf[NodeRetire, NodeRetireArgs, Registered]()

@@ -179,8 +179,5 @@ func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day
 	})
 }
 
-// NodeUpgradeToken is NodeUpgrade's type token.
-const NodeUpgradeToken = tokenPrefix + "NodeUpgrade"
-
 // NodeUpgradeKind registers NodeUpgrades.
-var NodeUpgradeKind = kindOf[NodeUpgradeArgs, Registered](NodeUpgradeToken)
+var NodeUpgradeKind = kindOf[NodeUpgrade, NodeUpgradeArgs, Registered]()

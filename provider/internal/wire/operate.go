@@ -158,7 +158,7 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 
 // syncManifests registers the manifest sync after the health gate: the same manifests as the
 // control planes' inlineManifests (Helm releases, then the inline manifests) and extraManifests.
-func (b operation) syncManifests(health *lifecycle.ClusterHealthOutputs, helm []talosconfig.Manifest, pass PassThrough) error {
+func (b operation) syncManifests(health *lifecycle.CredentialsOutputs, helm []talosconfig.Manifest, pass PassThrough) error {
 	c := b.s.Cluster
 
 	manifests := pulumi.StringMap{}

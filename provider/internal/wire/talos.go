@@ -120,7 +120,7 @@ func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, self Lifecyc
 
 // clientCredentials registers the admin talosconfig and kubeconfig, issued from the cluster's CAs
 // and renewed within credentials.renewBefore of their expiry (lifecycle.ClientCredentials).
-func clientCredentials(s Scope, secrets *Secrets, addrs Addresses, endpointURL pulumi.StringOutput, self Lifecycle) (*lifecycle.ClientCredentialsOutputs, error) {
+func clientCredentials(s Scope, secrets *Secrets, addrs Addresses, endpointURL pulumi.StringOutput, self Lifecycle) (*lifecycle.CredentialsOutputs, error) {
 	c := s.Cluster
 	certs := secrets.Resource.MachineSecrets.Certs()
 
