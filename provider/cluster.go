@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"context"
 	"reflect"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
@@ -15,16 +14,16 @@ const ClusterToken = "talos-proxmox:index:TalosProxmoxCluster"
 type TalosProxmoxCluster struct {
 	pulumi.ResourceState
 
-	Kubeconfig      pulumi.StringOutput      `pulumi:"kubeconfig" provider:"secret"`
-	Talosconfig     pulumi.StringOutput      `pulumi:"talosconfig" provider:"secret"`
-	Endpoint        pulumi.StringOutput      `pulumi:"endpoint"`
-	ClusterName     pulumi.StringOutput      `pulumi:"clusterName"`
-	ControlPlaneIps pulumi.StringArrayOutput `pulumi:"controlPlaneIps"`
-	WorkerIps       pulumi.StringArrayOutput `pulumi:"workerIps"`
-	Nodes           NodeInfoMapOutput        `pulumi:"nodes"`
-	SchematicId     pulumi.StringOutput      `pulumi:"schematicId"`
-	InstallerImage  pulumi.StringOutput      `pulumi:"installerImage"`
-	HelmReleases    HelmReleaseInfoMapOutput `pulumi:"helmReleases"`
+	Kubeconfig      pulumi.StringOutput        `pulumi:"kubeconfig" provider:"secret"`
+	Talosconfig     pulumi.StringOutput        `pulumi:"talosconfig" provider:"secret"`
+	Endpoint        pulumi.StringOutput        `pulumi:"endpoint"`
+	ClusterName     pulumi.StringOutput        `pulumi:"clusterName"`
+	ControlPlaneIps pulumi.StringArrayOutput   `pulumi:"controlPlaneIps"`
+	WorkerIps       pulumi.StringArrayOutput   `pulumi:"workerIps"`
+	Nodes           MapOutput[NodeInfo]        `pulumi:"nodes"`
+	SchematicId     pulumi.StringOutput        `pulumi:"schematicId"`
+	InstallerImage  pulumi.StringOutput        `pulumi:"installerImage"`
+	HelmReleases    MapOutput[HelmReleaseInfo] `pulumi:"helmReleases"`
 	// LastEtcdSnapshot is optional: a cluster without etcdBackup has none.
 	LastEtcdSnapshot EtcdSnapshotInfoPtrOutput `pulumi:"lastEtcdSnapshot,optional"`
 }
@@ -75,20 +74,13 @@ func (h *HelmReleaseInfo) Annotate(an infer.Annotator) {
 	an.Describe(&h.Bytes, "Size of the rendered manifests in bytes.")
 }
 
-// HelmReleaseInfoMapOutput is an output of a map of HelmReleaseInfo.
-type HelmReleaseInfoMapOutput struct{ *pulumi.OutputState }
+// MapOutput is an output of a map of T by name (the nodes' NodeInfo, the releases'
+// HelmReleaseInfo).
+type MapOutput[T any] struct{ *pulumi.OutputState }
 
-// ElementType is map[string]HelmReleaseInfo.
-func (HelmReleaseInfoMapOutput) ElementType() reflect.Type {
-	return reflect.TypeFor[map[string]HelmReleaseInfo]()
-}
-
-// ToHelmReleaseInfoMapOutput returns the output itself.
-func (o HelmReleaseInfoMapOutput) ToHelmReleaseInfoMapOutput() HelmReleaseInfoMapOutput { return o }
-
-// ToHelmReleaseInfoMapOutputWithContext returns the output itself.
-func (o HelmReleaseInfoMapOutput) ToHelmReleaseInfoMapOutputWithContext(context.Context) HelmReleaseInfoMapOutput {
-	return o
+// ElementType is map[string]T.
+func (MapOutput[T]) ElementType() reflect.Type {
+	return reflect.TypeFor[map[string]T]()
 }
 
 // NodeInfo describes a deployed node.
@@ -108,24 +100,8 @@ func (n *NodeInfo) Annotate(an infer.Annotator) {
 	an.Describe(&n.Role, "`controlplane` or `worker`.")
 }
 
-// NodeInfoMapOutput is an output of a map of NodeInfo.
-type NodeInfoMapOutput struct{ *pulumi.OutputState }
-
-// ElementType is map[string]NodeInfo.
-func (NodeInfoMapOutput) ElementType() reflect.Type {
-	return reflect.TypeFor[map[string]NodeInfo]()
-}
-
-// ToNodeInfoMapOutput returns the output itself.
-func (o NodeInfoMapOutput) ToNodeInfoMapOutput() NodeInfoMapOutput { return o }
-
-// ToNodeInfoMapOutputWithContext returns the output itself.
-func (o NodeInfoMapOutput) ToNodeInfoMapOutputWithContext(context.Context) NodeInfoMapOutput {
-	return o
-}
-
 func init() {
-	pulumi.RegisterOutputType(NodeInfoMapOutput{})
-	pulumi.RegisterOutputType(HelmReleaseInfoMapOutput{})
+	pulumi.RegisterOutputType(MapOutput[NodeInfo]{})
+	pulumi.RegisterOutputType(MapOutput[HelmReleaseInfo]{})
 	pulumi.RegisterOutputType(EtcdSnapshotInfoPtrOutput{})
 }

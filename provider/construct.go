@@ -228,7 +228,7 @@ func start(ctx *pulumi.Context, name string, c *spec.Cluster, opts []pulumi.Reso
 }
 
 // nodeInfos is the nodes output: every node's VM id, address, host and role.
-func nodeInfos(c *spec.Cluster, m *wire.Machines) NodeInfoMapOutput {
+func nodeInfos(c *spec.Cluster, m *wire.Machines) MapOutput[NodeInfo] {
 	inputs := make([]any, 0, 2*len(c.Nodes))
 	for _, n := range c.Nodes {
 		inputs = append(inputs, m.VMIDs[n.Name], m.Addresses[n.Name])
@@ -243,7 +243,7 @@ func nodeInfos(c *spec.Cluster, m *wire.Machines) NodeInfoMapOutput {
 		}
 
 		return out
-	}).(NodeInfoMapOutput)
+	}).(MapOutput[NodeInfo])
 }
 
 // withProblems adds problems to err: to its ValidationError, or as a new one.

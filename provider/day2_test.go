@@ -60,17 +60,7 @@ func TestConstructRollingUpgradeOrder(t *testing.T) {
 			for node, wantDeps := range tc.want {
 				u := r.named("homelab-" + node + "-upgrade")
 
-				var got []string
-
-				for _, d := range u.Dependencies {
-					if name, ok := strings.CutSuffix(d[strings.LastIndex(d, "::")+2:], "-upgrade"); ok {
-						got = append(got, strings.TrimPrefix(name, "homelab-"))
-					}
-				}
-
-				slices.Sort(got)
-
-				if !slices.Equal(got, wantDeps) {
+				if got := stepsWaitedFor(u, "-upgrade"); !slices.Equal(got, wantDeps) {
 					t.Errorf("%s's upgrade waits for the upgrades of %v, want %v", node, got, wantDeps)
 				}
 
@@ -124,7 +114,7 @@ func checkReconfigureOrder(t *testing.T, r *recorder, want map[string][]string, 
 	}
 
 	k := r.named("homelab-kubernetes")
-	if k.Type != lifecycle.KubernetesUpgradeToken {
+	if k.Type != lifecycle.KubernetesUpgradeKind.Token {
 		t.Fatalf("homelab-kubernetes is a %s", k.Type)
 	}
 
@@ -144,17 +134,7 @@ func checkReconfigureOrder(t *testing.T, r *recorder, want map[string][]string, 
 
 		c := r.named("homelab-" + node + "-node-config")
 
-		var got []string
-
-		for _, d := range c.Dependencies {
-			if name, ok := strings.CutSuffix(d[strings.LastIndex(d, "::")+2:], "-node-config"); ok {
-				got = append(got, strings.TrimPrefix(name, "homelab-"))
-			}
-		}
-
-		slices.Sort(got)
-
-		if !slices.Equal(got, wantDeps) {
+		if got := stepsWaitedFor(c, "-node-config"); !slices.Equal(got, wantDeps) {
 			t.Errorf("%s's configuration waits for those of %v, want %v", node, got, wantDeps)
 		}
 
@@ -218,7 +198,7 @@ func TestConstructManifestSync(t *testing.T) {
 	}
 
 	for _, reg := range off.custom() {
-		if reg.Type == lifecycle.ManifestSyncToken {
+		if reg.Type == lifecycle.ManifestSyncKind.Token {
 			t.Error("the sync is registered with manifestSync.enabled false")
 		}
 	}
@@ -258,4 +238,20 @@ func TestConstructNamespacedExtraManifest(t *testing.T) {
 	if ns := s.Inputs.Get("namespaces").AsMap().Get(argo).AsString(); ns != "argocd" {
 		t.Errorf("the sync's namespace for %s is %q", argo, ns)
 	}
+}
+
+// stepsWaitedFor are the nodes whose steps of the kind suffix names ("-upgrade") reg depends on,
+// sorted.
+func stepsWaitedFor(reg registration, suffix string) []string {
+	var nodes []string
+
+	for _, d := range reg.Dependencies {
+		if name, ok := strings.CutSuffix(d[strings.LastIndex(d, "::")+2:], suffix); ok {
+			nodes = append(nodes, strings.TrimPrefix(name, "homelab-"))
+		}
+	}
+
+	slices.Sort(nodes)
+
+	return nodes
 }

@@ -118,7 +118,7 @@ func inlineManifests(rendered []*helmrender.Manifest) []talosconfig.Manifest {
 }
 
 // releaseInfos is the helmReleases output.
-func releaseInfos(rendered []*helmrender.Manifest) HelmReleaseInfoMapOutput {
+func releaseInfos(rendered []*helmrender.Manifest) MapOutput[HelmReleaseInfo] {
 	out := map[string]HelmReleaseInfo{}
 
 	for _, m := range rendered {
@@ -134,5 +134,5 @@ func releaseInfos(rendered []*helmrender.Manifest) HelmReleaseInfoMapOutput {
 		}
 	}
 
-	return pulumi.ToOutput(out).(HelmReleaseInfoMapOutput)
+	return pulumi.ToOutput(out).(MapOutput[HelmReleaseInfo])
 }

@@ -2,35 +2,36 @@ package lifecycle
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"time"
 
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
 
-// This file holds what the resources share: the argument heads embedded in their Args (with
-// their Pulumi inputs, embedded in the resources' inputs structs), and the helpers that turn
-// arguments into provider/internal/day2 values.
+// This file holds what the resources share: the argument heads embedded in their Args (each
+// with its descriptions, in one place), and the helpers that turn arguments into
+// provider/internal/day2 values.
 //
 // infer flattens an embedded exported struct into the properties of the struct that embeds it
 // (schema, decoding, secrets) and merges its Annotate before the embedding struct's own, which
-// may describe a promoted field again. A State that embeds its Args merges the Args' heads once
-// more after the Args: a State whose Args describe a promoted field again repeats that in its own
-// Annotate (ClusterHealthState, NodeUpgradeState).
+// may describe a promoted field again (MembershipArgs describes its drainTimeout more closely
+// than Waits). A State that embeds its Args merges the Args' heads once more after the Args: a
+// State whose Args describe a promoted field again repeats that in its own Annotate
+// (NodeUpgradeState). A resource whose state is its inputs says so with an alias
+// (type MembershipState = MembershipArgs), which has no such trap.
 
 // ClusterAccess is how a resource reaches the cluster: the inputs `talosconfig` and `kubeconfig`.
 type ClusterAccess struct {
-	Talosconfig string `pulumi:"talosconfig" provider:"secret"`
-	Kubeconfig  string `pulumi:"kubeconfig" provider:"secret"`
+	Talosconfig string `pulumi:"talosconfig" provider:"secret" doc:"Talos client configuration of the cluster."`
+	Kubeconfig  string `pulumi:"kubeconfig" provider:"secret" doc:"Admin kubeconfig of the cluster."`
 }
 
 // Annotate documents the inputs.
 func (a *ClusterAccess) Annotate(an infer.Annotator) {
-	an.Describe(&a.Talosconfig, "Talos client configuration of the cluster.")
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
+	describeFields(an, a)
 }
 
 // access is the day-2 access the arguments give.
@@ -38,27 +39,17 @@ func (a ClusterAccess) access() day2.Access {
 	return day2.Access{Talosconfig: a.Talosconfig, Kubeconfig: a.Kubeconfig}
 }
 
-// ClusterAccessInputs are ClusterAccess's inputs.
-type ClusterAccessInputs struct {
-	// Talosconfig is the Talos client configuration of the cluster.
-	Talosconfig pulumi.StringInput `pulumi:"talosconfig"`
-	// Kubeconfig is the admin kubeconfig of the cluster.
-	Kubeconfig pulumi.StringInput `pulumi:"kubeconfig"`
-}
-
 // NodeRef is the node a per-node resource is about: the inputs `node`, `address` and
 // `controlPlane`.
 type NodeRef struct {
-	Node         string `pulumi:"node"`
-	Address      string `pulumi:"address"`
-	ControlPlane bool   `pulumi:"controlPlane"`
+	Node         string `pulumi:"node" doc:"The node's hostname."`
+	Address      string `pulumi:"address" doc:"The node's IP address."`
+	ControlPlane bool   `pulumi:"controlPlane" doc:"Whether the node is a control plane."`
 }
 
 // Annotate documents the inputs.
 func (n *NodeRef) Annotate(an infer.Annotator) {
-	an.Describe(&n.Node, "The node's hostname.")
-	an.Describe(&n.Address, "The node's IP address.")
-	an.Describe(&n.ControlPlane, "Whether the node is a control plane.")
+	describeFields(an, n)
 }
 
 // node is the day-2 node the arguments name.
@@ -66,14 +57,38 @@ func (n NodeRef) node() day2.Node {
 	return day2.Node{Name: n.Node, Address: n.Address, ControlPlane: n.ControlPlane}
 }
 
-// NodeRefInputs are NodeRef's inputs.
-type NodeRefInputs struct {
-	// Node is the node's hostname.
-	Node pulumi.StringInput `pulumi:"node"`
-	// Address is the node's IP address.
-	Address pulumi.StringInput `pulumi:"address"`
-	// ControlPlane tells whether the node is a control plane.
-	ControlPlane pulumi.BoolInput `pulumi:"controlPlane"`
+// ClusterNodes are the cluster's nodes by role: the inputs `controlPlanes` and `workers`.
+type ClusterNodes struct {
+	ControlPlanes map[string]string `pulumi:"controlPlanes" doc:"Control planes, hostname to IP."`
+	Workers       map[string]string `pulumi:"workers" doc:"Workers, hostname to IP."`
+}
+
+// Annotate documents the inputs.
+func (n *ClusterNodes) Annotate(an infer.Annotator) {
+	describeFields(an, n)
+}
+
+// Waits are how long a resource that drains nodes may wait: the inputs `drainTimeout` and
+// `timeout` (durations).
+type Waits struct {
+	DrainTimeout string `pulumi:"drainTimeout" doc:"How long draining the node may take (a duration)."`
+	Timeout      string `pulumi:"timeout" doc:"How long each wait may take (a duration)."`
+}
+
+// Annotate documents the inputs.
+func (w *Waits) Annotate(an infer.Annotator) {
+	describeFields(an, w)
+}
+
+// parsed reads the durations.
+func (w Waits) parsed() (drain, each time.Duration, err error) {
+	if each, err = parseDuration("timeout", w.Timeout); err != nil {
+		return 0, 0, err
+	}
+
+	drain, err = parseDuration("drainTimeout", w.DrainTimeout)
+
+	return drain, each, err
 }
 
 // nodesOf lists nodes (hostname to IP) sorted by name.
@@ -96,4 +111,17 @@ func parseDuration(name, v string) (time.Duration, error) {
 	}
 
 	return d, nil
+}
+
+// describeFields describes each field of the struct s that has a `doc` tag with that tag, so a
+// field's description stands beside it; an Annotate calls it first, then describes what a tag
+// cannot (the struct itself, a promoted field described more closely, text with backquotes).
+func describeFields[T any](an infer.Annotator, s *T) {
+	v := reflect.ValueOf(s).Elem()
+
+	for i := range v.NumField() {
+		if doc, ok := v.Type().Field(i).Tag.Lookup("doc"); ok {
+			an.Describe(v.Field(i).Addr().Interface(), doc)
+		}
+	}
 }

@@ -9,7 +9,6 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/clientconfigs"
 )
@@ -22,16 +21,16 @@ type ClientCredentials struct{}
 
 // ClientCredentialsArgs are a ClientCredentials' inputs.
 type ClientCredentialsArgs struct {
-	ClusterName             string   `pulumi:"clusterName"`
-	Endpoint                string   `pulumi:"endpoint,optional"`
-	OsCaCertificate         string   `pulumi:"osCaCertificate"`
-	OsCaKey                 string   `pulumi:"osCaKey" provider:"secret"`
-	KubernetesCaCertificate string   `pulumi:"kubernetesCaCertificate"`
-	KubernetesCaKey         string   `pulumi:"kubernetesCaKey" provider:"secret"`
-	TalosEndpoints          []string `pulumi:"talosEndpoints,optional"`
-	TalosNodes              []string `pulumi:"talosNodes,optional"`
-	Validity                string   `pulumi:"validity"`
-	RenewBefore             string   `pulumi:"renewBefore"`
+	ClusterName             string   `pulumi:"clusterName" doc:"The cluster's name (the talosconfig context)."`
+	Endpoint                string   `pulumi:"endpoint,optional" doc:"The Kubernetes API URL."`
+	OsCaCertificate         string   `pulumi:"osCaCertificate" doc:"The Talos API CA certificate (base64 PEM)."`
+	OsCaKey                 string   `pulumi:"osCaKey" provider:"secret" doc:"The Talos API CA key (base64 PEM)."`
+	KubernetesCaCertificate string   `pulumi:"kubernetesCaCertificate" doc:"The Kubernetes CA certificate (base64 PEM)."`
+	KubernetesCaKey         string   `pulumi:"kubernetesCaKey" provider:"secret" doc:"The Kubernetes CA key (base64 PEM)."`
+	TalosEndpoints          []string `pulumi:"talosEndpoints,optional" doc:"The talosconfig's endpoints."`
+	TalosNodes              []string `pulumi:"talosNodes,optional" doc:"The talosconfig's nodes."`
+	Validity                string   `pulumi:"validity" doc:"How long issued certificates are valid (a duration)."`
+	RenewBefore             string   `pulumi:"renewBefore" doc:"How long before expiry an up renews them (a duration)."`
 }
 
 // ClientCredentialsState is the issued credentials.
@@ -51,16 +50,7 @@ func (r *ClientCredentials) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *ClientCredentialsArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.ClusterName, "The cluster's name (the talosconfig context).")
-	an.Describe(&a.Endpoint, "The Kubernetes API URL.")
-	an.Describe(&a.OsCaCertificate, "The Talos API CA certificate (base64 PEM).")
-	an.Describe(&a.OsCaKey, "The Talos API CA key (base64 PEM).")
-	an.Describe(&a.KubernetesCaCertificate, "The Kubernetes CA certificate (base64 PEM).")
-	an.Describe(&a.KubernetesCaKey, "The Kubernetes CA key (base64 PEM).")
-	an.Describe(&a.TalosEndpoints, "The talosconfig's endpoints.")
-	an.Describe(&a.TalosNodes, "The talosconfig's nodes.")
-	an.Describe(&a.Validity, "How long issued certificates are valid (a duration).")
-	an.Describe(&a.RenewBefore, "How long before expiry an up renews them (a duration).")
+	describeFields(an, a)
 }
 
 func issue(in ClientCredentialsArgs) (ClientCredentialsState, error) {
@@ -171,42 +161,5 @@ func (r *ClientCredentials) Update(_ context.Context, req infer.UpdateRequest[Cl
 	return infer.UpdateResponse[ClientCredentialsState]{Output: s}, nil
 }
 
-// ClientCredentialsToken is ClientCredentials' type token.
-const ClientCredentialsToken = tokenPrefix + "ClientCredentials"
-
-// ClientCredentialsInputs are ClientCredentialsArgs as Pulumi inputs.
-type ClientCredentialsInputs struct {
-	// ClusterName is the cluster's name (the talosconfig context).
-	ClusterName pulumi.StringInput `pulumi:"clusterName"`
-	// Endpoint is the Kubernetes API URL (optional).
-	Endpoint pulumi.StringInput `pulumi:"endpoint"`
-	// OsCaCertificate is the Talos API CA certificate (base64 PEM).
-	OsCaCertificate pulumi.StringInput `pulumi:"osCaCertificate"`
-	// OsCaKey is the Talos API CA key (base64 PEM).
-	OsCaKey pulumi.StringInput `pulumi:"osCaKey"`
-	// KubernetesCaCertificate is the Kubernetes CA certificate (base64 PEM).
-	KubernetesCaCertificate pulumi.StringInput `pulumi:"kubernetesCaCertificate"`
-	// KubernetesCaKey is the Kubernetes CA key (base64 PEM).
-	KubernetesCaKey pulumi.StringInput `pulumi:"kubernetesCaKey"`
-	// TalosEndpoints are the talosconfig's endpoints (optional).
-	TalosEndpoints pulumi.StringArrayInput `pulumi:"talosEndpoints"`
-	// TalosNodes are the talosconfig's nodes (optional).
-	TalosNodes pulumi.StringArrayInput `pulumi:"talosNodes"`
-	// Validity is how long issued certificates are valid (a duration).
-	Validity pulumi.StringInput `pulumi:"validity"`
-	// RenewBefore is how long before expiry an up renews them (a duration).
-	RenewBefore pulumi.StringInput `pulumi:"renewBefore"`
-}
-
-// ClientCredentialsOutputs is the view of a ClientCredentials' outputs (ClientCredentialsState).
-type ClientCredentialsOutputs struct {
-	pulumi.CustomResourceState
-
-	// Talosconfig is the issued admin talosconfig.
-	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
-	// Kubeconfig is the issued admin kubeconfig.
-	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-}
-
 // ClientCredentialsKind registers ClientCredentials.
-var ClientCredentialsKind = kindOf[ClientCredentialsArgs, ClientCredentialsInputs, ClientCredentialsOutputs](ClientCredentialsToken)
+var ClientCredentialsKind = kindOf[ClientCredentials, ClientCredentialsArgs, CredentialsOutputs]()

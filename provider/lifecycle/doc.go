@@ -15,7 +15,41 @@
 //   - ClusterHealth: the health gate every change ends with (health.go);
 //   - ManifestSync: the cluster's manifests, applied server-side with pruning (manifestsync.go).
 //
-// args.go holds the argument heads they share (how to reach the cluster, which node) and their
-// shared helpers; kind.go is the typed seam the component registers them through (token, inputs,
-// outputs of each resource), which the tests check against the served schema.
+// args.go holds the argument heads they share (ClusterAccess, NodeRef, ClusterNodes, Waits) with
+// their descriptions, and the shared helpers; kind.go is the typed seam the component registers
+// them through (Kind, Inputs, Set), which the tests check against the served schema.
+//
+// # Adding a resource
+//
+// One file, say etcdsnapshot.go, with the resource, its Args (embedding the heads it shares, each
+// field described by its doc tag), its State, CRUD, and its Kind:
+//
+//	type EtcdSnapshot struct{}
+//
+//	type EtcdSnapshotArgs struct {
+//		ClusterAccess
+//		NodeRef
+//		Timeout string `pulumi:"timeout" doc:"How long the snapshot may take (a duration)."`
+//	}
+//
+//	type EtcdSnapshotState = EtcdSnapshotArgs // or a struct embedding the Args, plus outputs
+//
+//	func (r *EtcdSnapshot) Annotate(an infer.Annotator) { an.Describe(r, "…") }
+//	func (a *EtcdSnapshotArgs) Annotate(an infer.Annotator) { describeFields(an, a) }
+//
+//	var EtcdSnapshotKind = kindOf[EtcdSnapshot, EtcdSnapshotArgs, Registered]()
+//
+// Then serve it (infer.Resource in provider.go), list it in seam_test.go's kinds, run
+// `make codegen`, and register it from provider/internal/wire, setting each input on its Args
+// field (the compiler checks the input's type against the field's):
+//
+//	in, a := lifecycle.EtcdSnapshotKind.Inputs()
+//	setAccess(in, &a.ClusterAccess, r)
+//	setNodeRef(in, &a.NodeRef, n, m)
+//	lifecycle.Set(in, &a.Timeout, pulumi.String(c.Etcd.Timeout.String()))
+//	snap, err := lifecycle.EtcdSnapshotKind.Register(s.Ctx, s.child(n.Name+"-etcd-snapshot"), in, s.parent(), self.option)
+//
+// Register refuses inputs that leave out a required one. A resource whose outputs the component
+// reads has an outputs view instead of Registered (a struct embedding
+// pulumi.CustomResourceState with one pulumi.XOutput field per State property it reads).
 package lifecycle

@@ -8,7 +8,6 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -21,18 +20,15 @@ type ClusterHealth struct{}
 // cluster does (configurations, images), so the gate runs after every change.
 type ClusterHealthArgs struct {
 	ClusterAccess
-	ControlPlanes     map[string]string `pulumi:"controlPlanes"`
-	Workers           map[string]string `pulumi:"workers"`
-	RequireNodesReady bool              `pulumi:"requireNodesReady"`
-	Timeout           string            `pulumi:"timeout"`
-	Revision          string            `pulumi:"revision"`
-	KubernetesVersion string            `pulumi:"kubernetesVersion,optional"`
+	ClusterNodes
+	RequireNodesReady bool   `pulumi:"requireNodesReady" doc:"Require every Kubernetes Node to be Ready."`
+	Timeout           string `pulumi:"timeout" doc:"How long to wait (a duration)."`
+	Revision          string `pulumi:"revision" doc:"Changes whenever the cluster does, so the gate runs again."`
+	KubernetesVersion string `pulumi:"kubernetesVersion,optional" doc:"The cluster's Kubernetes version: the gate runs again when it changes."`
 }
 
 // ClusterHealthState is the gate's inputs once the cluster passed it.
-type ClusterHealthState struct {
-	ClusterHealthArgs
-}
+type ClusterHealthState = ClusterHealthArgs
 
 // Annotate documents the resource.
 func (r *ClusterHealth) Annotate(an infer.Annotator) {
@@ -42,49 +38,36 @@ func (r *ClusterHealth) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs (the kubeconfig more closely than ClusterAccess does).
 func (a *ClusterHealthArgs) Annotate(an infer.Annotator) {
+	describeFields(an, a)
 	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster; passed on once the cluster is healthy.")
-	an.Describe(&a.ControlPlanes, "Control planes, hostname to IP.")
-	an.Describe(&a.Workers, "Workers, hostname to IP.")
-	an.Describe(&a.RequireNodesReady, "Require every Kubernetes Node to be Ready.")
-	an.Describe(&a.Timeout, "How long to wait (a duration).")
-	an.Describe(&a.Revision, "Changes whenever the cluster does, so the gate runs again.")
-	an.Describe(&a.KubernetesVersion, "The cluster's Kubernetes version: the gate runs again when it changes.")
-}
-
-// Annotate documents the state: the inputs again, since infer merges the embedded
-// ClusterAccess's descriptions after the embedded args' own.
-func (s *ClusterHealthState) Annotate(an infer.Annotator) {
-	s.ClusterHealthArgs.Annotate(an)
 }
 
 // Diff runs the gate again whenever an input changes. (The Kubernetes version step is checked by
 // the KubernetesUpgrade, which moves the cluster.)
 func (r *ClusterHealth) Diff(_ context.Context, req infer.DiffRequest[ClusterHealthArgs, ClusterHealthState]) (infer.DiffResponse, error) {
-	return infer.DiffResponse{HasChanges: !reflect.DeepEqual(req.Inputs, req.State.ClusterHealthArgs)}, nil
+	return infer.DiffResponse{HasChanges: !reflect.DeepEqual(req.Inputs, req.State)}, nil
 }
 
 // Create runs the gate.
 func (r *ClusterHealth) Create(ctx context.Context, req infer.CreateRequest[ClusterHealthArgs]) (infer.CreateResponse[ClusterHealthState], error) {
-	state := ClusterHealthState{req.Inputs}
 	if req.DryRun {
-		return infer.CreateResponse[ClusterHealthState]{ID: "health", Output: state}, nil
+		return infer.CreateResponse[ClusterHealthState]{ID: "health", Output: req.Inputs}, nil
 	}
 
-	return infer.CreateResponse[ClusterHealthState]{ID: "health", Output: state}, gate(ctx, req.Inputs)
+	return infer.CreateResponse[ClusterHealthState]{ID: "health", Output: req.Inputs}, gate(ctx, req.Inputs)
 }
 
 // Update runs the gate again.
 func (r *ClusterHealth) Update(ctx context.Context, req infer.UpdateRequest[ClusterHealthArgs, ClusterHealthState]) (infer.UpdateResponse[ClusterHealthState], error) {
-	state := ClusterHealthState{req.Inputs}
 	if req.DryRun {
-		return infer.UpdateResponse[ClusterHealthState]{Output: state}, nil
+		return infer.UpdateResponse[ClusterHealthState]{Output: req.Inputs}, nil
 	}
 
 	if err := gate(ctx, req.Inputs); err != nil {
 		return infer.UpdateResponse[ClusterHealthState]{}, err
 	}
 
-	return infer.UpdateResponse[ClusterHealthState]{Output: state}, nil
+	return infer.UpdateResponse[ClusterHealthState]{Output: req.Inputs}, nil
 }
 
 func gate(ctx context.Context, in ClusterHealthArgs) error {
@@ -111,35 +94,5 @@ func gate(ctx context.Context, in ClusterHealthArgs) error {
 	return nil
 }
 
-// ClusterHealthToken is ClusterHealth's type token.
-const ClusterHealthToken = tokenPrefix + "ClusterHealth"
-
-// ClusterHealthInputs are ClusterHealthArgs as Pulumi inputs.
-type ClusterHealthInputs struct {
-	ClusterAccessInputs
-	// ControlPlanes are the control planes, hostname to IP.
-	ControlPlanes pulumi.StringMapInput `pulumi:"controlPlanes"`
-	// Workers are the workers, hostname to IP.
-	Workers pulumi.StringMapInput `pulumi:"workers"`
-	// RequireNodesReady requires every Kubernetes Node to be Ready.
-	RequireNodesReady pulumi.BoolInput `pulumi:"requireNodesReady"`
-	// Timeout is how long to wait (a duration).
-	Timeout pulumi.StringInput `pulumi:"timeout"`
-	// Revision changes whenever the cluster does, so the gate runs again.
-	Revision pulumi.StringInput `pulumi:"revision"`
-	// KubernetesVersion is the cluster's Kubernetes version (optional).
-	KubernetesVersion pulumi.StringInput `pulumi:"kubernetesVersion"`
-}
-
-// ClusterHealthOutputs is the view of the ClusterHealth outputs the component reads (ClusterHealthState).
-type ClusterHealthOutputs struct {
-	pulumi.CustomResourceState
-
-	// Talosconfig is the talosconfig input, once the cluster passed the gate.
-	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
-	// Kubeconfig is the kubeconfig input, once the cluster passed the gate.
-	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
-}
-
 // ClusterHealthKind registers ClusterHealths.
-var ClusterHealthKind = kindOf[ClusterHealthArgs, ClusterHealthInputs, ClusterHealthOutputs](ClusterHealthToken)
+var ClusterHealthKind = kindOf[ClusterHealth, ClusterHealthArgs, CredentialsOutputs]()

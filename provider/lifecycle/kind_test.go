@@ -16,43 +16,74 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumix"
 )
 
-// inputMap flattens embedded structs, leaves nil inputs out and turns structs and maps of them
-// into maps.
-func TestInputMap(t *testing.T) {
+// Inputs flatten embedded heads, leave out nil inputs, turn objects into maps, and refuse
+// inputs that leave a required one out (objects' included) or are set on another Args' field.
+func TestInputsPropertyMap(t *testing.T) {
 	t.Parallel()
 
-	m, err := inputMap(reflect.ValueOf(MembershipInputs{
-		ClusterAccessInputs: ClusterAccessInputs{Talosconfig: pulumi.String("tc")},
-		Nodes: map[string]MemberNodeInputs{
-			"cp-1": {Address: pulumi.String("10.0.0.11"), ControlPlane: pulumi.Bool(true)},
-			"w-1":  {Address: pulumi.String("10.0.0.21")},
-		},
-		Timeout: pulumi.String("10m"),
-	}))
+	// members are cp-1 and w-1; w-1 says it is no control plane unless left incomplete.
+	members := func(incomplete bool) map[string]*Inputs[MemberNode] {
+		out := map[string]*Inputs[MemberNode]{}
+		for name, addr := range map[string]string{"cp-1": "10.0.0.11", "w-1": "10.0.0.21"} {
+			in, n := NewInputs[MemberNode]()
+			Set(in, &n.Address, pulumi.String(addr))
+
+			if name == "cp-1" || !incomplete {
+				Set(in, &n.ControlPlane, pulumi.Bool(name == "cp-1"))
+			}
+
+			out[name] = in
+		}
+
+		return out
+	}
+
+	in, a := MembershipKind.Inputs()
+	Set(in, &a.Talosconfig, pulumi.String("tc"))
+	Set(in, &a.Kubeconfig, pulumi.String("kc"))
+	SetEach(in, &a.Nodes, members(false))
+	Set(in, &a.DrainTimeout, pulumi.String("5m"))
+	Set(in, &a.Timeout, pulumi.String("10m"))
+
+	m, err := in.propertyMap()
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	want := pulumi.Map{
 		"talosconfig": pulumi.String("tc"),
+		"kubeconfig":  pulumi.String("kc"),
 		"nodes": pulumi.Map{
 			"cp-1": pulumi.Map{"address": pulumi.String("10.0.0.11"), "controlPlane": pulumi.Bool(true)},
-			"w-1":  pulumi.Map{"address": pulumi.String("10.0.0.21")},
+			"w-1":  pulumi.Map{"address": pulumi.String("10.0.0.21"), "controlPlane": pulumi.Bool(false)},
 		},
-		"timeout": pulumi.String("10m"),
+		"drainTimeout": pulumi.String("5m"),
+		"timeout":      pulumi.String("10m"),
 	}
 	if !reflect.DeepEqual(m, want) {
-		t.Errorf("inputMap = %#v, want %#v", m, want)
+		t.Errorf("propertyMap = %#v, want %#v", m, want)
 	}
 
-	type untagged struct {
-		Timeout pulumi.StringInput
+	partial, b := MembershipKind.Inputs()
+	Set(partial, &b.Talosconfig, pulumi.String("tc"))
+	Set(partial, &b.Kubeconfig, nil)
+	SetEach(partial, &b.Nodes, members(true))
+	Set(partial, &b.DrainTimeout, pulumi.String("5m"))
+	Set(partial, &b.Timeout, pulumi.String("10m"))
+	Set(partial, &a.Timeout, pulumi.String("1m")) // a field of the other inputs
+
+	if _, ok := partial.set[&b.Kubeconfig]; ok {
+		t.Error("a nil input was set")
 	}
 
-	if _, err := inputMap(reflect.ValueOf(untagged{})); err == nil || !strings.Contains(err.Error(), "no pulumi tag") {
-		t.Errorf("an untagged field: err = %v", err)
+	_, err = partial.propertyMap()
+	for _, want := range []string{"the input kubeconfig is required", "nodes: w-1: the input controlPlane is required", "1 inputs are set on fields that are not properties"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("partial inputs: err = %v, want %q", err, want)
+		}
 	}
 }
 
@@ -93,28 +124,41 @@ func TestKindRegister(t *testing.T) {
 	var found string
 
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		in := NodeUpgradeInputs{
-			ClusterAccessInputs: ClusterAccessInputs{Talosconfig: pulumi.String("tc"), Kubeconfig: pulumi.String("kc")},
-			NodeRefInputs:       NodeRefInputs{Node: pulumi.String("cp-1"), Address: pulumi.String("10.0.0.11"), ControlPlane: pulumi.Bool(true)},
-			ControlPlanes:       pulumi.StringMap{"cp-1": pulumi.String("10.0.0.11")},
-			TalosVersion:        pulumi.String("v1.11.5"), SchematicId: pulumi.String("aaa"), InstallerImage: pulumi.String("f/installer/aaa:v1.11.5"),
-			Drain: pulumi.Bool(true), DrainTimeout: pulumi.String("5m"), Timeout: pulumi.String("10m"),
-			CheckReady: pulumi.Bool(true), AllowDowngrade: pulumi.Bool(false),
+		upgrade := func(talosVersion pulumix.Input[string]) *Inputs[NodeUpgradeArgs] {
+			in, a := NodeUpgradeKind.Inputs()
+			Set(in, &a.Talosconfig, pulumi.String("tc"))
+			Set(in, &a.Kubeconfig, pulumi.String("kc"))
+			Set(in, &a.Node, pulumi.String("cp-1"))
+			Set(in, &a.Address, pulumi.String("10.0.0.11"))
+			Set(in, &a.ControlPlane, pulumi.Bool(true))
+			Set(in, &a.ControlPlanes, pulumi.StringMap{"cp-1": pulumi.String("10.0.0.11")})
+			Set(in, &a.TalosVersion, talosVersion)
+			Set(in, &a.SchematicId, pulumi.String("aaa"))
+			Set(in, &a.InstallerImage, pulumi.String("f/installer/aaa:v1.11.5"))
+			Set(in, &a.Drain, pulumi.Bool(true))
+			Set(in, &a.DrainTimeout, pulumi.String("5m"))
+			Set(in, &a.Timeout, pulumi.String("10m"))
+			Set(in, &a.CheckReady, pulumi.Bool(true))
+			Set(in, &a.AllowDowngrade, pulumi.Bool(false))
+
+			return in
 		}
 
-		if _, err := NodeUpgradeKind.Register(ctx, "cp-1-upgrade", in); err != nil {
+		if _, err := NodeUpgradeKind.Register(ctx, "cp-1-upgrade", upgrade(pulumi.String("v1.11.5"))); err != nil {
 			return err
 		}
 
-		in.TalosVersion = nil
-		if _, err := NodeUpgradeKind.Register(ctx, "incomplete", in); err == nil ||
-			!strings.Contains(err.Error(), "the input talosVersion is required") || !strings.Contains(err.Error(), NodeUpgradeToken) {
+		if _, err := NodeUpgradeKind.Register(ctx, "incomplete", upgrade(nil)); err == nil ||
+			!strings.Contains(err.Error(), "the input talosVersion is required") || !strings.Contains(err.Error(), NodeUpgradeKind.Token) {
 			return fmt.Errorf("registering without talosVersion: err = %v", err)
 		}
 
-		a, err := NodeAddressKind.Register(ctx, "w-1-address", NodeAddressInputs{
-			Node: pulumi.String("w-1"), Subnet: pulumi.String("10.0.0.0/24"), Timeout: pulumi.String("10m"),
-		})
+		in, args := NodeAddressKind.Inputs()
+		Set(in, &args.Node, pulumi.String("w-1"))
+		Set(in, &args.Subnet, pulumi.String("10.0.0.0/24"))
+		Set(in, &args.Timeout, pulumi.String("10m"))
+
+		a, err := NodeAddressKind.Register(ctx, "w-1-address", in)
 		if err != nil {
 			return err
 		}
@@ -131,17 +175,17 @@ func TestKindRegister(t *testing.T) {
 		t.Errorf("Address = %q", found)
 	}
 
-	got := engine.inputs[NodeUpgradeToken+"/cp-1-upgrade"]
+	got := engine.inputs[NodeUpgradeKind.Token+"/cp-1-upgrade"]
 	if keys := slices.Sorted(maps.Keys(got.Mappable())); len(keys) != 14 || got["talosconfig"].StringValue() != "tc" ||
 		got["node"].StringValue() != "cp-1" || !got["controlPlane"].BoolValue() || got["controlPlanes"].ObjectValue()["cp-1"].StringValue() != "10.0.0.11" {
 		t.Errorf("NodeUpgrade inputs = %v", got)
 	}
 
-	if _, ok := engine.inputs[NodeUpgradeToken+"/incomplete"]; ok {
+	if _, ok := engine.inputs[NodeUpgradeKind.Token+"/incomplete"]; ok {
 		t.Error("inputs without a required one were registered")
 	}
 
-	if got := slices.Sorted(maps.Keys(engine.inputs[NodeAddressToken+"/w-1-address"].Mappable())); !slices.Equal(got, []string{"node", "subnet", "timeout"}) {
+	if got := slices.Sorted(maps.Keys(engine.inputs[NodeAddressKind.Token+"/w-1-address"].Mappable())); !slices.Equal(got, []string{"node", "subnet", "timeout"}) {
 		t.Errorf("NodeAddress inputs = %v, want the three given (the optional ones left out)", got)
 	}
 }
@@ -172,7 +216,7 @@ func TestEmbeddedHeadsRoundTrip(t *testing.T) {
 	})
 
 	resp, err := server.Create(p.CreateRequest{
-		Urn:        resource.URN("urn:pulumi:dev::lab::" + NodeRetireToken + "::cp-1-retire"),
+		Urn:        resource.URN("urn:pulumi:dev::lab::" + NodeRetireKind.Token + "::cp-1-retire"),
 		Properties: in,
 	})
 	if err != nil {

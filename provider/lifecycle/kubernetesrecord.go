@@ -16,13 +16,11 @@ type KubernetesRecord struct{}
 
 // KubernetesRecordArgs are a KubernetesRecord's inputs.
 type KubernetesRecordArgs struct {
-	KubernetesVersion string `pulumi:"kubernetesVersion"`
+	KubernetesVersion string `pulumi:"kubernetesVersion" doc:"The Kubernetes version the cluster runs."`
 }
 
 // KubernetesRecordState is the version recorded.
-type KubernetesRecordState struct {
-	KubernetesRecordArgs
-}
+type KubernetesRecordState = KubernetesRecordArgs
 
 // Annotate documents the resource.
 func (r *KubernetesRecord) Annotate(an infer.Annotator) {
@@ -33,26 +31,17 @@ func (r *KubernetesRecord) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *KubernetesRecordArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.KubernetesVersion, "The Kubernetes version the cluster runs.")
+	describeFields(an, a)
 }
 
 // Create records the version.
 func (r *KubernetesRecord) Create(_ context.Context, req infer.CreateRequest[KubernetesRecordArgs]) (infer.CreateResponse[KubernetesRecordState], error) {
-	return infer.CreateResponse[KubernetesRecordState]{ID: "kubernetes-version", Output: KubernetesRecordState{req.Inputs}}, nil
+	return infer.CreateResponse[KubernetesRecordState]{ID: "kubernetes-version", Output: req.Inputs}, nil
 }
 
 // Update records the new version (kubernetesVersion was set to it).
 func (r *KubernetesRecord) Update(_ context.Context, req infer.UpdateRequest[KubernetesRecordArgs, KubernetesRecordState]) (infer.UpdateResponse[KubernetesRecordState], error) {
-	return infer.UpdateResponse[KubernetesRecordState]{Output: KubernetesRecordState{req.Inputs}}, nil
-}
-
-// KubernetesRecordToken is KubernetesRecord's type token.
-const KubernetesRecordToken = tokenPrefix + "KubernetesRecord"
-
-// KubernetesRecordInputs are KubernetesRecordArgs as Pulumi inputs.
-type KubernetesRecordInputs struct {
-	// KubernetesVersion is the Kubernetes version the cluster runs.
-	KubernetesVersion pulumi.StringInput `pulumi:"kubernetesVersion"`
+	return infer.UpdateResponse[KubernetesRecordState]{Output: req.Inputs}, nil
 }
 
 // KubernetesRecordOutputs is the view of the KubernetesRecord outputs the component reads.
@@ -64,4 +53,4 @@ type KubernetesRecordOutputs struct {
 }
 
 // KubernetesRecordKind registers KubernetesRecords.
-var KubernetesRecordKind = kindOf[KubernetesRecordArgs, KubernetesRecordInputs, KubernetesRecordOutputs](KubernetesRecordToken)
+var KubernetesRecordKind = kindOf[KubernetesRecord, KubernetesRecordArgs, KubernetesRecordOutputs]()

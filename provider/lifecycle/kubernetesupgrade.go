@@ -8,7 +8,6 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -21,16 +20,13 @@ type KubernetesUpgrade struct{}
 // KubernetesUpgradeArgs are a KubernetesUpgrade's inputs.
 type KubernetesUpgradeArgs struct {
 	ClusterAccess
-	ControlPlanes     map[string]string `pulumi:"controlPlanes"`
-	Workers           map[string]string `pulumi:"workers"`
-	KubernetesVersion string            `pulumi:"kubernetesVersion"`
-	Timeout           string            `pulumi:"timeout"`
+	ClusterNodes
+	KubernetesVersion string `pulumi:"kubernetesVersion" doc:"The Kubernetes version the cluster runs: a change moves one minor up at a time."`
+	Timeout           string `pulumi:"timeout" doc:"How long each component on each node may take (a duration)."`
 }
 
-// KubernetesUpgradeState is the version the cluster runs.
-type KubernetesUpgradeState struct {
-	KubernetesUpgradeArgs
-}
+// KubernetesUpgradeState is the version the cluster runs (with the inputs it was reached with).
+type KubernetesUpgradeState = KubernetesUpgradeArgs
 
 // Annotate documents the resource.
 func (r *KubernetesUpgrade) Annotate(an infer.Annotator) {
@@ -42,15 +38,12 @@ func (r *KubernetesUpgrade) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *KubernetesUpgradeArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.ControlPlanes, "Control planes, hostname to IP.")
-	an.Describe(&a.Workers, "Workers, hostname to IP.")
-	an.Describe(&a.KubernetesVersion, "The Kubernetes version the cluster runs: a change moves one minor up at a time.")
-	an.Describe(&a.Timeout, "How long each component on each node may take (a duration).")
+	describeFields(an, a)
 }
 
 // Create records the version: the nodes were configured with it.
 func (r *KubernetesUpgrade) Create(_ context.Context, req infer.CreateRequest[KubernetesUpgradeArgs]) (infer.CreateResponse[KubernetesUpgradeState], error) {
-	return infer.CreateResponse[KubernetesUpgradeState]{ID: "kubernetes", Output: KubernetesUpgradeState{req.Inputs}}, nil
+	return infer.CreateResponse[KubernetesUpgradeState]{ID: "kubernetes", Output: req.Inputs}, nil
 }
 
 // Diff shows an update only when the version changes (other inputs change nothing on the
@@ -75,10 +68,8 @@ func (r *KubernetesUpgrade) Diff(_ context.Context, req infer.DiffRequest[Kubern
 // there) is left alone.
 func (r *KubernetesUpgrade) Update(ctx context.Context, req infer.UpdateRequest[KubernetesUpgradeArgs, KubernetesUpgradeState]) (infer.UpdateResponse[KubernetesUpgradeState], error) {
 	in := req.Inputs
-	state := KubernetesUpgradeState{in}
-
 	if req.DryRun || in.KubernetesVersion == req.State.KubernetesVersion {
-		return infer.UpdateResponse[KubernetesUpgradeState]{Output: state}, nil
+		return infer.UpdateResponse[KubernetesUpgradeState]{Output: in}, nil
 	}
 
 	if err := day2.CheckKubernetesStep(req.State.KubernetesVersion, in.KubernetesVersion); err != nil {
@@ -111,7 +102,7 @@ func (r *KubernetesUpgrade) Update(ctx context.Context, req infer.UpdateRequest[
 
 	log.Infof("Kubernetes %s on every node in %s: %s", in.KubernetesVersion, time.Since(start).Round(time.Second), orNothing(res.Updated))
 
-	return infer.UpdateResponse[KubernetesUpgradeState]{Output: state}, nil
+	return infer.UpdateResponse[KubernetesUpgradeState]{Output: in}, nil
 }
 
 func orNothing(s []string) string {
@@ -122,21 +113,5 @@ func orNothing(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// KubernetesUpgradeToken is KubernetesUpgrade's type token.
-const KubernetesUpgradeToken = tokenPrefix + "KubernetesUpgrade"
-
-// KubernetesUpgradeInputs are KubernetesUpgradeArgs as Pulumi inputs.
-type KubernetesUpgradeInputs struct {
-	ClusterAccessInputs
-	// ControlPlanes are the control planes, hostname to IP.
-	ControlPlanes pulumi.StringMapInput `pulumi:"controlPlanes"`
-	// Workers are the workers, hostname to IP.
-	Workers pulumi.StringMapInput `pulumi:"workers"`
-	// KubernetesVersion is the Kubernetes version the cluster runs.
-	KubernetesVersion pulumi.StringInput `pulumi:"kubernetesVersion"`
-	// Timeout is how long each component on each node may take (a duration).
-	Timeout pulumi.StringInput `pulumi:"timeout"`
-}
-
 // KubernetesUpgradeKind registers KubernetesUpgrades.
-var KubernetesUpgradeKind = kindOf[KubernetesUpgradeArgs, KubernetesUpgradeInputs, Registered](KubernetesUpgradeToken)
+var KubernetesUpgradeKind = kindOf[KubernetesUpgrade, KubernetesUpgradeArgs, Registered]()

@@ -12,7 +12,6 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -24,23 +23,23 @@ type ManifestSync struct{}
 
 // ManifestSyncArgs are a ManifestSync's inputs.
 type ManifestSyncArgs struct {
-	Kubeconfig             string            `pulumi:"kubeconfig" provider:"secret"`
-	Manifests              map[string]string `pulumi:"manifests" provider:"secret"`
-	ExtraManifests         []string          `pulumi:"extraManifests,optional"`
+	Kubeconfig             string            `pulumi:"kubeconfig" provider:"secret" doc:"Admin kubeconfig of the cluster."`
+	Manifests              map[string]string `pulumi:"manifests" provider:"secret" doc:"Manifests by name (as in the control planes' inlineManifests)."`
+	ExtraManifests         []string          `pulumi:"extraManifests,optional" doc:"URLs of extra manifests, fetched by the sync as Talos fetches them."`
 	Namespaces             map[string]string `pulumi:"namespaces,optional"`
-	PruneCrdsAndNamespaces bool              `pulumi:"pruneCrdsAndNamespaces,optional"`
-	Force                  bool              `pulumi:"force,optional"`
-	Timeout                string            `pulumi:"timeout"`
+	PruneCrdsAndNamespaces bool              `pulumi:"pruneCrdsAndNamespaces,optional" doc:"Also delete CustomResourceDefinitions and Namespaces that left the configuration."`
+	Force                  bool              `pulumi:"force,optional" doc:"Delete and recreate objects whose immutable fields changed."`
+	Timeout                string            `pulumi:"timeout" doc:"How long a sync may take (a duration)."`
 }
 
 // ManifestSyncState is what the last sync applied.
 type ManifestSyncState struct {
 	ManifestSyncArgs
 	// Applied is manifest name → object (group/Kind/namespace/name) → sha256 of the object.
-	Applied map[string]map[string]string `pulumi:"applied,optional" provider:"secret"`
+	Applied map[string]map[string]string `pulumi:"applied,optional" provider:"secret" doc:"What the last sync applied: manifest → object → sha256."`
 	// Changes says per manifest what the last sync (at preview: the planned one) added, changed
 	// and pruned.
-	Changes []string `pulumi:"changes,optional"`
+	Changes []string `pulumi:"changes,optional" doc:"Per manifest, the objects the last sync added, changed and pruned."`
 }
 
 // Annotate documents the resource.
@@ -52,19 +51,13 @@ func (r *ManifestSync) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *ManifestSyncArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Kubeconfig, "Admin kubeconfig of the cluster.")
-	an.Describe(&a.Manifests, "Manifests by name (as in the control planes' inlineManifests).")
-	an.Describe(&a.ExtraManifests, "URLs of extra manifests, fetched by the sync as Talos fetches them.")
+	describeFields(an, a)
 	an.Describe(&a.Namespaces, "Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).")
-	an.Describe(&a.PruneCrdsAndNamespaces, "Also delete CustomResourceDefinitions and Namespaces that left the configuration.")
-	an.Describe(&a.Force, "Delete and recreate objects whose immutable fields changed.")
-	an.Describe(&a.Timeout, "How long a sync may take (a duration).")
 }
 
 // Annotate documents the state.
 func (s *ManifestSyncState) Annotate(an infer.Annotator) {
-	an.Describe(&s.Applied, "What the last sync applied: manifest → object → sha256.")
-	an.Describe(&s.Changes, "Per manifest, the objects the last sync added, changed and pruned.")
+	describeFields(an, s)
 }
 
 // desired parses the manifests and fetches the extra ones. Names keep the manifests apart in
@@ -217,28 +210,5 @@ func left(keys []string) string {
 	return "; left in place: " + strings.Join(shown, ", ")
 }
 
-// ManifestSyncToken is ManifestSync's type token.
-const ManifestSyncToken = tokenPrefix + "ManifestSync"
-
-// ManifestSyncInputs are ManifestSyncArgs as Pulumi inputs.
-type ManifestSyncInputs struct {
-	// Kubeconfig is the admin kubeconfig of the cluster.
-	Kubeconfig pulumi.StringInput `pulumi:"kubeconfig"`
-	// Manifests are the manifests by name.
-	Manifests pulumi.StringMapInput `pulumi:"manifests"`
-	// ExtraManifests are URLs of extra manifests (optional).
-	ExtraManifests pulumi.StringArrayInput `pulumi:"extraManifests"`
-	// Namespaces map an extra manifest URL to the namespace of its namespaced objects that name
-	// none (optional).
-	Namespaces pulumi.StringMapInput `pulumi:"namespaces"`
-	// PruneCrdsAndNamespaces also deletes CustomResourceDefinitions and Namespaces that left the
-	// configuration (optional).
-	PruneCrdsAndNamespaces pulumi.BoolInput `pulumi:"pruneCrdsAndNamespaces"`
-	// Force deletes and recreates objects whose immutable fields changed (optional).
-	Force pulumi.BoolInput `pulumi:"force"`
-	// Timeout is how long a sync may take (a duration).
-	Timeout pulumi.StringInput `pulumi:"timeout"`
-}
-
 // ManifestSyncKind registers ManifestSyncs.
-var ManifestSyncKind = kindOf[ManifestSyncArgs, ManifestSyncInputs, Registered](ManifestSyncToken)
+var ManifestSyncKind = kindOf[ManifestSync, ManifestSyncArgs, Registered]()

@@ -9,7 +9,6 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -21,22 +20,19 @@ type Membership struct{}
 
 // MemberNode is one node of the membership.
 type MemberNode struct {
-	Address      string `pulumi:"address"`
-	ControlPlane bool   `pulumi:"controlPlane"`
+	Address      string `pulumi:"address" doc:"The node's IP address."`
+	ControlPlane bool   `pulumi:"controlPlane" doc:"Whether the node is a control plane."`
 }
 
 // MembershipArgs are a Membership's inputs.
 type MembershipArgs struct {
 	ClusterAccess
-	Nodes        map[string]MemberNode `pulumi:"nodes"`
-	DrainTimeout string                `pulumi:"drainTimeout"`
-	Timeout      string                `pulumi:"timeout"`
+	Nodes map[string]MemberNode `pulumi:"nodes" doc:"The cluster's nodes by hostname."`
+	Waits
 }
 
 // MembershipState is the node list the cluster was last brought to.
-type MembershipState struct {
-	MembershipArgs
-}
+type MembershipState = MembershipArgs
 
 // Annotate documents the resource.
 func (r *Membership) Annotate(an infer.Annotator) {
@@ -44,18 +40,16 @@ func (r *Membership) Annotate(an infer.Annotator) {
 		"quorum protection, reset, Node deletion) before their VMs are deleted. Registered by TalosProxmoxCluster.")
 }
 
-// Annotate documents the inputs.
+// Annotate documents the inputs (the drain more closely than Waits does).
 func (a *MembershipArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Nodes, "The cluster's nodes by hostname.")
+	describeFields(an, a)
 	an.Describe(&a.DrainTimeout, "How long draining a leaving worker may take (a duration).")
-	an.Describe(&a.Timeout, "How long each wait may take (a duration).")
 }
 
 // Annotate documents a node.
 func (n *MemberNode) Annotate(an infer.Annotator) {
+	describeFields(an, n)
 	an.Describe(n, "One node of the cluster's membership.")
-	an.Describe(&n.Address, "The node's IP address.")
-	an.Describe(&n.ControlPlane, "Whether the node is a control plane.")
 }
 
 func (a MembershipArgs) split(names []string) (nodes []day2.Node) {
@@ -108,19 +102,19 @@ func (r *Membership) Delete(ctx context.Context, req infer.DeleteRequest[Members
 
 // Create records the membership.
 func (r *Membership) Create(_ context.Context, req infer.CreateRequest[MembershipArgs]) (infer.CreateResponse[MembershipState], error) {
-	return infer.CreateResponse[MembershipState]{ID: "membership", Output: MembershipState{req.Inputs}}, nil
+	return infer.CreateResponse[MembershipState]{ID: "membership", Output: req.Inputs}, nil
 }
 
 // Diff shows an update when nodes leave (or join: they are recorded). Removing control planes is
 // checked against what etcd reports (read-only), so preview refuses a removal that would lose
 // quorum; when etcd cannot be reached the check waits for the update.
 func (r *Membership) Diff(ctx context.Context, req infer.DiffRequest[MembershipArgs, MembershipState]) (infer.DiffResponse, error) {
-	gone := leaving(req.State.MembershipArgs, req.Inputs)
+	gone := leaving(req.State, req.Inputs)
 	if len(gone) == 0 {
 		return infer.DiffResponse{HasChanges: !reflect.DeepEqual(req.State.Nodes, req.Inputs.Nodes)}, nil
 	}
 
-	old := req.State.MembershipArgs
+	old := req.State
 	if old.Talosconfig == "" {
 		old.Talosconfig = req.Inputs.Talosconfig
 	}
@@ -176,17 +170,12 @@ func checkQuorum(ctx context.Context, old, new MembershipArgs, gone []string) er
 
 // Update takes the leaving nodes out of the cluster.
 func (r *Membership) Update(ctx context.Context, req infer.UpdateRequest[MembershipArgs, MembershipState]) (infer.UpdateResponse[MembershipState], error) {
-	gone := leaving(req.State.MembershipArgs, req.Inputs)
+	gone := leaving(req.State, req.Inputs)
 	if req.DryRun || len(gone) == 0 {
-		return infer.UpdateResponse[MembershipState]{Output: MembershipState{req.Inputs}}, nil
+		return infer.UpdateResponse[MembershipState]{Output: req.Inputs}, nil
 	}
 
-	timeout, err := parseDuration("timeout", req.Inputs.Timeout)
-	if err != nil {
-		return infer.UpdateResponse[MembershipState]{}, err
-	}
-
-	drainTimeout, err := parseDuration("drainTimeout", req.Inputs.DrainTimeout)
+	drainTimeout, timeout, err := req.Inputs.parsed()
 	if err != nil {
 		return infer.UpdateResponse[MembershipState]{}, err
 	}
@@ -216,30 +205,8 @@ func (r *Membership) Update(ctx context.Context, req infer.UpdateRequest[Members
 
 	log.Infof("removed from the cluster: %v", gone)
 
-	return infer.UpdateResponse[MembershipState]{Output: MembershipState{req.Inputs}}, nil
-}
-
-// MembershipToken is Membership's type token.
-const MembershipToken = tokenPrefix + "Membership"
-
-// MemberNodeInputs are MemberNode as Pulumi inputs.
-type MemberNodeInputs struct {
-	// Address is the node's IP address.
-	Address pulumi.StringInput `pulumi:"address"`
-	// ControlPlane tells whether the node is a control plane.
-	ControlPlane pulumi.BoolInput `pulumi:"controlPlane"`
-}
-
-// MembershipInputs are MembershipArgs as Pulumi inputs.
-type MembershipInputs struct {
-	ClusterAccessInputs
-	// Nodes are the cluster's nodes by hostname.
-	Nodes map[string]MemberNodeInputs `pulumi:"nodes"`
-	// DrainTimeout is how long draining a leaving worker may take (a duration).
-	DrainTimeout pulumi.StringInput `pulumi:"drainTimeout"`
-	// Timeout is how long each wait may take (a duration).
-	Timeout pulumi.StringInput `pulumi:"timeout"`
+	return infer.UpdateResponse[MembershipState]{Output: req.Inputs}, nil
 }
 
 // MembershipKind registers Memberships.
-var MembershipKind = kindOf[MembershipArgs, MembershipInputs, Registered](MembershipToken)
+var MembershipKind = kindOf[Membership, MembershipArgs, Registered]()

@@ -22,11 +22,11 @@ type NodeAddress struct{}
 
 // NodeAddressArgs are a NodeAddress's inputs.
 type NodeAddressArgs struct {
-	Node         string `pulumi:"node"`
-	MacAddress   string `pulumi:"macAddress,optional"`
-	Subnet       string `pulumi:"subnet"`
-	AgentAddress string `pulumi:"agentAddress,optional"`
-	Timeout      string `pulumi:"timeout"`
+	Node         string `pulumi:"node" doc:"The node's hostname."`
+	MacAddress   string `pulumi:"macAddress,optional" doc:"The MAC address of the VM's NIC."`
+	Subnet       string `pulumi:"subnet" doc:"The node subnet to scan (CIDR)."`
+	AgentAddress string `pulumi:"agentAddress,optional" doc:"The IPv4 address the guest agent reported, if it did."`
+	Timeout      string `pulumi:"timeout" doc:"How long the search may take (a duration)."`
 }
 
 // NodeAddressState is the address found.
@@ -45,11 +45,7 @@ func (r *NodeAddress) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *NodeAddressArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.Node, "The node's hostname.")
-	an.Describe(&a.MacAddress, "The MAC address of the VM's NIC.")
-	an.Describe(&a.Subnet, "The node subnet to scan (CIDR).")
-	an.Describe(&a.AgentAddress, "The IPv4 address the guest agent reported, if it did.")
-	an.Describe(&a.Timeout, "How long the search may take (a duration).")
+	describeFields(an, a)
 }
 
 // Create finds the address.
@@ -130,23 +126,6 @@ func (r *NodeAddress) Update(_ context.Context, req infer.UpdateRequest[NodeAddr
 	return infer.UpdateResponse[NodeAddressState]{Output: s}, nil
 }
 
-// NodeAddressToken is NodeAddress's type token.
-const NodeAddressToken = tokenPrefix + "NodeAddress"
-
-// NodeAddressInputs are NodeAddressArgs as Pulumi inputs.
-type NodeAddressInputs struct {
-	// Node is the node's hostname.
-	Node pulumi.StringInput `pulumi:"node"`
-	// MacAddress is the MAC address of the VM's NIC (optional).
-	MacAddress pulumi.StringInput `pulumi:"macAddress"`
-	// Subnet is the node subnet to scan (CIDR).
-	Subnet pulumi.StringInput `pulumi:"subnet"`
-	// AgentAddress is the IPv4 address the guest agent reported, if it did (optional).
-	AgentAddress pulumi.StringInput `pulumi:"agentAddress"`
-	// Timeout is how long the search may take (a duration).
-	Timeout pulumi.StringInput `pulumi:"timeout"`
-}
-
 // NodeAddressOutputs is the view of the NodeAddress outputs the component reads (NodeAddressState).
 type NodeAddressOutputs struct {
 	pulumi.CustomResourceState
@@ -156,4 +135,4 @@ type NodeAddressOutputs struct {
 }
 
 // NodeAddressKind registers NodeAddresses.
-var NodeAddressKind = kindOf[NodeAddressArgs, NodeAddressInputs, NodeAddressOutputs](NodeAddressToken)
+var NodeAddressKind = kindOf[NodeAddress, NodeAddressArgs, NodeAddressOutputs]()

@@ -7,7 +7,6 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 
@@ -24,16 +23,14 @@ type NodeConfig struct{}
 type NodeConfigArgs struct {
 	ClusterAccess
 	NodeRef
-	ControlPlanes map[string]string `pulumi:"controlPlanes"`
-	Configuration string            `pulumi:"configuration" provider:"secret"`
-	CheckReady    bool              `pulumi:"checkReady"`
-	Timeout       string            `pulumi:"timeout"`
+	ControlPlanes map[string]string `pulumi:"controlPlanes" doc:"All control planes, hostname to IP (the etcd gate after a reboot)."`
+	Configuration string            `pulumi:"configuration" provider:"secret" doc:"The node's machine configuration."`
+	CheckReady    bool              `pulumi:"checkReady" doc:"Require the Node to be Ready after a reboot."`
+	Timeout       string            `pulumi:"timeout" doc:"How long each wait may take (a duration)."`
 }
 
 // NodeConfigState is the configuration the node runs.
-type NodeConfigState struct {
-	NodeConfigArgs
-}
+type NodeConfigState = NodeConfigArgs
 
 // Annotate documents the resource.
 func (r *NodeConfig) Annotate(an infer.Annotator) {
@@ -43,10 +40,7 @@ func (r *NodeConfig) Annotate(an infer.Annotator) {
 
 // Annotate documents the inputs.
 func (a *NodeConfigArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.ControlPlanes, "All control planes, hostname to IP (the etcd gate after a reboot).")
-	an.Describe(&a.Configuration, "The node's machine configuration.")
-	an.Describe(&a.CheckReady, "Require the Node to be Ready after a reboot.")
-	an.Describe(&a.Timeout, "How long each wait may take (a duration).")
+	describeFields(an, a)
 }
 
 func (a NodeConfigArgs) options(ctx context.Context) (day2.ConfigOptions, error) {
@@ -65,7 +59,7 @@ func (a NodeConfigArgs) options(ctx context.Context) (day2.ConfigOptions, error)
 
 // Create records the configuration the Talos provider applied to the new node.
 func (r *NodeConfig) Create(_ context.Context, req infer.CreateRequest[NodeConfigArgs]) (infer.CreateResponse[NodeConfigState], error) {
-	return infer.CreateResponse[NodeConfigState]{ID: req.Inputs.Node, Output: NodeConfigState{req.Inputs}}, nil
+	return infer.CreateResponse[NodeConfigState]{ID: req.Inputs.Node, Output: req.Inputs}, nil
 }
 
 // Diff shows an update when the configuration changes. At preview it asks the node (a dry run)
@@ -132,9 +126,8 @@ func describePlan(ctx context.Context, o day2.ConfigOptions) {
 
 // Update applies the configuration.
 func (r *NodeConfig) Update(ctx context.Context, req infer.UpdateRequest[NodeConfigArgs, NodeConfigState]) (infer.UpdateResponse[NodeConfigState], error) {
-	state := NodeConfigState{req.Inputs}
 	if req.DryRun || req.Inputs.Configuration == req.State.Configuration {
-		return infer.UpdateResponse[NodeConfigState]{Output: state}, nil
+		return infer.UpdateResponse[NodeConfigState]{Output: req.Inputs}, nil
 	}
 
 	o, err := req.Inputs.options(ctx)
@@ -156,28 +149,11 @@ func (r *NodeConfig) Update(ctx context.Context, req infer.UpdateRequest[NodeCon
 
 	p.GetLogger(ctx).Infof("%s: configuration applied %s (%s)", o.Node.Name, how, time.Since(start).Round(time.Millisecond))
 
-	return infer.UpdateResponse[NodeConfigState]{Output: state}, nil
-}
-
-// NodeConfigToken is NodeConfig's type token.
-const NodeConfigToken = tokenPrefix + "NodeConfig"
-
-// NodeConfigInputs are NodeConfigArgs as Pulumi inputs.
-type NodeConfigInputs struct {
-	ClusterAccessInputs
-	NodeRefInputs
-	// ControlPlanes are all control planes, hostname to IP.
-	ControlPlanes pulumi.StringMapInput `pulumi:"controlPlanes"`
-	// Configuration is the node's machine configuration.
-	Configuration pulumi.StringInput `pulumi:"configuration"`
-	// CheckReady requires the Node to be Ready after a reboot.
-	CheckReady pulumi.BoolInput `pulumi:"checkReady"`
-	// Timeout is how long each wait may take (a duration).
-	Timeout pulumi.StringInput `pulumi:"timeout"`
+	return infer.UpdateResponse[NodeConfigState]{Output: req.Inputs}, nil
 }
 
 // NodeConfigKind registers NodeConfigs.
-var NodeConfigKind = kindOf[NodeConfigArgs, NodeConfigInputs, Registered](NodeConfigToken)
+var NodeConfigKind = kindOf[NodeConfig, NodeConfigArgs, Registered]()
 
 // withoutDiff is Talos' dry-run summary without its configuration diff: the diff shows the changed
 // lines of the machine configuration as they are, keys and tokens included, and this message is

@@ -6,7 +6,6 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -21,14 +20,11 @@ type NodeRetire struct{}
 type NodeRetireArgs struct {
 	ClusterAccess
 	NodeRef
-	DrainTimeout string `pulumi:"drainTimeout"`
-	Timeout      string `pulumi:"timeout"`
+	Waits
 }
 
 // NodeRetireState is the node as it was recorded.
-type NodeRetireState struct {
-	NodeRetireArgs
-}
+type NodeRetireState = NodeRetireArgs
 
 // Annotate documents the resource.
 func (r *NodeRetire) Annotate(an infer.Annotator) {
@@ -36,25 +32,19 @@ func (r *NodeRetire) Annotate(an infer.Annotator) {
 		"name on a new VM leaves the cluster safely first. Registered by TalosProxmoxCluster.")
 }
 
-// Annotate documents the inputs.
-func (a *NodeRetireArgs) Annotate(an infer.Annotator) {
-	an.Describe(&a.DrainTimeout, "How long draining the node may take (a duration).")
-	an.Describe(&a.Timeout, "How long each wait may take (a duration).")
-}
-
 // Create records the node.
 func (r *NodeRetire) Create(_ context.Context, req infer.CreateRequest[NodeRetireArgs]) (infer.CreateResponse[NodeRetireState], error) {
-	return infer.CreateResponse[NodeRetireState]{ID: req.Inputs.Node, Output: NodeRetireState{req.Inputs}}, nil
+	return infer.CreateResponse[NodeRetireState]{ID: req.Inputs.Node, Output: req.Inputs}, nil
 }
 
 // Diff records changes without touching the node: only a new VM (replaceWith) retires it.
 func (r *NodeRetire) Diff(_ context.Context, req infer.DiffRequest[NodeRetireArgs, NodeRetireState]) (infer.DiffResponse, error) {
-	return infer.DiffResponse{HasChanges: !reflect.DeepEqual(req.Inputs, req.State.NodeRetireArgs)}, nil
+	return infer.DiffResponse{HasChanges: !reflect.DeepEqual(req.Inputs, req.State)}, nil
 }
 
 // Update records the node.
 func (r *NodeRetire) Update(_ context.Context, req infer.UpdateRequest[NodeRetireArgs, NodeRetireState]) (infer.UpdateResponse[NodeRetireState], error) {
-	return infer.UpdateResponse[NodeRetireState]{Output: NodeRetireState{req.Inputs}}, nil
+	return infer.UpdateResponse[NodeRetireState]{Output: req.Inputs}, nil
 }
 
 // Delete takes the node's instance out of the cluster, unless the cluster is being torn down or
@@ -62,15 +52,10 @@ func (r *NodeRetire) Update(_ context.Context, req infer.UpdateRequest[NodeRetir
 // control planes are found through Kubernetes (their Nodes), so the record does not change with
 // the node list.
 func (r *NodeRetire) Delete(ctx context.Context, req infer.DeleteRequest[NodeRetireState]) (infer.DeleteResponse, error) {
-	in := req.State.NodeRetireArgs
+	in := req.State
 	log := p.GetLogger(ctx)
 
-	timeout, err := parseDuration("timeout", in.Timeout)
-	if err != nil {
-		return infer.DeleteResponse{}, err
-	}
-
-	drainTimeout, err := parseDuration("drainTimeout", in.DrainTimeout)
+	drainTimeout, timeout, err := in.parsed()
 	if err != nil {
 		return infer.DeleteResponse{}, err
 	}
@@ -88,18 +73,5 @@ func (r *NodeRetire) Delete(ctx context.Context, req infer.DeleteRequest[NodeRet
 	return infer.DeleteResponse{}, nil
 }
 
-// NodeRetireToken is NodeRetire's type token.
-const NodeRetireToken = tokenPrefix + "NodeRetire"
-
-// NodeRetireInputs are NodeRetireArgs as Pulumi inputs.
-type NodeRetireInputs struct {
-	ClusterAccessInputs
-	NodeRefInputs
-	// DrainTimeout is how long draining the node may take (a duration).
-	DrainTimeout pulumi.StringInput `pulumi:"drainTimeout"`
-	// Timeout is how long each wait may take (a duration).
-	Timeout pulumi.StringInput `pulumi:"timeout"`
-}
-
 // NodeRetireKind registers NodeRetires.
-var NodeRetireKind = kindOf[NodeRetireArgs, NodeRetireInputs, Registered](NodeRetireToken)
+var NodeRetireKind = kindOf[NodeRetire, NodeRetireArgs, Registered]()

@@ -7,7 +7,6 @@ import (
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
@@ -20,23 +19,22 @@ type NodeUpgrade struct{}
 type NodeUpgradeArgs struct {
 	ClusterAccess
 	NodeRef
-	ControlPlanes  map[string]string `pulumi:"controlPlanes"`
-	TalosVersion   string            `pulumi:"talosVersion"`
-	SchematicId    string            `pulumi:"schematicId"`
-	InstallerImage string            `pulumi:"installerImage"`
-	Drain          bool              `pulumi:"drain"`
-	DrainTimeout   string            `pulumi:"drainTimeout"`
-	Timeout        string            `pulumi:"timeout"`
-	CheckReady     bool              `pulumi:"checkReady"`
-	AllowDowngrade bool              `pulumi:"allowDowngrade"`
+	ControlPlanes  map[string]string `pulumi:"controlPlanes" doc:"Every control plane of the cluster, hostname to IP, for the etcd gates."`
+	TalosVersion   string            `pulumi:"talosVersion" doc:"The Talos version the node must run."`
+	SchematicId    string            `pulumi:"schematicId" doc:"The Image Factory schematic id the node's image must carry."`
+	InstallerImage string            `pulumi:"installerImage" doc:"The installer image that brings the node there."`
+	Drain          bool              `pulumi:"drain" doc:"Cordon and drain the node before its reboot."`
+	Waits
+	CheckReady     bool `pulumi:"checkReady" doc:"Require the Kubernetes Node to be Ready before and after."`
+	AllowDowngrade bool `pulumi:"allowDowngrade" doc:"Allow an older version."`
 }
 
 // NodeUpgradeState is what a NodeUpgrade last saw the node run.
 type NodeUpgradeState struct {
 	NodeUpgradeArgs
-	RunningVersion     string `pulumi:"runningVersion"`
-	RunningSchematicId string `pulumi:"runningSchematicId"`
-	BootId             string `pulumi:"bootId"`
+	RunningVersion     string `pulumi:"runningVersion" doc:"The Talos version the node reported after the last change."`
+	RunningSchematicId string `pulumi:"runningSchematicId" doc:"The schematic id the node reported after the last change."`
+	BootId             string `pulumi:"bootId" doc:"The node's boot id after the last change."`
 }
 
 // Annotate documents the resource.
@@ -46,28 +44,20 @@ func (r *NodeUpgrade) Annotate(an infer.Annotator) {
 		"TalosProxmoxCluster.")
 }
 
-// Annotate documents the inputs (the node's name and address more closely than NodeRef does).
+// Annotate documents the inputs (the node's name and address more closely than NodeRef does, the
+// drain more closely than Waits).
 func (a *NodeUpgradeArgs) Annotate(an infer.Annotator) {
+	describeFields(an, a)
 	an.Describe(&a.Node, "The node's hostname (its Kubernetes Node and etcd member name).")
 	an.Describe(&a.Address, "The node's IP address (Talos API on port 50000).")
-	an.Describe(&a.ControlPlanes, "Every control plane of the cluster, hostname to IP, for the etcd gates.")
-	an.Describe(&a.TalosVersion, "The Talos version the node must run.")
-	an.Describe(&a.SchematicId, "The Image Factory schematic id the node's image must carry.")
-	an.Describe(&a.InstallerImage, "The installer image that brings the node there.")
-	an.Describe(&a.Drain, "Cordon and drain the node before its reboot.")
 	an.Describe(&a.DrainTimeout, "How long the drain may take (a duration).")
-	an.Describe(&a.Timeout, "How long each wait may take (a duration).")
-	an.Describe(&a.CheckReady, "Require the Kubernetes Node to be Ready before and after.")
-	an.Describe(&a.AllowDowngrade, "Allow an older version.")
 }
 
 // Annotate documents the state, and the inputs again: infer merges the embedded NodeRef's
 // descriptions after the embedded args' own.
 func (s *NodeUpgradeState) Annotate(an infer.Annotator) {
+	describeFields(an, s)
 	s.NodeUpgradeArgs.Annotate(an)
-	an.Describe(&s.RunningVersion, "The Talos version the node reported after the last change.")
-	an.Describe(&s.RunningSchematicId, "The schematic id the node reported after the last change.")
-	an.Describe(&s.BootId, "The node's boot id after the last change.")
 }
 
 func (a NodeUpgradeArgs) target() day2.Installed {
@@ -155,12 +145,7 @@ func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day
 	log := p.GetLogger(ctx)
 	access := in.access()
 
-	timeout, err := parseDuration("timeout", in.Timeout)
-	if err != nil {
-		return day2.Observed{}, err
-	}
-
-	drainTimeout, err := parseDuration("drainTimeout", in.DrainTimeout)
+	drainTimeout, timeout, err := in.parsed()
 	if err != nil {
 		return day2.Observed{}, err
 	}
@@ -194,32 +179,5 @@ func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day
 	})
 }
 
-// NodeUpgradeToken is NodeUpgrade's type token.
-const NodeUpgradeToken = tokenPrefix + "NodeUpgrade"
-
-// NodeUpgradeInputs are NodeUpgradeArgs as Pulumi inputs.
-type NodeUpgradeInputs struct {
-	ClusterAccessInputs
-	NodeRefInputs
-	// ControlPlanes are every control plane of the cluster, hostname to IP.
-	ControlPlanes pulumi.StringMapInput `pulumi:"controlPlanes"`
-	// TalosVersion is the Talos version the node must run.
-	TalosVersion pulumi.StringInput `pulumi:"talosVersion"`
-	// SchematicId is the Image Factory schematic id the node's image must carry.
-	SchematicId pulumi.StringInput `pulumi:"schematicId"`
-	// InstallerImage is the installer image that brings the node there.
-	InstallerImage pulumi.StringInput `pulumi:"installerImage"`
-	// Drain cordons and drains the node before its reboot.
-	Drain pulumi.BoolInput `pulumi:"drain"`
-	// DrainTimeout is how long the drain may take (a duration).
-	DrainTimeout pulumi.StringInput `pulumi:"drainTimeout"`
-	// Timeout is how long each wait may take (a duration).
-	Timeout pulumi.StringInput `pulumi:"timeout"`
-	// CheckReady requires the Kubernetes Node to be Ready before and after.
-	CheckReady pulumi.BoolInput `pulumi:"checkReady"`
-	// AllowDowngrade allows an older version.
-	AllowDowngrade pulumi.BoolInput `pulumi:"allowDowngrade"`
-}
-
 // NodeUpgradeKind registers NodeUpgrades.
-var NodeUpgradeKind = kindOf[NodeUpgradeArgs, NodeUpgradeInputs, Registered](NodeUpgradeToken)
+var NodeUpgradeKind = kindOf[NodeUpgrade, NodeUpgradeArgs, Registered]()

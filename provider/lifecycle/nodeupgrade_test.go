@@ -17,12 +17,7 @@ func TestNodeUpgradeDiff(t *testing.T) {
 		RunningVersion:  "v1.11.5", RunningSchematicId: "aaa",
 	}
 
-	for _, tc := range []struct {
-		name    string
-		change  func(*NodeUpgradeArgs)
-		update  bool
-		wantErr string
-	}{
+	testDiff(t, (&NodeUpgrade{}).Diff, ran, ran.NodeUpgradeArgs, []diffCase[NodeUpgradeArgs]{
 		{"nothing", func(*NodeUpgradeArgs) {}, false, ""},
 		{"credentials and policy only", func(a *NodeUpgradeArgs) { a.Talosconfig, a.Drain, a.Timeout = "new", true, "1m" }, false, ""},
 		{"patch version", func(a *NodeUpgradeArgs) { a.TalosVersion, a.InstallerImage = "v1.11.6", "f/installer/aaa:v1.11.6" }, true, ""},
@@ -30,29 +25,14 @@ func TestNodeUpgradeDiff(t *testing.T) {
 		{"downgrade", func(a *NodeUpgradeArgs) { a.TalosVersion = "v1.11.4" }, false, "allowDowngrade"},
 		{"allowed downgrade", func(a *NodeUpgradeArgs) { a.TalosVersion, a.AllowDowngrade = "v1.11.4", true }, true, ""},
 		{"two minors at once", func(a *NodeUpgradeArgs) { a.TalosVersion = "v1.14.1" }, false, "intermediate minor"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-
-			in := ran.NodeUpgradeArgs
-			tc.change(&in)
-
-			resp, err := (&NodeUpgrade{}).Diff(t.Context(), infer.DiffRequest[NodeUpgradeArgs, NodeUpgradeState]{ID: "cp-1", Inputs: in, State: ran})
-
-			switch {
-			case tc.wantErr != "":
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "node cp-1") {
-					t.Fatalf("err = %v, want one naming node cp-1 and %q", err, tc.wantErr)
-				}
-			case err != nil:
-				t.Fatal(err)
-			case resp.HasChanges != tc.update:
-				t.Fatalf("HasChanges = %v, want %v", resp.HasChanges, tc.update)
-			case tc.update && resp.DetailedDiff["installerImage"].Kind != "update":
-				t.Fatalf("detailed diff = %v, want an update of installerImage", resp.DetailedDiff)
-			}
-		})
-	}
+	}, func(t *testing.T, tc diffCase[NodeUpgradeArgs], resp infer.DiffResponse, err error) {
+		switch {
+		case tc.wantErr != "" && !strings.Contains(err.Error(), "node cp-1"):
+			t.Fatalf("err = %v, want one naming node cp-1", err)
+		case tc.update && resp.DetailedDiff["installerImage"].Kind != "update":
+			t.Fatalf("detailed diff = %v, want an update of installerImage", resp.DetailedDiff)
+		}
+	})
 }
 
 // A node kept under its name never leaves, whatever its address does (a replaced VM's member and

@@ -32,15 +32,7 @@ items:
 func TestParseManifests(t *testing.T) {
 	t.Parallel()
 
-	objs, err := ParseManifests([]Manifest{{Name: "cilium", Contents: ciliumV1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	var keys []string
-	for _, o := range objs {
-		keys = append(keys, o.Key)
-	}
+	objs, keys := parseKeys(t, Manifest{Name: "cilium", Contents: ciliumV1})
 
 	want := []string{
 		"/ConfigMap/kube-system/cilium-config", "apps/DaemonSet/kube-system/cilium",
@@ -166,4 +158,20 @@ func TestSummaryCountsLongLists(t *testing.T) {
 	if len(got) != 1 || !strings.HasSuffix(got[0], "ConfigMap x/c5, and 3 more)") || !strings.HasPrefix(got[0], "many: 9 added (ConfigMap x/c0,") {
 		t.Errorf("Summary = %v", got)
 	}
+}
+
+// parseKeys parses manifests, which must parse, into their objects and the objects' keys.
+func parseKeys(t *testing.T, manifests ...Manifest) (objs []Object, keys []string) {
+	t.Helper()
+
+	objs, err := ParseManifests(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, o := range objs {
+		keys = append(keys, o.Key)
+	}
+
+	return objs, keys
 }

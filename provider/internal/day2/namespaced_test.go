@@ -43,18 +43,10 @@ metadata: {name: elsewhere, namespace: kube-system}
 `
 	plain := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\n"
 
-	objs, err := ParseManifests([]Manifest{
-		{Name: "https://example.com/install.yaml", Contents: install, Namespace: "argocd"},
-		{Name: "https://example.com/plain.yaml", Contents: plain},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	var keys []string
-	for _, o := range objs {
-		keys = append(keys, o.Key)
-	}
+	objs, keys := parseKeys(t,
+		Manifest{Name: "https://example.com/install.yaml", Contents: install, Namespace: "argocd"},
+		Manifest{Name: "https://example.com/plain.yaml", Contents: plain},
+	)
 
 	want := []string{
 		"/Namespace//argocd",
@@ -76,7 +68,7 @@ metadata: {name: elsewhere, namespace: kube-system}
 	}
 
 	// Declared by another manifest: not added twice.
-	objs, err = ParseManifests([]Manifest{
+	objs, err := ParseManifests([]Manifest{
 		{Name: "ns", Contents: "apiVersion: v1\nkind: Namespace\nmetadata: {name: argocd}\n"},
 		{Name: "install", Contents: "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: a}\n", Namespace: "argocd"},
 	})

@@ -108,12 +108,15 @@ func Sync(ctx context.Context, o SyncOptions) (SyncResult, error) {
 		}
 	}
 
-	var changed object.ObjMetadataSet
-
-	for _, part := range []struct {
+	// The objects go in two parts, each diffed and applied with its own force.
+	parts := []struct {
 		objs  []*unstructured.Unstructured
 		force bool
-	}{{rest, o.Force}, {jobs, true}} {
+	}{{rest, o.Force}, {jobs, true}}
+
+	var changed object.ObjMetadataSet
+
+	for _, part := range parts {
 		if len(part.objs) == 0 {
 			continue
 		}
@@ -147,10 +150,7 @@ func Sync(ctx context.Context, o SyncOptions) (SyncResult, error) {
 	if len(changed) > 0 {
 		o.Progress.say("manifests: applying (%d to create, %d to change, %d unchanged)", len(res.Created), len(res.Configured), len(res.Unchanged))
 
-		for _, part := range []struct {
-			objs  []*unstructured.Unstructured
-			force bool
-		}{{rest, o.Force}, {jobs, true}} {
+		for _, part := range parts {
 			if len(part.objs) == 0 {
 				continue
 			}

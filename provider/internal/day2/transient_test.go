@@ -11,12 +11,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // apiserverBlip answers the first failures requests of every method with what kube-apiserver
 // answered in the lab while a control plane's etcd member was leaving (a 500 carrying the etcd
-// client's error), then the real answer; it counts the requests it got.
-func apiserverBlip(t *testing.T, failures int32) (Access, *atomic.Int32) {
+// client's error), then the real answer; it returns a client of it (through Access, with its
+// retries) and the count of the requests it got.
+func apiserverBlip(t *testing.T, failures int32) (kubernetes.Interface, *atomic.Int32) {
 	t.Helper()
 
 	var n atomic.Int32
@@ -50,18 +52,18 @@ contexts: [{name: admin@lab, context: {cluster: lab, user: admin}}]
 current-context: admin@lab
 `, srv.URL)
 
-	return Access{Kubeconfig: kubeconfig}, &n
+	kube, err := Access{Kubeconfig: kubeconfig}.Kube()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return kube, &n
 }
 
 func TestReadsSurviveAnAPIServerBlip(t *testing.T) {
 	t.Parallel()
 
-	a, n := apiserverBlip(t, 2)
-
-	kube, err := a.Kube()
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube, n := apiserverBlip(t, 2)
 
 	nodes, err := kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -76,14 +78,9 @@ func TestReadsSurviveAnAPIServerBlip(t *testing.T) {
 func TestReadsGiveUpOnALastingFailure(t *testing.T) {
 	t.Parallel()
 
-	a, n := apiserverBlip(t, 1000)
+	kube, n := apiserverBlip(t, 1000)
 
-	kube, err := a.Kube()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	_, err = kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	_, err := kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if !apierrors.IsInternalError(err) {
 		t.Fatalf("want the apiserver's 500 once retries run out, got %v", err)
 	}
@@ -96,14 +93,9 @@ func TestReadsGiveUpOnALastingFailure(t *testing.T) {
 func TestWritesAreNotRepeated(t *testing.T) {
 	t.Parallel()
 
-	a, n := apiserverBlip(t, 1)
+	kube, n := apiserverBlip(t, 1)
 
-	kube, err := a.Kube()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	_, err = kube.CoreV1().ConfigMaps("kube-system").Create(context.Background(),
+	_, err := kube.CoreV1().ConfigMaps("kube-system").Create(context.Background(),
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
 	if !apierrors.IsInternalError(err) {
 		t.Fatalf("want the create's 500, got %v", err)

@@ -45,9 +45,10 @@ func RecordKubernetes(s Scope, fresh bool, self Lifecycle) (Recorded, error) {
 		opts = append(opts, pulumi.IgnoreChanges([]string{"kubernetesVersion"}))
 	}
 
-	rec, err := lifecycle.KubernetesRecordKind.Register(s.Ctx, s.child("kubernetes-version"), lifecycle.KubernetesRecordInputs{
-		KubernetesVersion: pulumi.String(c.KubernetesVersion),
-	}, opts...)
+	in, a := lifecycle.KubernetesRecordKind.Inputs()
+	lifecycle.Set(in, &a.KubernetesVersion, pulumi.String(c.KubernetesVersion))
+
+	rec, err := lifecycle.KubernetesRecordKind.Register(s.Ctx, s.child("kubernetes-version"), in, opts...)
 	if err != nil {
 		return Recorded{}, errorf("registering the Kubernetes version record: %w", err)
 	}

@@ -54,19 +54,20 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 	upgrades, err := b.rollout(order, true, func(n spec.Node, after []pulumi.Resource) (pulumi.Resource, error) {
 		deps := slices.Concat([]pulumi.Resource{r.Applies[n.Name]}, r.Ready, after)
 
-		u, err := lifecycle.NodeUpgradeKind.Register(s.Ctx, s.child(n.Name+"-upgrade"), lifecycle.NodeUpgradeInputs{
-			ClusterAccessInputs: b.access(),
-			NodeRefInputs:       b.nodeRef(n),
-			ControlPlanes:       cps,
-			TalosVersion:        pulumi.String(c.TalosVersion),
-			SchematicId:         pulumi.String(c.Image.SchematicID),
-			InstallerImage:      pulumi.String(c.Image.InstallerImage),
-			Drain:               pulumi.Bool(c.Upgrade.Drain),
-			DrainTimeout:        pulumi.String(c.Upgrade.DrainTimeout.String()),
-			Timeout:             pulumi.String(c.Upgrade.Timeout.String()),
-			CheckReady:          pulumi.Bool(c.Health.RequireNodesReady),
-			AllowDowngrade:      pulumi.Bool(c.Upgrade.AllowDowngrade),
-		}, s.parent(), b.self, pulumi.DependsOn(deps),
+		in, a := lifecycle.NodeUpgradeKind.Inputs()
+		setAccess(in, &a.ClusterAccess, r)
+		setNodeRef(in, &a.NodeRef, n, m)
+		lifecycle.Set(in, &a.ControlPlanes, cps)
+		lifecycle.Set(in, &a.TalosVersion, pulumi.String(c.TalosVersion))
+		lifecycle.Set(in, &a.SchematicId, pulumi.String(c.Image.SchematicID))
+		lifecycle.Set(in, &a.InstallerImage, pulumi.String(c.Image.InstallerImage))
+		lifecycle.Set(in, &a.Drain, pulumi.Bool(c.Upgrade.Drain))
+		lifecycle.Set(in, &a.DrainTimeout, pulumi.String(c.Upgrade.DrainTimeout.String()))
+		lifecycle.Set(in, &a.Timeout, pulumi.String(c.Upgrade.Timeout.String()))
+		lifecycle.Set(in, &a.CheckReady, pulumi.Bool(c.Health.RequireNodesReady))
+		lifecycle.Set(in, &a.AllowDowngrade, pulumi.Bool(c.Upgrade.AllowDowngrade))
+
+		u, err := lifecycle.NodeUpgradeKind.Register(s.Ctx, s.child(n.Name+"-upgrade"), in, s.parent(), b.self, pulumi.DependsOn(deps),
 			// A new VM is a new node: its record starts again.
 			pulumi.ReplaceWith([]pulumi.Resource{m.VMs[n.Name]}),
 		)
@@ -98,9 +99,12 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 			return hex.EncodeToString(h.Sum(nil))
 		}).(pulumi.StringOutput)
 
-	members := map[string]lifecycle.MemberNodeInputs{}
+	members := map[string]*lifecycle.Inputs[lifecycle.MemberNode]{}
 	for _, n := range c.Nodes {
-		members[n.Name] = lifecycle.MemberNodeInputs{Address: m.Addresses[n.Name], ControlPlane: pulumi.Bool(n.Role == spec.RoleControlPlane)}
+		in, a := lifecycle.NewInputs[lifecycle.MemberNode]()
+		lifecycle.Set(in, &a.Address, m.Addresses[n.Name])
+		lifecycle.Set(in, &a.ControlPlane, pulumi.Bool(n.Role == spec.RoleControlPlane))
+		members[n.Name] = in
 	}
 
 	retires, err := b.retires()
@@ -110,25 +114,27 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 
 	// Nodes that leave `nodes` are taken out of the cluster here, after the upgrades and before
 	// the gate; the engine deletes their VMs after that.
-	membership, err := lifecycle.MembershipKind.Register(s.Ctx, s.child("membership"), lifecycle.MembershipInputs{
-		ClusterAccessInputs: b.access(),
-		Nodes:               members,
-		DrainTimeout:        pulumi.String(c.Upgrade.DrainTimeout.String()),
-		Timeout:             pulumi.String(c.Upgrade.Timeout.String()),
-	}, s.parent(), b.self, pulumi.DependsOn(slices.Concat(upgrades, r.Ready, retires, configured)))
+	in, a := lifecycle.MembershipKind.Inputs()
+	setAccess(in, &a.ClusterAccess, r)
+	lifecycle.SetEach(in, &a.Nodes, members)
+	lifecycle.Set(in, &a.DrainTimeout, pulumi.String(c.Upgrade.DrainTimeout.String()))
+	lifecycle.Set(in, &a.Timeout, pulumi.String(c.Upgrade.Timeout.String()))
+
+	membership, err := lifecycle.MembershipKind.Register(s.Ctx, s.child("membership"), in, s.parent(), b.self, pulumi.DependsOn(slices.Concat(upgrades, r.Ready, retires, configured)))
 	if err != nil {
 		return nil, errorf("registering the membership: %w", err)
 	}
 
-	health, err := lifecycle.ClusterHealthKind.Register(s.Ctx, s.child("health"), lifecycle.ClusterHealthInputs{
-		ClusterAccessInputs: b.access(),
-		ControlPlanes:       cps,
-		Workers:             workers,
-		RequireNodesReady:   pulumi.Bool(c.Health.RequireNodesReady),
-		Timeout:             pulumi.String(c.Health.Timeout.String()),
-		Revision:            revision,
-		KubernetesVersion:   pulumi.String(c.KubernetesVersion),
-	}, s.parent(), b.self, pulumi.DependsOn(append(upgrades, membership)))
+	gate, g := lifecycle.ClusterHealthKind.Inputs()
+	setAccess(gate, &g.ClusterAccess, r)
+	lifecycle.Set(gate, &g.ControlPlanes, cps)
+	lifecycle.Set(gate, &g.Workers, workers)
+	lifecycle.Set(gate, &g.RequireNodesReady, pulumi.Bool(c.Health.RequireNodesReady))
+	lifecycle.Set(gate, &g.Timeout, pulumi.String(c.Health.Timeout.String()))
+	lifecycle.Set(gate, &g.Revision, revision)
+	lifecycle.Set(gate, &g.KubernetesVersion, pulumi.String(c.KubernetesVersion))
+
+	health, err := lifecycle.ClusterHealthKind.Register(s.Ctx, s.child("health"), gate, s.parent(), b.self, pulumi.DependsOn(append(upgrades, membership)))
 	if err != nil {
 		return nil, errorf("registering the health gate: %w", err)
 	}
@@ -152,7 +158,7 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 
 // syncManifests registers the manifest sync after the health gate: the same manifests as the
 // control planes' inlineManifests (Helm releases, then the inline manifests) and extraManifests.
-func (b operation) syncManifests(health *lifecycle.ClusterHealthOutputs, helm []talosconfig.Manifest, pass PassThrough) error {
+func (b operation) syncManifests(health *lifecycle.CredentialsOutputs, helm []talosconfig.Manifest, pass PassThrough) error {
 	c := b.s.Cluster
 
 	manifests := pulumi.StringMap{}
@@ -169,15 +175,16 @@ func (b operation) syncManifests(health *lifecycle.ClusterHealthOutputs, helm []
 		extra = append(extra, pulumi.String(u))
 	}
 
-	if _, err := lifecycle.ManifestSyncKind.Register(b.s.Ctx, b.s.child("manifests"), lifecycle.ManifestSyncInputs{
-		Kubeconfig:             health.Kubeconfig,
-		Manifests:              manifests,
-		ExtraManifests:         extra,
-		Namespaces:             pulumi.ToStringMap(c.ExtraManifestNamespaces),
-		PruneCrdsAndNamespaces: pulumi.Bool(c.ManifestSync.PruneCrdsAndNamespaces),
-		Force:                  pulumi.Bool(c.ManifestSync.Force),
-		Timeout:                pulumi.String(c.ManifestSync.Timeout.String()),
-	}, b.s.parent(), b.self, pulumi.DependsOn([]pulumi.Resource{health})); err != nil {
+	in, a := lifecycle.ManifestSyncKind.Inputs()
+	lifecycle.Set(in, &a.Kubeconfig, health.Kubeconfig)
+	lifecycle.Set(in, &a.Manifests, manifests)
+	lifecycle.Set(in, &a.ExtraManifests, extra)
+	lifecycle.Set(in, &a.Namespaces, pulumi.ToStringMap(c.ExtraManifestNamespaces))
+	lifecycle.Set(in, &a.PruneCrdsAndNamespaces, pulumi.Bool(c.ManifestSync.PruneCrdsAndNamespaces))
+	lifecycle.Set(in, &a.Force, pulumi.Bool(c.ManifestSync.Force))
+	lifecycle.Set(in, &a.Timeout, pulumi.String(c.ManifestSync.Timeout.String()))
+
+	if _, err := lifecycle.ManifestSyncKind.Register(b.s.Ctx, b.s.child("manifests"), in, b.s.parent(), b.self, pulumi.DependsOn([]pulumi.Resource{health})); err != nil {
 		return errorf("registering the manifest sync: %w", err)
 	}
 
@@ -192,12 +199,13 @@ func (b operation) retires() ([]pulumi.Resource, error) {
 	out := make([]pulumi.Resource, 0, len(c.Nodes))
 
 	for _, n := range c.Nodes {
-		res, err := lifecycle.NodeRetireKind.Register(b.s.Ctx, b.s.child(n.Name+"-retire"), lifecycle.NodeRetireInputs{
-			ClusterAccessInputs: b.access(),
-			NodeRefInputs:       b.nodeRef(n),
-			DrainTimeout:        pulumi.String(c.Upgrade.DrainTimeout.String()),
-			Timeout:             pulumi.String(c.Upgrade.Timeout.String()),
-		}, b.s.parent(), b.self, pulumi.DependsOn(append([]pulumi.Resource{b.r.Applies[n.Name]}, b.r.Ready...)),
+		in, a := lifecycle.NodeRetireKind.Inputs()
+		setAccess(in, &a.ClusterAccess, b.r)
+		setNodeRef(in, &a.NodeRef, n, b.m)
+		lifecycle.Set(in, &a.DrainTimeout, pulumi.String(c.Upgrade.DrainTimeout.String()))
+		lifecycle.Set(in, &a.Timeout, pulumi.String(c.Upgrade.Timeout.String()))
+
+		res, err := lifecycle.NodeRetireKind.Register(b.s.Ctx, b.s.child(n.Name+"-retire"), in, b.s.parent(), b.self, pulumi.DependsOn(append([]pulumi.Resource{b.r.Applies[n.Name]}, b.r.Ready...)),
 			pulumi.ReplaceWith([]pulumi.Resource{b.m.VMs[n.Name]}),
 		)
 		if err != nil {
@@ -210,16 +218,17 @@ func (b operation) retires() ([]pulumi.Resource, error) {
 	return out, nil
 }
 
-// access is how every lifecycle resource reaches the cluster.
-func (b operation) access() lifecycle.ClusterAccessInputs {
-	return lifecycle.ClusterAccessInputs{Talosconfig: b.r.Talosconfig, Kubeconfig: b.r.Kubeconfig}
+// setAccess sets how a lifecycle resource reaches the cluster: the admin credentials.
+func setAccess[A any](in *lifecycle.Inputs[A], a *lifecycle.ClusterAccess, r *Running) {
+	lifecycle.Set(in, &a.Talosconfig, r.Talosconfig)
+	lifecycle.Set(in, &a.Kubeconfig, r.Kubeconfig)
 }
 
-// nodeRef is how a per-node lifecycle resource finds its node.
-func (b operation) nodeRef(n spec.Node) lifecycle.NodeRefInputs {
-	return lifecycle.NodeRefInputs{
-		Node: pulumi.String(n.Name), Address: b.m.Addresses[n.Name], ControlPlane: pulumi.Bool(n.Role == spec.RoleControlPlane),
-	}
+// setNodeRef sets how a per-node lifecycle resource finds its node.
+func setNodeRef[A any](in *lifecycle.Inputs[A], a *lifecycle.NodeRef, n spec.Node, m *Machines) {
+	lifecycle.Set(in, &a.Node, pulumi.String(n.Name))
+	lifecycle.Set(in, &a.Address, m.Addresses[n.Name])
+	lifecycle.Set(in, &a.ControlPlane, pulumi.Bool(n.Role == spec.RoleControlPlane))
 }
 
 // reconfigure registers, after the OS upgrades, the Kubernetes upgrade and then one NodeConfig
@@ -230,13 +239,14 @@ func (b operation) reconfigure(workers, cps pulumi.StringMap, order []spec.Node,
 	c := b.s.Cluster
 	r := b.r
 
-	k8s, err := lifecycle.KubernetesUpgradeKind.Register(b.s.Ctx, b.s.child("kubernetes"), lifecycle.KubernetesUpgradeInputs{
-		ClusterAccessInputs: b.access(),
-		ControlPlanes:       cps,
-		Workers:             workers,
-		KubernetesVersion:   pulumi.String(c.KubernetesVersion),
-		Timeout:             pulumi.String(c.Upgrade.Timeout.String()),
-	}, b.s.parent(), b.self, pulumi.DependsOn(append(slices.Clone(upgrades), r.Ready...)))
+	in, a := lifecycle.KubernetesUpgradeKind.Inputs()
+	setAccess(in, &a.ClusterAccess, r)
+	lifecycle.Set(in, &a.ControlPlanes, cps)
+	lifecycle.Set(in, &a.Workers, workers)
+	lifecycle.Set(in, &a.KubernetesVersion, pulumi.String(c.KubernetesVersion))
+	lifecycle.Set(in, &a.Timeout, pulumi.String(c.Upgrade.Timeout.String()))
+
+	k8s, err := lifecycle.KubernetesUpgradeKind.Register(b.s.Ctx, b.s.child("kubernetes"), in, b.s.parent(), b.self, pulumi.DependsOn(append(slices.Clone(upgrades), r.Ready...)))
 	if err != nil {
 		return nil, errorf("registering the Kubernetes upgrade: %w", err)
 	}
@@ -247,14 +257,15 @@ func (b operation) reconfigure(workers, cps pulumi.StringMap, order []spec.Node,
 			deps = append(deps, k8s)
 		}
 
-		res, err := lifecycle.NodeConfigKind.Register(b.s.Ctx, b.s.child(n.Name+"-node-config"), lifecycle.NodeConfigInputs{
-			ClusterAccessInputs: b.access(),
-			NodeRefInputs:       b.nodeRef(n),
-			ControlPlanes:       cps,
-			Configuration:       pulumi.ToSecret(r.ConfigOf[n.Name]).(pulumi.StringOutput),
-			CheckReady:          pulumi.Bool(c.Health.RequireNodesReady),
-			Timeout:             pulumi.String(c.Upgrade.Timeout.String()),
-		}, b.s.parent(), b.self, pulumi.DependsOn(deps),
+		in, a := lifecycle.NodeConfigKind.Inputs()
+		setAccess(in, &a.ClusterAccess, r)
+		setNodeRef(in, &a.NodeRef, n, b.m)
+		lifecycle.Set(in, &a.ControlPlanes, cps)
+		lifecycle.Set(in, &a.Configuration, pulumi.ToSecret(r.ConfigOf[n.Name]).(pulumi.StringOutput))
+		lifecycle.Set(in, &a.CheckReady, pulumi.Bool(c.Health.RequireNodesReady))
+		lifecycle.Set(in, &a.Timeout, pulumi.String(c.Upgrade.Timeout.String()))
+
+		res, err := lifecycle.NodeConfigKind.Register(b.s.Ctx, b.s.child(n.Name+"-node-config"), in, b.s.parent(), b.self, pulumi.DependsOn(deps),
 			// A new VM is configured by its ConfigurationApply: the record starts again.
 			pulumi.ReplaceWith([]pulumi.Resource{b.m.VMs[n.Name]}),
 		)

@@ -120,22 +120,23 @@ func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, self Lifecyc
 
 // clientCredentials registers the admin talosconfig and kubeconfig, issued from the cluster's CAs
 // and renewed within credentials.renewBefore of their expiry (lifecycle.ClientCredentials).
-func clientCredentials(s Scope, secrets *Secrets, addrs Addresses, endpointURL pulumi.StringOutput, self Lifecycle) (*lifecycle.ClientCredentialsOutputs, error) {
+func clientCredentials(s Scope, secrets *Secrets, addrs Addresses, endpointURL pulumi.StringOutput, self Lifecycle) (*lifecycle.CredentialsOutputs, error) {
 	c := s.Cluster
 	certs := secrets.Resource.MachineSecrets.Certs()
 
-	r, err := lifecycle.ClientCredentialsKind.Register(s.Ctx, s.child("credentials"), lifecycle.ClientCredentialsInputs{
-		ClusterName:             pulumi.String(c.Name),
-		Endpoint:                endpointURL,
-		OsCaCertificate:         certs.Os().Cert(),
-		OsCaKey:                 pulumi.ToSecret(certs.Os().Key()).(pulumi.StringOutput),
-		KubernetesCaCertificate: certs.K8s().Cert(),
-		KubernetesCaKey:         pulumi.ToSecret(certs.K8s().Key()).(pulumi.StringOutput),
-		TalosEndpoints:          addrs.Of(c.ControlPlanes()),
-		TalosNodes:              addrs.Of(c.Nodes),
-		Validity:                pulumi.String(c.Credentials.Validity.String()),
-		RenewBefore:             pulumi.String(c.Credentials.RenewBefore.String()),
-	}, s.parent(), self.option, pulumi.AdditionalSecretOutputs([]string{"talosconfig", "kubeconfig"}))
+	in, a := lifecycle.ClientCredentialsKind.Inputs()
+	lifecycle.Set(in, &a.ClusterName, pulumi.String(c.Name))
+	lifecycle.Set(in, &a.Endpoint, endpointURL)
+	lifecycle.Set(in, &a.OsCaCertificate, certs.Os().Cert())
+	lifecycle.Set(in, &a.OsCaKey, pulumi.ToSecret(certs.Os().Key()).(pulumi.StringOutput))
+	lifecycle.Set(in, &a.KubernetesCaCertificate, certs.K8s().Cert())
+	lifecycle.Set(in, &a.KubernetesCaKey, pulumi.ToSecret(certs.K8s().Key()).(pulumi.StringOutput))
+	lifecycle.Set(in, &a.TalosEndpoints, addrs.Of(c.ControlPlanes()))
+	lifecycle.Set(in, &a.TalosNodes, addrs.Of(c.Nodes))
+	lifecycle.Set(in, &a.Validity, pulumi.String(c.Credentials.Validity.String()))
+	lifecycle.Set(in, &a.RenewBefore, pulumi.String(c.Credentials.RenewBefore.String()))
+
+	r, err := lifecycle.ClientCredentialsKind.Register(s.Ctx, s.child("credentials"), in, s.parent(), self.option, pulumi.AdditionalSecretOutputs([]string{"talosconfig", "kubeconfig"}))
 	if err != nil {
 		return nil, errorf("registering the client credentials: %w", err)
 	}

@@ -263,15 +263,16 @@ func nodeAddress(s Scope, n spec.Node, machine *vm.VirtualMachine, self Lifecycl
 	gw := netip.MustParseAddr(s.Cluster.Network.Gateway)
 	subnet := netip.PrefixFrom(gw, s.Cluster.Network.PrefixLength).Masked()
 
-	res, err := lifecycle.NodeAddressKind.Register(s.Ctx, s.child(n.Name+"-address"), lifecycle.NodeAddressInputs{
-		Node:       pulumi.String(n.Name),
-		MacAddress: machine.NetworkDevices.Index(pulumi.Int(0)).MacAddress().Elem(),
-		Subnet:     pulumi.String(subnet.String()),
-		AgentAddress: pulumi.All(machine.NetworkInterfaceNames, machine.Ipv4Addresses).ApplyT(func(v []any) string {
-			return agentAddress(v[0].([]string), v[1].([][]string))
-		}).(pulumi.StringOutput),
-		Timeout: pulumi.String(nodeAddressTimeout),
-	}, s.parent(), self.option)
+	in, a := lifecycle.NodeAddressKind.Inputs()
+	lifecycle.Set(in, &a.Node, pulumi.String(n.Name))
+	lifecycle.Set(in, &a.MacAddress, machine.NetworkDevices.Index(pulumi.Int(0)).MacAddress().Elem())
+	lifecycle.Set(in, &a.Subnet, pulumi.String(subnet.String()))
+	lifecycle.Set(in, &a.AgentAddress, pulumi.All(machine.NetworkInterfaceNames, machine.Ipv4Addresses).ApplyT(func(v []any) string {
+		return agentAddress(v[0].([]string), v[1].([][]string))
+	}).(pulumi.StringOutput))
+	lifecycle.Set(in, &a.Timeout, pulumi.String(nodeAddressTimeout))
+
+	res, err := lifecycle.NodeAddressKind.Register(s.Ctx, s.child(n.Name+"-address"), in, s.parent(), self.option)
 	if err != nil {
 		return pulumi.StringOutput{}, errorf("registering the address search of node %s: %w", n.Name, err)
 	}
