@@ -74,17 +74,17 @@ type EtcdSnapshotInfo struct {
 // Annotate documents a snapshot's outputs.
 func (s *EtcdSnapshotInfo) Annotate(an infer.Annotator) {
 	an.Describe(s, "An etcd snapshot the component took and verified.")
-	an.Describe(&s.Location, "URL of the object (usable as `recovery.fromSnapshot`).")
+	an.Describe(&s.Location, "URL of the object (usable as `recovery.fromSnapshot`); empty when there is none.")
 	an.Describe(&s.Revision, "etcd revision of the snapshot.")
 	an.Describe(&s.Size, "Size of the snapshot in bytes (before encryption).")
 	an.Describe(&s.Sha256, "sha256 of the snapshot (before encryption), hex.")
 	an.Describe(&s.TakenAt, "When it was taken (RFC 3339, UTC).")
 }
 
-// EtcdSnapshotInfoPtrOutput is an output of an optional EtcdSnapshotInfo.
-type EtcdSnapshotInfoPtrOutput struct{ *pulumi.OutputState }
+// EtcdSnapshotInfoOutput is an output of an EtcdSnapshotInfo.
+type EtcdSnapshotInfoOutput struct{ *pulumi.OutputState }
 
-// ElementType is *EtcdSnapshotInfo.
-func (EtcdSnapshotInfoPtrOutput) ElementType() reflect.Type {
-	return reflect.TypeFor[*EtcdSnapshotInfo]()
+// ElementType is EtcdSnapshotInfo.
+func (EtcdSnapshotInfoOutput) ElementType() reflect.Type {
+	return reflect.TypeFor[EtcdSnapshotInfo]()
 }

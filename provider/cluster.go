@@ -14,18 +14,17 @@ const ClusterToken = "talos-proxmox:index:TalosProxmoxCluster"
 type TalosProxmoxCluster struct {
 	pulumi.ResourceState
 
-	Kubeconfig      pulumi.StringOutput        `pulumi:"kubeconfig" provider:"secret"`
-	Talosconfig     pulumi.StringOutput        `pulumi:"talosconfig" provider:"secret"`
-	Endpoint        pulumi.StringOutput        `pulumi:"endpoint"`
-	ClusterName     pulumi.StringOutput        `pulumi:"clusterName"`
-	ControlPlaneIps pulumi.StringArrayOutput   `pulumi:"controlPlaneIps"`
-	WorkerIps       pulumi.StringArrayOutput   `pulumi:"workerIps"`
-	Nodes           MapOutput[NodeInfo]        `pulumi:"nodes"`
-	SchematicId     pulumi.StringOutput        `pulumi:"schematicId"`
-	InstallerImage  pulumi.StringOutput        `pulumi:"installerImage"`
-	HelmReleases    MapOutput[HelmReleaseInfo] `pulumi:"helmReleases"`
-	// LastEtcdSnapshot is optional: a cluster without etcdBackup has none.
-	LastEtcdSnapshot EtcdSnapshotInfoPtrOutput `pulumi:"lastEtcdSnapshot,optional"`
+	Kubeconfig       pulumi.StringOutput        `pulumi:"kubeconfig" provider:"secret"`
+	Talosconfig      pulumi.StringOutput        `pulumi:"talosconfig" provider:"secret"`
+	Endpoint         pulumi.StringOutput        `pulumi:"endpoint"`
+	ClusterName      pulumi.StringOutput        `pulumi:"clusterName"`
+	ControlPlaneIps  pulumi.StringArrayOutput   `pulumi:"controlPlaneIps"`
+	WorkerIps        pulumi.StringArrayOutput   `pulumi:"workerIps"`
+	Nodes            MapOutput[NodeInfo]        `pulumi:"nodes"`
+	SchematicId      pulumi.StringOutput        `pulumi:"schematicId"`
+	InstallerImage   pulumi.StringOutput        `pulumi:"installerImage"`
+	HelmReleases     MapOutput[HelmReleaseInfo] `pulumi:"helmReleases"`
+	LastEtcdSnapshot EtcdSnapshotInfoOutput     `pulumi:"lastEtcdSnapshot"`
 }
 
 // Annotate documents the component and its outputs.
@@ -46,7 +45,8 @@ func (c *TalosProxmoxCluster) Annotate(an infer.Annotator) {
 	an.Describe(&c.HelmReleases, "Every Helm release rendered into the control planes' configuration (Cilium "+
 		"and `helmCharts`), by release name: the chart, its digest and what was rendered.")
 	an.Describe(&c.LastEtcdSnapshot, "The last etcd snapshot the component took (with `etcdBackup`): where it is, "+
-		"its revision, size, sha256 and time. Not secret.")
+		"its revision, size, sha256 and time; empty (`location` \"\") without `etcdBackup` or before the first "+
+		"snapshot. Not secret.")
 }
 
 // HelmReleaseInfo describes a Helm release rendered into the control planes' configuration.
@@ -103,5 +103,5 @@ func (n *NodeInfo) Annotate(an infer.Annotator) {
 func init() {
 	pulumi.RegisterOutputType(MapOutput[NodeInfo]{})
 	pulumi.RegisterOutputType(MapOutput[HelmReleaseInfo]{})
-	pulumi.RegisterOutputType(EtcdSnapshotInfoPtrOutput{})
+	pulumi.RegisterOutputType(EtcdSnapshotInfoOutput{})
 }

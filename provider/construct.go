@@ -90,7 +90,22 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		err = withProblems(err, []error{vmIDErr})
 	}
 
+	// A plan that leaves no control plane of the running cluster in place loses etcd's data
+	// unless the cluster says how it survives: refused with the other problems.
+	loss := inv.inv.EtcdLoss(c)
+	if specErr == nil {
+		if lossErr := c.CheckDataLoss(loss); lossErr != nil {
+			err = withProblems(err, []error{lossErr})
+		}
+	}
+
 	if err != nil {
+		return nil, err
+	}
+
+	// The snapshot a recovery restores is read before anything is registered at `up` (and looked
+	// for at preview): a missing, undecryptable or corrupt one fails here, with no VM touched.
+	if err := checkRecovery(ctx, c, inv.inv, loss); err != nil {
 		return nil, err
 	}
 
@@ -130,16 +145,43 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	comp.HelmReleases = releaseInfos(helm)
 
 	manifests := inlineManifests(helm)
+	if m, ok, err := backupManifest(cluster); err != nil {
+		return nil, err
+	} else if ok {
+		manifests = append(manifests, m)
+	}
 	configs := wire.CheckConfigs(s, early.secrets, pass, manifests, fresh)
 	self := early.self
 
+	// The etcd snapshot of this `up` comes before any VM is replaced, where the control planes'
+	// addresses are known without their VMs (static addressing); with DHCP it comes after the VMs.
+	var backup *wire.Backup
+
+	var snapshotFirst []pulumi.Resource
+
+	if !cluster.Network.DHCP {
+		if backup, err = wire.EtcdBackup(s, early.secrets, inv.inv, wire.StaticAddresses(cluster), fresh, loss, self); err != nil {
+			return nil, err
+		}
+
+		if !fresh {
+			snapshotFirst = backup.Before
+		}
+	}
+
 	machines, err := wire.VirtualMachines(s, early.plan, early.downloads, vmIDs, proxmox.NewVMGuard(ctx, comp, cluster.Name, opts),
-		configs.Checked, self)
+		configs.Checked, snapshotFirst, self)
 	if err != nil {
 		return nil, err
 	}
 
-	running, err := wire.Talos(s, early.secrets, machines, configs, self)
+	if backup == nil {
+		if backup, err = wire.EtcdBackup(s, early.secrets, inv.inv, machines.Addresses, fresh, loss, self); err != nil {
+			return nil, err
+		}
+	}
+
+	running, err := wire.Talos(s, early.secrets, machines, configs, backup, pass, self)
 	if err != nil {
 		return nil, err
 	}
@@ -158,18 +200,20 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	comp.ClusterName = pulumi.String(cluster.Name).ToStringOutput()
 	comp.Kubeconfig = operated.Kubeconfig
 	comp.Talosconfig = operated.Talosconfig
+	comp.LastEtcdSnapshot = lastSnapshot(backup)
 
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
-		"kubeconfig":      comp.Kubeconfig,
-		"talosconfig":     comp.Talosconfig,
-		"endpoint":        comp.Endpoint,
-		"clusterName":     comp.ClusterName,
-		"controlPlaneIps": comp.ControlPlaneIps,
-		"workerIps":       comp.WorkerIps,
-		"nodes":           comp.Nodes,
-		"schematicId":     comp.SchematicId,
-		"installerImage":  comp.InstallerImage,
-		"helmReleases":    comp.HelmReleases,
+		"kubeconfig":       comp.Kubeconfig,
+		"talosconfig":      comp.Talosconfig,
+		"endpoint":         comp.Endpoint,
+		"clusterName":      comp.ClusterName,
+		"controlPlaneIps":  comp.ControlPlaneIps,
+		"workerIps":        comp.WorkerIps,
+		"nodes":            comp.Nodes,
+		"schematicId":      comp.SchematicId,
+		"installerImage":   comp.InstallerImage,
+		"helmReleases":     comp.HelmReleases,
+		"lastEtcdSnapshot": comp.LastEtcdSnapshot,
 	}); err != nil {
 		return nil, err
 	}

@@ -51,7 +51,7 @@ func TestConstructHomelab(t *testing.T) {
 		"proxmoxve:VM/virtualMachine:VirtualMachine":          5,
 		"talos:machine/secrets:Secrets":                       1,
 		"talos:machine/configurationApply:ConfigurationApply": 5,
-		"talos:machine/bootstrap:Bootstrap":                   1,
+		"talos-proxmox:lifecycle:EtcdBootstrap":               1,
 		"talos:cluster/kubeconfig:Kubeconfig":                 1,
 		"talos-proxmox:lifecycle:NodeUpgrade":                 5,
 		"talos-proxmox:lifecycle:ClusterHealth":               1,
@@ -123,9 +123,14 @@ func TestConstructHomelab(t *testing.T) {
 			t.Error("VMs must be deleted before they are replaced (same address, pinned id)")
 		}
 
-		if !slices.Equal(w1.IgnoreChanges, []string{"disks[0].fileId", "disks[0].importFrom", "disks[0].speed", "disks[1].speed"}) {
-			t.Errorf("ignoreChanges = %v, want the OS disk's source image (a new version must not re-create running VMs) "+
-				"and every disk's speed block (the provider reads it back differently)", w1.IgnoreChanges)
+		if !slices.Equal(w1.IgnoreChanges, []string{"disks[0].fileId", "disks[0].importFrom", "smbios", "disks[0].speed", "disks[1].speed"}) {
+			t.Errorf("ignoreChanges = %v, want the OS disk's source image (a new version must not re-create running VMs), "+
+				"the SMBIOS UUID (the VM's instance, set at its creation) and every disk's speed block (the provider reads it "+
+				"back differently)", w1.IgnoreChanges)
+		}
+
+		if w1.Inputs.Get("smbios").AsMap().Get("uuid").AsString() == "" {
+			t.Error("a new VM gets no SMBIOS UUID: a VM lost and created again would not be told from the old one")
 		}
 
 		disks := w1.Inputs.Get("disks").AsArray()
@@ -229,8 +234,9 @@ func TestConstructHomelab(t *testing.T) {
 		}
 
 		boot := r.named("homelab-bootstrap")
-		if boot.Inputs.Get("node").AsString() != "10.0.0.11" || boot.Inputs.Get("endpoint").AsString() != "10.0.0.11" {
-			t.Errorf("bootstrap must target cp-1's own address, not the VIP: %v", boot.Inputs)
+		if boot.Type != "talos-proxmox:lifecycle:EtcdBootstrap" || boot.Inputs.Get("node").AsString() != "cp-1" ||
+			boot.Inputs.Get("address").AsString() != "10.0.0.11" {
+			t.Errorf("bootstrap must target cp-1's own address, not the VIP: %s %v", boot.Type, boot.Inputs)
 		}
 
 		// The bootstrap node's configuration alone: the other control planes join when ready.
@@ -244,14 +250,15 @@ func TestConstructHomelab(t *testing.T) {
 			}
 		}
 
-		if len(boot.ReplaceWith) != 0 {
-			t.Errorf("with three control planes a replaced VM joins the running etcd; the bootstrap must stay: replaceWith = %v", boot.ReplaceWith)
+		// It is every control plane VM's: a new one for any of them creates it again, and its create
+		// does nothing while another control plane runs etcd (the new VM joins it).
+		cpVMs := []string{urnOf(r, "homelab-cp-1"), urnOf(r, "homelab-cp-2"), urnOf(r, "homelab-cp-3")}
+		if !slices.Equal(boot.ReplaceWith, cpVMs) {
+			t.Errorf("bootstrap replaceWith = %v, want the control planes' VMs %v", boot.ReplaceWith, cpVMs)
 		}
 
-		for _, f := range []string{"node", "endpoint", "clientConfiguration"} {
-			if !slices.Contains(boot.IgnoreChanges, f) {
-				t.Errorf("bootstrap does not ignore changes to %s: it would be re-created", f)
-			}
+		if v, ok := boot.Inputs.GetOk("recoverFrom"); ok && !v.IsNull() {
+			t.Errorf("a new cluster's bootstrap restores %v", boot.Inputs.Get("recoverFrom"))
 		}
 
 		kc := r.named("homelab-kubeconfig")

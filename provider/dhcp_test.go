@@ -66,8 +66,8 @@ func TestConstructDHCP(t *testing.T) {
 	}
 
 	boot := r.named("lab-bootstrap")
-	if got := boot.Inputs.Get("node").AsString(); got != cpIP {
-		t.Errorf("bootstrap node = %s, want %s", got, cpIP)
+	if got := boot.Inputs.Get("address").AsString(); got != cpIP {
+		t.Errorf("bootstrap address = %s, want %s", got, cpIP)
 	}
 
 	if !slices.Equal(boot.ReplaceWith, []string{urnOf(r, "lab-cp-1")}) {

@@ -44,6 +44,8 @@ var kinds = []struct {
 	{infer.Resource(&NodeConfig{}), NodeConfigKind, reflect.TypeFor[NodeConfigState]()},
 	{infer.Resource(&NodeAddress{}), NodeAddressKind, reflect.TypeFor[NodeAddressState]()},
 	{infer.Resource(&ClientCredentials{}), ClientCredentialsKind, reflect.TypeFor[ClientCredentialsState]()},
+	{infer.Resource(&EtcdSnapshot{}), EtcdSnapshotKind, reflect.TypeFor[EtcdSnapshotState]()},
+	{infer.Resource(&EtcdBootstrap{}), EtcdBootstrapKind, reflect.TypeFor[EtcdBootstrapState]()},
 }
 
 // resourceSpec is what the tests read of a resource in the schema.

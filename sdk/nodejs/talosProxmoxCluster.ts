@@ -49,6 +49,10 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
      */
     declare public /*out*/ readonly kubeconfig: pulumi.Output<string>;
     /**
+     * The last etcd snapshot the component took (with `etcdBackup`): where it is, its revision, size, sha256 and time; empty (`location` "") without `etcdBackup` or before the first snapshot. Not secret.
+     */
+    declare public /*out*/ readonly lastEtcdSnapshot: pulumi.Output<outputs.EtcdSnapshotInfo>;
+    /**
      * Every node by hostname: its Proxmox VM id, address, Proxmox host and role.
      */
     declare public readonly nodes: pulumi.Output<{[key: string]: outputs.NodeInfo}>;
@@ -85,6 +89,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             if (args?.talosVersion === undefined && !opts.urn) {
                 throw new Error("Missing required property 'talosVersion'");
             }
+            resourceInputs["allowDataLoss"] = args?.allowDataLoss;
             resourceInputs["allowSchedulingOnControlPlanes"] = args?.allowSchedulingOnControlPlanes;
             resourceInputs["cilium"] = args?.cilium;
             resourceInputs["clusterName"] = args?.clusterName;
@@ -93,6 +98,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["controlPlaneConfigPatches"] = args?.controlPlaneConfigPatches;
             resourceInputs["credentials"] = args?.credentials;
             resourceInputs["endpoint"] = args?.endpoint;
+            resourceInputs["etcdBackup"] = args?.etcdBackup;
             resourceInputs["extraManifestNamespaces"] = args?.extraManifestNamespaces;
             resourceInputs["extraManifests"] = args?.extraManifests;
             resourceInputs["health"] = args?.health;
@@ -105,6 +111,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["nodeDefaults"] = args?.nodeDefaults;
             resourceInputs["nodes"] = args?.nodes;
             resourceInputs["proxmoxClusterName"] = args?.proxmoxClusterName;
+            resourceInputs["recovery"] = args?.recovery;
             resourceInputs["talosVersion"] = args?.talosVersion;
             resourceInputs["upgrade"] = args?.upgrade;
             resourceInputs["vip"] = args?.vip;
@@ -114,6 +121,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["helmReleases"] = undefined /*out*/;
             resourceInputs["installerImage"] = undefined /*out*/;
             resourceInputs["kubeconfig"] = undefined /*out*/;
+            resourceInputs["lastEtcdSnapshot"] = undefined /*out*/;
             resourceInputs["schematicId"] = undefined /*out*/;
             resourceInputs["talosconfig"] = undefined /*out*/;
             resourceInputs["workerIps"] = undefined /*out*/;
@@ -124,6 +132,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["helmReleases"] = undefined /*out*/;
             resourceInputs["installerImage"] = undefined /*out*/;
             resourceInputs["kubeconfig"] = undefined /*out*/;
+            resourceInputs["lastEtcdSnapshot"] = undefined /*out*/;
             resourceInputs["nodes"] = undefined /*out*/;
             resourceInputs["schematicId"] = undefined /*out*/;
             resourceInputs["talosconfig"] = undefined /*out*/;
@@ -140,6 +149,10 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
  * The set of arguments for constructing a TalosProxmoxCluster resource.
  */
 export interface TalosProxmoxClusterArgs {
+    /**
+     * Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one) with neither `etcdBackup` nor `recovery`. Default: false: such a plan is refused at preview, naming the change.
+     */
+    allowDataLoss?: boolean;
     /**
      * Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
      */
@@ -172,6 +185,10 @@ export interface TalosProxmoxClusterArgs {
      * Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
      */
     endpoint?: string;
+    /**
+     * etcd snapshots before every risky change, on demand and on a schedule (see docs/operations.md, Backups and disaster recovery).
+     */
+    etcdBackup?: inputs.EtcdBackupArgs;
     /**
      * Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
      */
@@ -220,6 +237,10 @@ export interface TalosProxmoxClusterArgs {
      * Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
      */
     proxmoxClusterName?: string;
+    /**
+     * Restore etcd from a snapshot when the cluster has none running.
+     */
+    recovery?: inputs.RecoveryArgs;
     /**
      * Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with, and Kubernetes the version it runs (see `kubernetesVersion`). Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports, and only to a minor that runs the cluster's Kubernetes version (both checked at preview). See docs/operations.md.
      */

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/etcdbackup"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
@@ -54,6 +55,12 @@ func nodePatchKube(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 
 	if n.Role == spec.RoleControlPlane {
 		docs = append(docs, doc("KubeAPIServerConfig", map[string]any{"certExtraSANs": sans}))
+	}
+
+	if scheduledBackups(c, n) {
+		docs = append(docs, doc("KubeTalosAPIAccessConfig", map[string]any{
+			"allowedRoles": []string{backupRole}, "allowedKubernetesNamespaces": []string{etcdbackup.BackupNamespace},
+		}))
 	}
 
 	if c.Cilium && n.Role == spec.RoleControlPlane {

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v4"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/etcdbackup"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
@@ -113,6 +114,12 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 		machine["time"] = map[string]any{"servers": c.Network.NTPServers}
 	}
 
+	if scheduledBackups(c, n) {
+		machine["features"] = map[string]any{"kubernetesTalosAPIAccess": map[string]any{
+			"enabled": true, "allowedRoles": []string{backupRole}, "allowedKubernetesNamespaces": []string{etcdbackup.BackupNamespace},
+		}}
+	}
+
 	kubelet := map[string]any{}
 
 	if subnet, ok := nodeSubnet(c); ok {
@@ -191,6 +198,16 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 	// UserVolumeConfig, which cannot mount elsewhere.
 
 	return joinDocuments(append([]map[string]any{{"machine": machine, "cluster": cluster}}, documents(c, n, a)...))
+}
+
+// backupRole is the Talos API role the talos-backup CronJob's Talos ServiceAccount holds.
+const backupRole = "os:etcd:backup"
+
+// scheduledBackups tells whether node n lets pods in kube-system take etcd snapshots through the
+// Talos API (a Talos ServiceAccount with backupRole): on control planes, with etcdBackup.schedule.
+// Talos refuses the feature in a worker's configuration.
+func scheduledBackups(c *spec.Cluster, n spec.Node) bool {
+	return n.Role == spec.RoleControlPlane && c.EtcdBackup != nil && c.EtcdBackup.Schedule != ""
 }
 
 // nodeLabels are the node's own labels and the topology labels (Proxmox cluster and host).

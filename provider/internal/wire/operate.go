@@ -67,10 +67,9 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 		lifecycle.Set(in, &a.CheckReady, pulumi.Bool(c.Health.RequireNodesReady))
 		lifecycle.Set(in, &a.AllowDowngrade, pulumi.Bool(c.Upgrade.AllowDowngrade))
 
-		u, err := lifecycle.NodeUpgradeKind.Register(s.Ctx, s.child(n.Name+"-upgrade"), in, s.parent(), b.self, pulumi.DependsOn(deps),
-			// A new VM is a new node: its record starts again.
-			pulumi.ReplaceWith([]pulumi.Resource{m.VMs[n.Name]}),
-		)
+		// A new VM is a new node: its record starts again.
+		u, err := lifecycle.NodeUpgradeKind.Register(s.Ctx, s.child(n.Name+"-upgrade"), in,
+			append([]pulumi.ResourceOption{s.parent(), b.self, pulumi.DependsOn(deps)}, m.Instance(n.Name)...)...)
 		if err != nil {
 			return nil, errorf("registering the upgrade of node %s: %w", n.Name, err)
 		}
@@ -265,10 +264,9 @@ func (b operation) reconfigure(workers, cps pulumi.StringMap, order []spec.Node,
 		lifecycle.Set(in, &a.CheckReady, pulumi.Bool(c.Health.RequireNodesReady))
 		lifecycle.Set(in, &a.Timeout, pulumi.String(c.Upgrade.Timeout.String()))
 
-		res, err := lifecycle.NodeConfigKind.Register(b.s.Ctx, b.s.child(n.Name+"-node-config"), in, b.s.parent(), b.self, pulumi.DependsOn(deps),
-			// A new VM is configured by its ConfigurationApply: the record starts again.
-			pulumi.ReplaceWith([]pulumi.Resource{b.m.VMs[n.Name]}),
-		)
+		// A new VM is configured by its ConfigurationApply: the record starts again.
+		res, err := lifecycle.NodeConfigKind.Register(b.s.Ctx, b.s.child(n.Name+"-node-config"), in,
+			append([]pulumi.ResourceOption{b.s.parent(), b.self, pulumi.DependsOn(deps)}, b.m.Instance(n.Name)...)...)
 		if err != nil {
 			return nil, errorf("registering the configuration of running node %s: %w", n.Name, err)
 		}

@@ -24,9 +24,10 @@ type Running struct {
 	Endpoint pulumi.StringOutput
 }
 
-// Talos registers the Talos side: one configuration apply per node (after its VM), the
-// bootstrap of the first control plane, the kubeconfig and the client credentials.
-func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, self Lifecycle) (*Running, error) {
+// Talos registers the Talos side: one configuration apply per node (after its VM), the client
+// credentials, the bootstrap of etcd on the first control plane (from a snapshot when this `up`
+// leaves no control plane in place, or recovery asks for one; see bootstrap) and the kubeconfig.
+func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, backup *Backup, pass PassThrough, self Lifecycle) (*Running, error) {
 	c := s.Cluster
 	cc := secrets.Resource.ClientConfiguration
 	endpointURL := m.Addresses.EndpointURL(c)
@@ -42,15 +43,17 @@ func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, self Lifecyc
 			MachineConfigurationInput: cfg,
 			Node:                      ip,
 			Endpoint:                  ip,
-		}, s.parent(),
+		}, append([]pulumi.ResourceOption{
+			s.parent(),
 			pulumi.DependsOn([]pulumi.Resource{m.VMs[n.Name]}),
-			// A new VM boots into maintenance mode and needs its configuration again; the
-			// upstream resource never notices a new VM by itself.
-			pulumi.ReplaceWith([]pulumi.Resource{m.VMs[n.Name]}),
 			pulumi.AdditionalSecretOutputs([]string{"machineConfiguration", "machineConfigurationInput", "clientConfiguration"}),
 			// It configures the new node only: later changes reach the running node through its
 			// NodeConfig, one node at a time after the upgrades (Operate), never all at once.
 			pulumi.IgnoreChanges([]string{"machineConfigurationInput"}),
+		},
+			// A new VM boots into maintenance mode and needs its configuration again; the
+			// upstream resource never notices a new VM by itself.
+			m.Instance(n.Name)...)...,
 		)
 		if err != nil {
 			return nil, errorf("registering the configuration of node %s: %w", n.Name, err)
@@ -63,30 +66,17 @@ func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, self Lifecyc
 
 	first := m.Addresses[c.BootstrapNode().Name]
 
-	bootstrapOpts := []pulumi.ResourceOption{
-		s.parent(),
-		// The bootstrap node alone must be configured, as Talos documents: the other control
-		// planes join its etcd whenever they are configured (waiting for all of them held the
-		// cluster's start until the last VM, created in whatever order the engine takes them).
-		pulumi.DependsOn([]pulumi.Resource{r.Applies[c.BootstrapNode().Name]}),
-		// Bootstrapping a running cluster again fails: once done, never again, whatever
-		// happens to the node list.
-		pulumi.IgnoreChanges([]string{"node", "endpoint", "clientConfiguration"}),
-		pulumi.AdditionalSecretOutputs([]string{"clientConfiguration"}),
-	}
-	if cps := c.ControlPlanes(); len(cps) == 1 {
-		// With a single control plane, a new VM for it starts an empty etcd: the cluster
-		// must be bootstrapped again. (With more, the new VM joins the running etcd.)
-		bootstrapOpts = append(bootstrapOpts, pulumi.ReplaceWith([]pulumi.Resource{m.VMs[cps[0].Name]}))
+	creds, err := clientCredentials(s, secrets, m.Addresses, endpointURL, self)
+	if err != nil {
+		return nil, err
 	}
 
-	bootstrap, err := machine.NewBootstrap(s.Ctx, s.child("bootstrap"), &machine.BootstrapArgs{
-		ClientConfiguration: cc,
-		Node:                first,
-		Endpoint:            first,
-	}, bootstrapOpts...)
+	r.Kubeconfig = pulumi.ToSecret(creds.Kubeconfig).(pulumi.StringOutput)
+	r.Talosconfig = pulumi.ToSecret(creds.Talosconfig).(pulumi.StringOutput)
+
+	bootstrap, err := bootstrapEtcd(s, m, r, backup, pass, self)
 	if err != nil {
-		return nil, errorf("registering the bootstrap: %w", err)
+		return nil, err
 	}
 
 	kubeconfig, err := cluster.NewKubeconfig(s.Ctx, s.child("kubeconfig"), &cluster.KubeconfigArgs{
@@ -105,17 +95,64 @@ func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, self Lifecyc
 		return nil, errorf("registering the kubeconfig: %w", err)
 	}
 
-	r.Ready = []pulumi.Resource{bootstrap, kubeconfig}
-
-	creds, err := clientCredentials(s, secrets, m.Addresses, endpointURL, self)
-	if err != nil {
-		return nil, err
-	}
-
-	r.Kubeconfig = pulumi.ToSecret(creds.Kubeconfig).(pulumi.StringOutput)
-	r.Talosconfig = pulumi.ToSecret(creds.Talosconfig).(pulumi.StringOutput)
+	r.Ready = append([]pulumi.Resource{bootstrap, kubeconfig}, backup.Before...)
 
 	return r, nil
+}
+
+// bootstrapEtcd registers the bootstrap of etcd (`<name>-bootstrap`, an EtcdBootstrap) on the first
+// control plane by name, after that node's configuration apply alone (the other control planes
+// join its etcd whenever they are configured, as Talos documents; waiting for all of them held
+// the cluster's start until the last VM, created in whatever order the engine takes them). It is
+// a control plane VM instance's: replaced with any of them, and its create does nothing when a
+// control plane runs etcd, so it bootstraps only when none does — a new cluster, the only
+// control plane (or every one) replaced, every one lost. Then it restores, in this order: the
+// snapshot this `up` took first when the `up` leaves no control plane in place (etcdBackup), else
+// recovery.fromSnapshot; else it starts an empty etcd.
+func bootstrapEtcd(s Scope, m *Machines, r *Running, backup *Backup, pass PassThrough, self Lifecycle) (pulumi.Resource, error) {
+	c := s.Cluster
+	node := c.BootstrapNode()
+
+	cps := pulumi.StringMap{}
+	for _, n := range c.ControlPlanes() {
+		cps[n.Name] = m.Addresses[n.Name]
+	}
+
+	in, a := lifecycle.EtcdBootstrapKind.Inputs()
+	lifecycle.Set(in, &a.Talosconfig, r.Talosconfig)
+	lifecycle.Set(in, &a.Node, pulumi.String(node.Name))
+	lifecycle.Set(in, &a.Address, m.Addresses[node.Name])
+	lifecycle.Set(in, &a.ControlPlanes, cps.ToStringMapOutput())
+	lifecycle.Set(in, &a.Timeout, pulumi.String(c.Upgrade.Timeout.String()))
+
+	switch {
+	case backup.Restores && backup.Snapshot != nil:
+		lifecycle.Set(in, &a.RecoverFrom, backup.Snapshot.Location)
+	case c.Recovery != nil && c.Recovery.FromSnapshot != "":
+		lifecycle.Set(in, &a.RecoverFrom, pulumi.String(c.Recovery.FromSnapshot).ToStringOutput())
+	}
+
+	if pass.AgeIdentity != nil {
+		lifecycle.Set(in, &a.AgeIdentity, pulumi.ToSecret(pass.AgeIdentity.ToStringOutput()).(pulumi.StringOutput))
+	}
+
+	var names []string
+	for _, n := range c.ControlPlanes() {
+		names = append(names, n.Name)
+	}
+
+	opts := append([]pulumi.ResourceOption{
+		s.parent(), self.option,
+		pulumi.DependsOn(append([]pulumi.Resource{r.Applies[node.Name]}, backup.Before...)),
+		pulumi.AdditionalSecretOutputs([]string{"talosconfig", "ageIdentity"}),
+	}, m.Instances(names)...)
+
+	res, err := lifecycle.EtcdBootstrapKind.Register(s.Ctx, s.child("bootstrap"), in, opts...)
+	if err != nil {
+		return nil, errorf("registering the bootstrap: %w", err)
+	}
+
+	return res, nil
 }
 
 // clientCredentials registers the admin talosconfig and kubeconfig, issued from the cluster's CAs

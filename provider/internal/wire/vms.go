@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -20,6 +21,40 @@ type Machines struct {
 	VMs       map[string]pulumi.Resource
 	VMIDs     map[string]pulumi.IntOutput
 	Addresses Addresses
+	// Instances are the options that bind a resource about a node to its VM instance (Instance).
+	instances map[string]pulumi.StringOutput
+}
+
+// Instance are the options that bind a resource about node n to its VM: replaced with it, and
+// replaced when the VM is a new one without a replacement (a VM lost outside Pulumi, which
+// `pulumi refresh` dropped from the state, is created again: the configuration, the bootstrap and
+// the records of the node must start again with it). A VM's instance is its SMBIOS UUID, which the
+// component sets when it creates the VM and never changes.
+func (m *Machines) Instance(n string) []pulumi.ResourceOption {
+	return m.Instances([]string{n})
+}
+
+// Instances bind a resource about several nodes to their VMs, as Instance does for one: it is
+// replaced when any of them is.
+func (m *Machines) Instances(nodes []string) []pulumi.ResourceOption {
+	vms := make([]pulumi.Resource, 0, len(nodes))
+	ids := make([]any, 0, len(nodes))
+
+	for _, n := range nodes {
+		vms = append(vms, m.VMs[n])
+		ids = append(ids, m.instances[n])
+	}
+
+	trigger := pulumi.All(ids...).ApplyT(func(v []any) string {
+		parts := make([]string, len(v))
+		for i, id := range v {
+			parts[i] = id.(string)
+		}
+
+		return strings.Join(parts, ",")
+	}).(pulumi.StringOutput)
+
+	return []pulumi.ResourceOption{pulumi.ReplaceWith(vms), pulumi.ReplacementTrigger(trigger)}
 }
 
 // VirtualMachines registers one VM per node with the settings Talos documents for Proxmox, from
@@ -27,10 +62,16 @@ type Machines struct {
 // Proxmox choose) and the VM guard's hooks. No VM is created before every node's configuration
 // is known to be valid (Configs.Checked). A DHCP node's address is searched for through a
 // lifecycle NodeAddress resource served by self.
+//
+// The VMs also wait for after (the etcd snapshot of this `up`, when one is taken before a VM is
+// replaced).
 func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[string]int, guard *proxmox.VMGuard,
-	checked pulumi.ResourceArrayOutput, self Lifecycle,
+	checked pulumi.ResourceArrayOutput, after []pulumi.Resource, self Lifecycle,
 ) (*Machines, error) {
-	m := &Machines{VMs: map[string]pulumi.Resource{}, VMIDs: map[string]pulumi.IntOutput{}, Addresses: Addresses{}}
+	m := &Machines{
+		VMs: map[string]pulumi.Resource{}, VMIDs: map[string]pulumi.IntOutput{}, Addresses: Addresses{},
+		instances: map[string]pulumi.StringOutput{},
+	}
 
 	for _, v := range p.VMs {
 		vmid := v.Node.VMID
@@ -52,6 +93,7 @@ func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[st
 				pulumi.IgnoreChanges(vmIgnoredPaths(len(v.Disks))),
 				// No VM before every node's configuration is known to be valid (CheckConfigs).
 				pulumi.DependsOnInputs(checked),
+				pulumi.DependsOn(after),
 			}, hooks...)...,
 		)
 		if err != nil {
@@ -60,6 +102,13 @@ func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[st
 
 		m.VMs[v.Node.Name] = machine
 		m.VMIDs[v.Node.Name] = machine.VmId
+		m.instances[v.Node.Name] = machine.Smbios.Uuid().ApplyT(func(u *string) string {
+			if u == nil {
+				return ""
+			}
+
+			return *u
+		}).(pulumi.StringOutput)
 
 		if s.Cluster.Network.DHCP {
 			ip, err := nodeAddress(s, v.Node, machine, self)
@@ -84,8 +133,9 @@ func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[st
 //     at a time, by their NodeUpgrade (Operate).
 //   - every disk's speed block: the proxmoxve provider defaults it to zeros but reads disks back
 //     without one, so every disk would show a diff on every preview. The component never sets it.
+//   - the SMBIOS UUID: a VM's instance (Machines.Instance), set once when the VM is created.
 func vmIgnoredPaths(disks int) []string {
-	paths := []string{"disks[0].fileId", "disks[0].importFrom"}
+	paths := []string{"disks[0].fileId", "disks[0].importFrom", "smbios"}
 	for i := range disks {
 		paths = append(paths, fmt.Sprintf("disks[%d].speed", i))
 	}
@@ -186,6 +236,8 @@ func vmArgs(c *spec.Cluster, p plan.VM, image *download.File, vmid int) *vm.Virt
 		// Talos without the guest agent ignores ACPI shutdown requests slowly; a destroyed
 		// node is stopped, not shut down.
 		StopOnDestroy: pulumi.Bool(true),
+		// A new VM's instance (see Machines.Instance); Proxmox would pick a random one too.
+		Smbios: vm.VirtualMachineSmbiosArgs{Uuid: pulumi.String(uuid.NewString())},
 	}
 
 	if len(pcis) > 0 {

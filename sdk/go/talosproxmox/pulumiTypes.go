@@ -506,6 +506,314 @@ func (o DataDiskArrayOutput) Index(i pulumi.IntInput) DataDiskOutput {
 	}).(DataDiskOutput)
 }
 
+// etcd snapshots through the Talos API (what `talosctl etcd snapshot` takes), verified with etcd's own snapshot status before they count. One snapshot is taken in every `pulumi up` that upgrades Talos or Kubernetes, removes, replaces or adds a control plane, before the first node is touched; a failed snapshot stops the `up` there. See docs/operations.md, Backups and disaster recovery.
+type EtcdBackup struct {
+	// age X25519 public keys (`age1…`): snapshots are encrypted to all of them (the format siderolabs/talos-backup writes). Restoring one then needs `recovery.ageIdentity`.
+	AgeRecipients []string `pulumi:"ageRecipients"`
+	// Where snapshots go, as a URL in the forms Pulumi's state backends use: `file:///abs/dir` or `s3://bucket/prefix?endpoint=https://…&region=…&s3ForcePathStyle=true` (credentials from the standard AWS environment variables or profile of the machine running Pulumi, never from the program). Objects are named `<prefix>/<clusterName>/etcd-<UTC time>-r<revision>.snapshot` (`.age` when encrypted).
+	Destination string `pulumi:"destination"`
+	// How many of this cluster's snapshots to keep at the destination; older ones that this cluster wrote are deleted after a new one is stored, other objects never. Default: 10.
+	Keep *int `pulumi:"keep"`
+	// Stop the `up` when the snapshot fails (default: true). False takes the change without a snapshot and says so in Pulumi's log.
+	Required *bool `pulumi:"required"`
+	// A cron schedule (5 fields, e.g. `0 */6 * * *`) for snapshots taken inside the cluster by siderolabs' talos-backup CronJob (kube-system), to the same S3 destination; the control planes then grant it Talos API access with the `os:etcd:backup` role. S3 destinations only.
+	Schedule *string `pulumi:"schedule"`
+	// Name of a Secret in kube-system holding `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` for the talos-backup CronJob (create it yourself; the component never handles S3 keys). Default: `talos-backup-s3`.
+	ScheduleSecret *string `pulumi:"scheduleSecret"`
+	// Any string: changing it takes a snapshot at the next `up` even if nothing else changed.
+	SnapshotNow *string `pulumi:"snapshotNow"`
+}
+
+// EtcdBackupInput is an input type that accepts EtcdBackupArgs and EtcdBackupOutput values.
+// You can construct a concrete instance of `EtcdBackupInput` via:
+//
+//	EtcdBackupArgs{...}
+type EtcdBackupInput interface {
+	pulumi.Input
+
+	ToEtcdBackupOutput() EtcdBackupOutput
+	ToEtcdBackupOutputWithContext(context.Context) EtcdBackupOutput
+}
+
+// etcd snapshots through the Talos API (what `talosctl etcd snapshot` takes), verified with etcd's own snapshot status before they count. One snapshot is taken in every `pulumi up` that upgrades Talos or Kubernetes, removes, replaces or adds a control plane, before the first node is touched; a failed snapshot stops the `up` there. See docs/operations.md, Backups and disaster recovery.
+type EtcdBackupArgs struct {
+	// age X25519 public keys (`age1…`): snapshots are encrypted to all of them (the format siderolabs/talos-backup writes). Restoring one then needs `recovery.ageIdentity`.
+	AgeRecipients pulumi.StringArrayInput `pulumi:"ageRecipients"`
+	// Where snapshots go, as a URL in the forms Pulumi's state backends use: `file:///abs/dir` or `s3://bucket/prefix?endpoint=https://…&region=…&s3ForcePathStyle=true` (credentials from the standard AWS environment variables or profile of the machine running Pulumi, never from the program). Objects are named `<prefix>/<clusterName>/etcd-<UTC time>-r<revision>.snapshot` (`.age` when encrypted).
+	Destination pulumi.StringInput `pulumi:"destination"`
+	// How many of this cluster's snapshots to keep at the destination; older ones that this cluster wrote are deleted after a new one is stored, other objects never. Default: 10.
+	Keep pulumi.IntPtrInput `pulumi:"keep"`
+	// Stop the `up` when the snapshot fails (default: true). False takes the change without a snapshot and says so in Pulumi's log.
+	Required pulumi.BoolPtrInput `pulumi:"required"`
+	// A cron schedule (5 fields, e.g. `0 */6 * * *`) for snapshots taken inside the cluster by siderolabs' talos-backup CronJob (kube-system), to the same S3 destination; the control planes then grant it Talos API access with the `os:etcd:backup` role. S3 destinations only.
+	Schedule pulumi.StringPtrInput `pulumi:"schedule"`
+	// Name of a Secret in kube-system holding `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` for the talos-backup CronJob (create it yourself; the component never handles S3 keys). Default: `talos-backup-s3`.
+	ScheduleSecret pulumi.StringPtrInput `pulumi:"scheduleSecret"`
+	// Any string: changing it takes a snapshot at the next `up` even if nothing else changed.
+	SnapshotNow pulumi.StringPtrInput `pulumi:"snapshotNow"`
+}
+
+func (EtcdBackupArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*EtcdBackup)(nil)).Elem()
+}
+
+func (i EtcdBackupArgs) ToEtcdBackupOutput() EtcdBackupOutput {
+	return i.ToEtcdBackupOutputWithContext(context.Background())
+}
+
+func (i EtcdBackupArgs) ToEtcdBackupOutputWithContext(ctx context.Context) EtcdBackupOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(EtcdBackupOutput)
+}
+
+func (i EtcdBackupArgs) ToEtcdBackupPtrOutput() EtcdBackupPtrOutput {
+	return i.ToEtcdBackupPtrOutputWithContext(context.Background())
+}
+
+func (i EtcdBackupArgs) ToEtcdBackupPtrOutputWithContext(ctx context.Context) EtcdBackupPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(EtcdBackupOutput).ToEtcdBackupPtrOutputWithContext(ctx)
+}
+
+// EtcdBackupPtrInput is an input type that accepts EtcdBackupArgs, EtcdBackupPtr and EtcdBackupPtrOutput values.
+// You can construct a concrete instance of `EtcdBackupPtrInput` via:
+//
+//	        EtcdBackupArgs{...}
+//
+//	or:
+//
+//	        nil
+type EtcdBackupPtrInput interface {
+	pulumi.Input
+
+	ToEtcdBackupPtrOutput() EtcdBackupPtrOutput
+	ToEtcdBackupPtrOutputWithContext(context.Context) EtcdBackupPtrOutput
+}
+
+type etcdBackupPtrType EtcdBackupArgs
+
+func EtcdBackupPtr(v *EtcdBackupArgs) EtcdBackupPtrInput {
+	return (*etcdBackupPtrType)(v)
+}
+
+func (*etcdBackupPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**EtcdBackup)(nil)).Elem()
+}
+
+func (i *etcdBackupPtrType) ToEtcdBackupPtrOutput() EtcdBackupPtrOutput {
+	return i.ToEtcdBackupPtrOutputWithContext(context.Background())
+}
+
+func (i *etcdBackupPtrType) ToEtcdBackupPtrOutputWithContext(ctx context.Context) EtcdBackupPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(EtcdBackupPtrOutput)
+}
+
+// etcd snapshots through the Talos API (what `talosctl etcd snapshot` takes), verified with etcd's own snapshot status before they count. One snapshot is taken in every `pulumi up` that upgrades Talos or Kubernetes, removes, replaces or adds a control plane, before the first node is touched; a failed snapshot stops the `up` there. See docs/operations.md, Backups and disaster recovery.
+type EtcdBackupOutput struct{ *pulumi.OutputState }
+
+func (EtcdBackupOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*EtcdBackup)(nil)).Elem()
+}
+
+func (o EtcdBackupOutput) ToEtcdBackupOutput() EtcdBackupOutput {
+	return o
+}
+
+func (o EtcdBackupOutput) ToEtcdBackupOutputWithContext(ctx context.Context) EtcdBackupOutput {
+	return o
+}
+
+func (o EtcdBackupOutput) ToEtcdBackupPtrOutput() EtcdBackupPtrOutput {
+	return o.ToEtcdBackupPtrOutputWithContext(context.Background())
+}
+
+func (o EtcdBackupOutput) ToEtcdBackupPtrOutputWithContext(ctx context.Context) EtcdBackupPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v EtcdBackup) *EtcdBackup {
+		return &v
+	}).(EtcdBackupPtrOutput)
+}
+
+// age X25519 public keys (`age1…`): snapshots are encrypted to all of them (the format siderolabs/talos-backup writes). Restoring one then needs `recovery.ageIdentity`.
+func (o EtcdBackupOutput) AgeRecipients() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v EtcdBackup) []string { return v.AgeRecipients }).(pulumi.StringArrayOutput)
+}
+
+// Where snapshots go, as a URL in the forms Pulumi's state backends use: `file:///abs/dir` or `s3://bucket/prefix?endpoint=https://…&region=…&s3ForcePathStyle=true` (credentials from the standard AWS environment variables or profile of the machine running Pulumi, never from the program). Objects are named `<prefix>/<clusterName>/etcd-<UTC time>-r<revision>.snapshot` (`.age` when encrypted).
+func (o EtcdBackupOutput) Destination() pulumi.StringOutput {
+	return o.ApplyT(func(v EtcdBackup) string { return v.Destination }).(pulumi.StringOutput)
+}
+
+// How many of this cluster's snapshots to keep at the destination; older ones that this cluster wrote are deleted after a new one is stored, other objects never. Default: 10.
+func (o EtcdBackupOutput) Keep() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v EtcdBackup) *int { return v.Keep }).(pulumi.IntPtrOutput)
+}
+
+// Stop the `up` when the snapshot fails (default: true). False takes the change without a snapshot and says so in Pulumi's log.
+func (o EtcdBackupOutput) Required() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v EtcdBackup) *bool { return v.Required }).(pulumi.BoolPtrOutput)
+}
+
+// A cron schedule (5 fields, e.g. `0 */6 * * *`) for snapshots taken inside the cluster by siderolabs' talos-backup CronJob (kube-system), to the same S3 destination; the control planes then grant it Talos API access with the `os:etcd:backup` role. S3 destinations only.
+func (o EtcdBackupOutput) Schedule() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v EtcdBackup) *string { return v.Schedule }).(pulumi.StringPtrOutput)
+}
+
+// Name of a Secret in kube-system holding `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` for the talos-backup CronJob (create it yourself; the component never handles S3 keys). Default: `talos-backup-s3`.
+func (o EtcdBackupOutput) ScheduleSecret() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v EtcdBackup) *string { return v.ScheduleSecret }).(pulumi.StringPtrOutput)
+}
+
+// Any string: changing it takes a snapshot at the next `up` even if nothing else changed.
+func (o EtcdBackupOutput) SnapshotNow() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v EtcdBackup) *string { return v.SnapshotNow }).(pulumi.StringPtrOutput)
+}
+
+type EtcdBackupPtrOutput struct{ *pulumi.OutputState }
+
+func (EtcdBackupPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**EtcdBackup)(nil)).Elem()
+}
+
+func (o EtcdBackupPtrOutput) ToEtcdBackupPtrOutput() EtcdBackupPtrOutput {
+	return o
+}
+
+func (o EtcdBackupPtrOutput) ToEtcdBackupPtrOutputWithContext(ctx context.Context) EtcdBackupPtrOutput {
+	return o
+}
+
+func (o EtcdBackupPtrOutput) Elem() EtcdBackupOutput {
+	return o.ApplyT(func(v *EtcdBackup) EtcdBackup {
+		if v != nil {
+			return *v
+		}
+		var ret EtcdBackup
+		return ret
+	}).(EtcdBackupOutput)
+}
+
+// age X25519 public keys (`age1…`): snapshots are encrypted to all of them (the format siderolabs/talos-backup writes). Restoring one then needs `recovery.ageIdentity`.
+func (o EtcdBackupPtrOutput) AgeRecipients() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v *EtcdBackup) []string {
+		if v == nil {
+			return nil
+		}
+		return v.AgeRecipients
+	}).(pulumi.StringArrayOutput)
+}
+
+// Where snapshots go, as a URL in the forms Pulumi's state backends use: `file:///abs/dir` or `s3://bucket/prefix?endpoint=https://…&region=…&s3ForcePathStyle=true` (credentials from the standard AWS environment variables or profile of the machine running Pulumi, never from the program). Objects are named `<prefix>/<clusterName>/etcd-<UTC time>-r<revision>.snapshot` (`.age` when encrypted).
+func (o EtcdBackupPtrOutput) Destination() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *EtcdBackup) *string {
+		if v == nil {
+			return nil
+		}
+		return &v.Destination
+	}).(pulumi.StringPtrOutput)
+}
+
+// How many of this cluster's snapshots to keep at the destination; older ones that this cluster wrote are deleted after a new one is stored, other objects never. Default: 10.
+func (o EtcdBackupPtrOutput) Keep() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *EtcdBackup) *int {
+		if v == nil {
+			return nil
+		}
+		return v.Keep
+	}).(pulumi.IntPtrOutput)
+}
+
+// Stop the `up` when the snapshot fails (default: true). False takes the change without a snapshot and says so in Pulumi's log.
+func (o EtcdBackupPtrOutput) Required() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *EtcdBackup) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.Required
+	}).(pulumi.BoolPtrOutput)
+}
+
+// A cron schedule (5 fields, e.g. `0 */6 * * *`) for snapshots taken inside the cluster by siderolabs' talos-backup CronJob (kube-system), to the same S3 destination; the control planes then grant it Talos API access with the `os:etcd:backup` role. S3 destinations only.
+func (o EtcdBackupPtrOutput) Schedule() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *EtcdBackup) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Schedule
+	}).(pulumi.StringPtrOutput)
+}
+
+// Name of a Secret in kube-system holding `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` for the talos-backup CronJob (create it yourself; the component never handles S3 keys). Default: `talos-backup-s3`.
+func (o EtcdBackupPtrOutput) ScheduleSecret() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *EtcdBackup) *string {
+		if v == nil {
+			return nil
+		}
+		return v.ScheduleSecret
+	}).(pulumi.StringPtrOutput)
+}
+
+// Any string: changing it takes a snapshot at the next `up` even if nothing else changed.
+func (o EtcdBackupPtrOutput) SnapshotNow() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *EtcdBackup) *string {
+		if v == nil {
+			return nil
+		}
+		return v.SnapshotNow
+	}).(pulumi.StringPtrOutput)
+}
+
+// An etcd snapshot the component took and verified.
+type EtcdSnapshotInfo struct {
+	// URL of the object (usable as `recovery.fromSnapshot`); empty when there is none.
+	Location string `pulumi:"location"`
+	// etcd revision of the snapshot.
+	Revision int `pulumi:"revision"`
+	// sha256 of the snapshot (before encryption), hex.
+	Sha256 string `pulumi:"sha256"`
+	// Size of the snapshot in bytes (before encryption).
+	Size int `pulumi:"size"`
+	// When it was taken (RFC 3339, UTC).
+	TakenAt string `pulumi:"takenAt"`
+}
+
+// An etcd snapshot the component took and verified.
+type EtcdSnapshotInfoOutput struct{ *pulumi.OutputState }
+
+func (EtcdSnapshotInfoOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*EtcdSnapshotInfo)(nil)).Elem()
+}
+
+func (o EtcdSnapshotInfoOutput) ToEtcdSnapshotInfoOutput() EtcdSnapshotInfoOutput {
+	return o
+}
+
+func (o EtcdSnapshotInfoOutput) ToEtcdSnapshotInfoOutputWithContext(ctx context.Context) EtcdSnapshotInfoOutput {
+	return o
+}
+
+// URL of the object (usable as `recovery.fromSnapshot`); empty when there is none.
+func (o EtcdSnapshotInfoOutput) Location() pulumi.StringOutput {
+	return o.ApplyT(func(v EtcdSnapshotInfo) string { return v.Location }).(pulumi.StringOutput)
+}
+
+// etcd revision of the snapshot.
+func (o EtcdSnapshotInfoOutput) Revision() pulumi.IntOutput {
+	return o.ApplyT(func(v EtcdSnapshotInfo) int { return v.Revision }).(pulumi.IntOutput)
+}
+
+// sha256 of the snapshot (before encryption), hex.
+func (o EtcdSnapshotInfoOutput) Sha256() pulumi.StringOutput {
+	return o.ApplyT(func(v EtcdSnapshotInfo) string { return v.Sha256 }).(pulumi.StringOutput)
+}
+
+// Size of the snapshot in bytes (before encryption).
+func (o EtcdSnapshotInfoOutput) Size() pulumi.IntOutput {
+	return o.ApplyT(func(v EtcdSnapshotInfo) int { return v.Size }).(pulumi.IntOutput)
+}
+
+// When it was taken (RFC 3339, UTC).
+func (o EtcdSnapshotInfoOutput) TakenAt() pulumi.StringOutput {
+	return o.ApplyT(func(v EtcdSnapshotInfo) string { return v.TakenAt }).(pulumi.StringOutput)
+}
+
 // The health gate: after bootstrap and after every change, the component waits until the cluster passes the checks `talosctl health` runs (etcd, apid, kubelet, boot sequence, Kubernetes nodes and control plane, kube-proxy, CoreDNS) and every Node is Ready. The outputs depend on it, so programs that use the kubeconfig run only against a healthy cluster. Progress shows in Pulumi's log.
 type Health struct {
 	// Require every Kubernetes Node to be Ready. Default: true, unless a config patch sets the CNI to `none` and `cilium` is not set (nodes then stay NotReady until you deploy a CNI).
@@ -2573,6 +2881,165 @@ func (o PciDeviceArrayOutput) Index(i pulumi.IntInput) PciDeviceOutput {
 	}).(PciDeviceOutput)
 }
 
+// Disaster recovery: when the cluster has no running etcd (every control plane lost, or replaced in this `up`), the bootstrap uploads a snapshot to the first control plane and bootstraps etcd from it (Talos' `bootstrap --recover-from`); the other control planes join it.
+type Recovery struct {
+	// age identity (`AGE-SECRET-KEY-1…`, a secret) that decrypts an encrypted snapshot.
+	AgeIdentity *string `pulumi:"ageIdentity"`
+	// URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+	FromSnapshot *string `pulumi:"fromSnapshot"`
+}
+
+// RecoveryInput is an input type that accepts RecoveryArgs and RecoveryOutput values.
+// You can construct a concrete instance of `RecoveryInput` via:
+//
+//	RecoveryArgs{...}
+type RecoveryInput interface {
+	pulumi.Input
+
+	ToRecoveryOutput() RecoveryOutput
+	ToRecoveryOutputWithContext(context.Context) RecoveryOutput
+}
+
+// Disaster recovery: when the cluster has no running etcd (every control plane lost, or replaced in this `up`), the bootstrap uploads a snapshot to the first control plane and bootstraps etcd from it (Talos' `bootstrap --recover-from`); the other control planes join it.
+type RecoveryArgs struct {
+	// age identity (`AGE-SECRET-KEY-1…`, a secret) that decrypts an encrypted snapshot.
+	AgeIdentity pulumi.StringPtrInput `pulumi:"ageIdentity"`
+	// URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+	FromSnapshot pulumi.StringPtrInput `pulumi:"fromSnapshot"`
+}
+
+func (RecoveryArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*Recovery)(nil)).Elem()
+}
+
+func (i RecoveryArgs) ToRecoveryOutput() RecoveryOutput {
+	return i.ToRecoveryOutputWithContext(context.Background())
+}
+
+func (i RecoveryArgs) ToRecoveryOutputWithContext(ctx context.Context) RecoveryOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RecoveryOutput)
+}
+
+func (i RecoveryArgs) ToRecoveryPtrOutput() RecoveryPtrOutput {
+	return i.ToRecoveryPtrOutputWithContext(context.Background())
+}
+
+func (i RecoveryArgs) ToRecoveryPtrOutputWithContext(ctx context.Context) RecoveryPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RecoveryOutput).ToRecoveryPtrOutputWithContext(ctx)
+}
+
+// RecoveryPtrInput is an input type that accepts RecoveryArgs, RecoveryPtr and RecoveryPtrOutput values.
+// You can construct a concrete instance of `RecoveryPtrInput` via:
+//
+//	        RecoveryArgs{...}
+//
+//	or:
+//
+//	        nil
+type RecoveryPtrInput interface {
+	pulumi.Input
+
+	ToRecoveryPtrOutput() RecoveryPtrOutput
+	ToRecoveryPtrOutputWithContext(context.Context) RecoveryPtrOutput
+}
+
+type recoveryPtrType RecoveryArgs
+
+func RecoveryPtr(v *RecoveryArgs) RecoveryPtrInput {
+	return (*recoveryPtrType)(v)
+}
+
+func (*recoveryPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**Recovery)(nil)).Elem()
+}
+
+func (i *recoveryPtrType) ToRecoveryPtrOutput() RecoveryPtrOutput {
+	return i.ToRecoveryPtrOutputWithContext(context.Background())
+}
+
+func (i *recoveryPtrType) ToRecoveryPtrOutputWithContext(ctx context.Context) RecoveryPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(RecoveryPtrOutput)
+}
+
+// Disaster recovery: when the cluster has no running etcd (every control plane lost, or replaced in this `up`), the bootstrap uploads a snapshot to the first control plane and bootstraps etcd from it (Talos' `bootstrap --recover-from`); the other control planes join it.
+type RecoveryOutput struct{ *pulumi.OutputState }
+
+func (RecoveryOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*Recovery)(nil)).Elem()
+}
+
+func (o RecoveryOutput) ToRecoveryOutput() RecoveryOutput {
+	return o
+}
+
+func (o RecoveryOutput) ToRecoveryOutputWithContext(ctx context.Context) RecoveryOutput {
+	return o
+}
+
+func (o RecoveryOutput) ToRecoveryPtrOutput() RecoveryPtrOutput {
+	return o.ToRecoveryPtrOutputWithContext(context.Background())
+}
+
+func (o RecoveryOutput) ToRecoveryPtrOutputWithContext(ctx context.Context) RecoveryPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v Recovery) *Recovery {
+		return &v
+	}).(RecoveryPtrOutput)
+}
+
+// age identity (`AGE-SECRET-KEY-1…`, a secret) that decrypts an encrypted snapshot.
+func (o RecoveryOutput) AgeIdentity() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Recovery) *string { return v.AgeIdentity }).(pulumi.StringPtrOutput)
+}
+
+// URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+func (o RecoveryOutput) FromSnapshot() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Recovery) *string { return v.FromSnapshot }).(pulumi.StringPtrOutput)
+}
+
+type RecoveryPtrOutput struct{ *pulumi.OutputState }
+
+func (RecoveryPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**Recovery)(nil)).Elem()
+}
+
+func (o RecoveryPtrOutput) ToRecoveryPtrOutput() RecoveryPtrOutput {
+	return o
+}
+
+func (o RecoveryPtrOutput) ToRecoveryPtrOutputWithContext(ctx context.Context) RecoveryPtrOutput {
+	return o
+}
+
+func (o RecoveryPtrOutput) Elem() RecoveryOutput {
+	return o.ApplyT(func(v *Recovery) Recovery {
+		if v != nil {
+			return *v
+		}
+		var ret Recovery
+		return ret
+	}).(RecoveryOutput)
+}
+
+// age identity (`AGE-SECRET-KEY-1…`, a secret) that decrypts an encrypted snapshot.
+func (o RecoveryPtrOutput) AgeIdentity() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Recovery) *string {
+		if v == nil {
+			return nil
+		}
+		return v.AgeIdentity
+	}).(pulumi.StringPtrOutput)
+}
+
+// URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+func (o RecoveryPtrOutput) FromSnapshot() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Recovery) *string {
+		if v == nil {
+			return nil
+		}
+		return v.FromSnapshot
+	}).(pulumi.StringPtrOutput)
+}
+
 // How running nodes are upgraded when `talosVersion` or the image's schematic changes.
 type Upgrade struct {
 	// Allow `talosVersion` to go back to an older release. Default: false.
@@ -2955,6 +3422,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*CredentialsPtrInput)(nil)).Elem(), CredentialsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DataDiskInput)(nil)).Elem(), DataDiskArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DataDiskArrayInput)(nil)).Elem(), DataDiskArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*EtcdBackupInput)(nil)).Elem(), EtcdBackupArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*EtcdBackupPtrInput)(nil)).Elem(), EtcdBackupArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*HealthInput)(nil)).Elem(), HealthArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*HealthPtrInput)(nil)).Elem(), HealthArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*HelmChartInput)(nil)).Elem(), HelmChartArgs{})
@@ -2973,6 +3442,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeDefaultsPtrInput)(nil)).Elem(), NodeDefaultsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceInput)(nil)).Elem(), PciDeviceArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceArrayInput)(nil)).Elem(), PciDeviceArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RecoveryInput)(nil)).Elem(), RecoveryArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*RecoveryPtrInput)(nil)).Elem(), RecoveryArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*UpgradeInput)(nil)).Elem(), UpgradeArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*UpgradePtrInput)(nil)).Elem(), UpgradeArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*VmIdRangeInput)(nil)).Elem(), VmIdRangeArgs{})
@@ -2983,6 +3454,9 @@ func init() {
 	pulumi.RegisterOutputType(CredentialsPtrOutput{})
 	pulumi.RegisterOutputType(DataDiskOutput{})
 	pulumi.RegisterOutputType(DataDiskArrayOutput{})
+	pulumi.RegisterOutputType(EtcdBackupOutput{})
+	pulumi.RegisterOutputType(EtcdBackupPtrOutput{})
+	pulumi.RegisterOutputType(EtcdSnapshotInfoOutput{})
 	pulumi.RegisterOutputType(HealthOutput{})
 	pulumi.RegisterOutputType(HealthPtrOutput{})
 	pulumi.RegisterOutputType(HelmChartOutput{})
@@ -3005,6 +3479,8 @@ func init() {
 	pulumi.RegisterOutputType(NodeInfoMapOutput{})
 	pulumi.RegisterOutputType(PciDeviceOutput{})
 	pulumi.RegisterOutputType(PciDeviceArrayOutput{})
+	pulumi.RegisterOutputType(RecoveryOutput{})
+	pulumi.RegisterOutputType(RecoveryPtrOutput{})
 	pulumi.RegisterOutputType(UpgradeOutput{})
 	pulumi.RegisterOutputType(UpgradePtrOutput{})
 	pulumi.RegisterOutputType(VmIdRangeOutput{})

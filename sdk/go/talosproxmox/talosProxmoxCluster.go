@@ -28,6 +28,8 @@ type TalosProxmoxCluster struct {
 	InstallerImage pulumi.StringOutput `pulumi:"installerImage"`
 	// Admin kubeconfig of the cluster (a secret). Write it to a file to use kubectl.
 	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
+	// The last etcd snapshot the component took (with `etcdBackup`): where it is, its revision, size, sha256 and time; empty (`location` "") without `etcdBackup` or before the first snapshot. Not secret.
+	LastEtcdSnapshot EtcdSnapshotInfoOutput `pulumi:"lastEtcdSnapshot"`
 	// Every node by hostname: its Proxmox VM id, address, Proxmox host and role.
 	Nodes NodeInfoMapOutput `pulumi:"nodes"`
 	// Image Factory schematic id of the Talos image.
@@ -63,6 +65,8 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context,
 }
 
 type talosProxmoxClusterArgs struct {
+	// Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one) with neither `etcdBackup` nor `recovery`. Default: false: such a plan is refused at preview, naming the change.
+	AllowDataLoss *bool `pulumi:"allowDataLoss"`
 	// Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
 	AllowSchedulingOnControlPlanes *bool `pulumi:"allowSchedulingOnControlPlanes"`
 	// Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
@@ -79,6 +83,8 @@ type talosProxmoxClusterArgs struct {
 	Credentials *Credentials `pulumi:"credentials"`
 	// Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
 	Endpoint *string `pulumi:"endpoint"`
+	// etcd snapshots before every risky change, on demand and on a schedule (see docs/operations.md, Backups and disaster recovery).
+	EtcdBackup *EtcdBackup `pulumi:"etcdBackup"`
 	// Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
 	ExtraManifestNamespaces map[string]string `pulumi:"extraManifestNamespaces"`
 	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
@@ -103,6 +109,8 @@ type talosProxmoxClusterArgs struct {
 	Nodes map[string]Node `pulumi:"nodes"`
 	// Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
 	ProxmoxClusterName *string `pulumi:"proxmoxClusterName"`
+	// Restore etcd from a snapshot when the cluster has none running.
+	Recovery *Recovery `pulumi:"recovery"`
 	// Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with, and Kubernetes the version it runs (see `kubernetesVersion`). Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports, and only to a minor that runs the cluster's Kubernetes version (both checked at preview). See docs/operations.md.
 	TalosVersion string `pulumi:"talosVersion"`
 	// How running nodes are upgraded when `talosVersion` or the schematic changes.
@@ -117,6 +125,8 @@ type talosProxmoxClusterArgs struct {
 
 // The set of arguments for constructing a TalosProxmoxCluster resource.
 type TalosProxmoxClusterArgs struct {
+	// Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one) with neither `etcdBackup` nor `recovery`. Default: false: such a plan is refused at preview, naming the change.
+	AllowDataLoss *bool
 	// Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
 	AllowSchedulingOnControlPlanes *bool
 	// Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
@@ -133,6 +143,8 @@ type TalosProxmoxClusterArgs struct {
 	Credentials *CredentialsArgs
 	// Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
 	Endpoint *string
+	// etcd snapshots before every risky change, on demand and on a schedule (see docs/operations.md, Backups and disaster recovery).
+	EtcdBackup *EtcdBackupArgs
 	// Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
 	ExtraManifestNamespaces map[string]string
 	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
@@ -157,6 +169,8 @@ type TalosProxmoxClusterArgs struct {
 	Nodes map[string]NodeArgs
 	// Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
 	ProxmoxClusterName *string
+	// Restore etcd from a snapshot when the cluster has none running.
+	Recovery *RecoveryArgs
 	// Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with, and Kubernetes the version it runs (see `kubernetesVersion`). Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports, and only to a minor that runs the cluster's Kubernetes version (both checked at preview). See docs/operations.md.
 	TalosVersion string
 	// How running nodes are upgraded when `talosVersion` or the schematic changes.
@@ -284,6 +298,11 @@ func (o TalosProxmoxClusterOutput) InstallerImage() pulumi.StringOutput {
 // Admin kubeconfig of the cluster (a secret). Write it to a file to use kubectl.
 func (o TalosProxmoxClusterOutput) Kubeconfig() pulumi.StringOutput {
 	return o.ApplyT(func(v *TalosProxmoxCluster) pulumi.StringOutput { return v.Kubeconfig }).(pulumi.StringOutput)
+}
+
+// The last etcd snapshot the component took (with `etcdBackup`): where it is, its revision, size, sha256 and time; empty (`location` "") without `etcdBackup` or before the first snapshot. Not secret.
+func (o TalosProxmoxClusterOutput) LastEtcdSnapshot() EtcdSnapshotInfoOutput {
+	return o.ApplyT(func(v *TalosProxmoxCluster) EtcdSnapshotInfoOutput { return v.LastEtcdSnapshot }).(EtcdSnapshotInfoOutput)
 }
 
 // Every node by hostname: its Proxmox VM id, address, Proxmox host and role.

@@ -15,6 +15,16 @@ export type ClusterHealth = import("./clusterHealth").ClusterHealth;
 export const ClusterHealth: typeof import("./clusterHealth").ClusterHealth = null as any;
 utilities.lazyLoad(exports, ["ClusterHealth"], () => require("./clusterHealth"));
 
+export { EtcdBootstrapArgs } from "./etcdBootstrap";
+export type EtcdBootstrap = import("./etcdBootstrap").EtcdBootstrap;
+export const EtcdBootstrap: typeof import("./etcdBootstrap").EtcdBootstrap = null as any;
+utilities.lazyLoad(exports, ["EtcdBootstrap"], () => require("./etcdBootstrap"));
+
+export { EtcdSnapshotArgs } from "./etcdSnapshot";
+export type EtcdSnapshot = import("./etcdSnapshot").EtcdSnapshot;
+export const EtcdSnapshot: typeof import("./etcdSnapshot").EtcdSnapshot = null as any;
+utilities.lazyLoad(exports, ["EtcdSnapshot"], () => require("./etcdSnapshot"));
+
 export { KubernetesRecordArgs } from "./kubernetesRecord";
 export type KubernetesRecord = import("./kubernetesRecord").KubernetesRecord;
 export const KubernetesRecord: typeof import("./kubernetesRecord").KubernetesRecord = null as any;
@@ -64,6 +74,10 @@ const _module = {
                 return new ClientCredentials(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:ClusterHealth":
                 return new ClusterHealth(name, <any>undefined, { urn })
+            case "talos-proxmox:lifecycle:EtcdBootstrap":
+                return new EtcdBootstrap(name, <any>undefined, { urn })
+            case "talos-proxmox:lifecycle:EtcdSnapshot":
+                return new EtcdSnapshot(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:KubernetesRecord":
                 return new KubernetesRecord(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:KubernetesUpgrade":

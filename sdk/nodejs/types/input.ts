@@ -64,6 +64,40 @@ export interface DataDiskArgs {
 }
 
 /**
+ * etcd snapshots through the Talos API (what `talosctl etcd snapshot` takes), verified with etcd's own snapshot status before they count. One snapshot is taken in every `pulumi up` that upgrades Talos or Kubernetes, removes, replaces or adds a control plane, before the first node is touched; a failed snapshot stops the `up` there. See docs/operations.md, Backups and disaster recovery.
+ */
+export interface EtcdBackupArgs {
+    /**
+     * age X25519 public keys (`age1…`): snapshots are encrypted to all of them (the format siderolabs/talos-backup writes). Restoring one then needs `recovery.ageIdentity`.
+     */
+    ageRecipients?: pulumi.Input<pulumi.Input<string>[] | undefined>;
+    /**
+     * Where snapshots go, as a URL in the forms Pulumi's state backends use: `file:///abs/dir` or `s3://bucket/prefix?endpoint=https://…&region=…&s3ForcePathStyle=true` (credentials from the standard AWS environment variables or profile of the machine running Pulumi, never from the program). Objects are named `<prefix>/<clusterName>/etcd-<UTC time>-r<revision>.snapshot` (`.age` when encrypted).
+     */
+    destination: pulumi.Input<string>;
+    /**
+     * How many of this cluster's snapshots to keep at the destination; older ones that this cluster wrote are deleted after a new one is stored, other objects never. Default: 10.
+     */
+    keep?: pulumi.Input<number | undefined>;
+    /**
+     * Stop the `up` when the snapshot fails (default: true). False takes the change without a snapshot and says so in Pulumi's log.
+     */
+    required?: pulumi.Input<boolean | undefined>;
+    /**
+     * A cron schedule (5 fields, e.g. `0 *&#47;6 * * *`) for snapshots taken inside the cluster by siderolabs' talos-backup CronJob (kube-system), to the same S3 destination; the control planes then grant it Talos API access with the `os:etcd:backup` role. S3 destinations only.
+     */
+    schedule?: pulumi.Input<string | undefined>;
+    /**
+     * Name of a Secret in kube-system holding `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` for the talos-backup CronJob (create it yourself; the component never handles S3 keys). Default: `talos-backup-s3`.
+     */
+    scheduleSecret?: pulumi.Input<string | undefined>;
+    /**
+     * Any string: changing it takes a snapshot at the next `up` even if nothing else changed.
+     */
+    snapshotNow?: pulumi.Input<string | undefined>;
+}
+
+/**
  * The health gate: after bootstrap and after every change, the component waits until the cluster passes the checks `talosctl health` runs (etcd, apid, kubelet, boot sequence, Kubernetes nodes and control plane, kube-proxy, CoreDNS) and every Node is Ready. The outputs depend on it, so programs that use the kubeconfig run only against a healthy cluster. Progress shows in Pulumi's log.
  */
 export interface HealthArgs {
@@ -383,6 +417,20 @@ export interface PciDeviceArgs {
      * Use the device as the VM's primary GPU. Default: false.
      */
     xvga?: boolean;
+}
+
+/**
+ * Disaster recovery: when the cluster has no running etcd (every control plane lost, or replaced in this `up`), the bootstrap uploads a snapshot to the first control plane and bootstraps etcd from it (Talos' `bootstrap --recover-from`); the other control planes join it.
+ */
+export interface RecoveryArgs {
+    /**
+     * age identity (`AGE-SECRET-KEY-1…`, a secret) that decrypts an encrypted snapshot.
+     */
+    ageIdentity?: pulumi.Input<string | undefined>;
+    /**
+     * URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+     */
+    fromSnapshot?: pulumi.Input<string | undefined>;
 }
 
 /**

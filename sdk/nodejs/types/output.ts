@@ -6,6 +6,32 @@ import * as inputs from "../types/input";
 import * as outputs from "../types/output";
 
 /**
+ * An etcd snapshot the component took and verified.
+ */
+export interface EtcdSnapshotInfo {
+    /**
+     * URL of the object (usable as `recovery.fromSnapshot`); empty when there is none.
+     */
+    location: string;
+    /**
+     * etcd revision of the snapshot.
+     */
+    revision: number;
+    /**
+     * sha256 of the snapshot (before encryption), hex.
+     */
+    sha256: string;
+    /**
+     * Size of the snapshot in bytes (before encryption).
+     */
+    size: number;
+    /**
+     * When it was taken (RFC 3339, UTC).
+     */
+    takenAt: string;
+}
+
+/**
  * A Helm release rendered by the component.
  */
 export interface HelmReleaseInfo {

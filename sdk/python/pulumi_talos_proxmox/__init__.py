@@ -36,6 +36,8 @@ _utilities.register(
   "classes": {
    "talos-proxmox:lifecycle:ClientCredentials": "ClientCredentials",
    "talos-proxmox:lifecycle:ClusterHealth": "ClusterHealth",
+   "talos-proxmox:lifecycle:EtcdBootstrap": "EtcdBootstrap",
+   "talos-proxmox:lifecycle:EtcdSnapshot": "EtcdSnapshot",
    "talos-proxmox:lifecycle:KubernetesRecord": "KubernetesRecord",
    "talos-proxmox:lifecycle:KubernetesUpgrade": "KubernetesUpgrade",
    "talos-proxmox:lifecycle:ManifestSync": "ManifestSync",

@@ -21,6 +21,8 @@ __all__ = [
     'CredentialsArgsDict',
     'DataDiskArgs',
     'DataDiskArgsDict',
+    'EtcdBackupArgs',
+    'EtcdBackupArgsDict',
     'HealthArgs',
     'HealthArgsDict',
     'HelmChartArgs',
@@ -39,6 +41,8 @@ __all__ = [
     'NodeDefaultsArgsDict',
     'PciDeviceArgs',
     'PciDeviceArgsDict',
+    'RecoveryArgs',
+    'RecoveryArgsDict',
     'UpgradeArgs',
     'UpgradeArgsDict',
     'VmIdRangeArgs',
@@ -284,6 +288,159 @@ class DataDiskArgs:
     @mount_path.setter
     def mount_path(self, value: Optional[_builtins.str]):
         pulumi.set(self, "mount_path", value)
+
+
+class EtcdBackupArgsDict(TypedDict):
+    """
+    etcd snapshots through the Talos API (what `talosctl etcd snapshot` takes), verified with etcd's own snapshot status before they count. One snapshot is taken in every `pulumi up` that upgrades Talos or Kubernetes, removes, replaces or adds a control plane, before the first node is touched; a failed snapshot stops the `up` there. See docs/operations.md, Backups and disaster recovery.
+    """
+    destination: pulumi.Input[_builtins.str]
+    """
+    Where snapshots go, as a URL in the forms Pulumi's state backends use: `file:///abs/dir` or `s3://bucket/prefix?endpoint=https://…&region=…&s3ForcePathStyle=true` (credentials from the standard AWS environment variables or profile of the machine running Pulumi, never from the program). Objects are named `<prefix>/<clusterName>/etcd-<UTC time>-r<revision>.snapshot` (`.age` when encrypted).
+    """
+    age_recipients: NotRequired[pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]]
+    """
+    age X25519 public keys (`age1…`): snapshots are encrypted to all of them (the format siderolabs/talos-backup writes). Restoring one then needs `recovery.ageIdentity`.
+    """
+    keep: NotRequired[pulumi.Input[Optional[_builtins.int]]]
+    """
+    How many of this cluster's snapshots to keep at the destination; older ones that this cluster wrote are deleted after a new one is stored, other objects never. Default: 10.
+    """
+    required: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Stop the `up` when the snapshot fails (default: true). False takes the change without a snapshot and says so in Pulumi's log.
+    """
+    schedule: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    A cron schedule (5 fields, e.g. `0 */6 * * *`) for snapshots taken inside the cluster by siderolabs' talos-backup CronJob (kube-system), to the same S3 destination; the control planes then grant it Talos API access with the `os:etcd:backup` role. S3 destinations only.
+    """
+    schedule_secret: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Name of a Secret in kube-system holding `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` for the talos-backup CronJob (create it yourself; the component never handles S3 keys). Default: `talos-backup-s3`.
+    """
+    snapshot_now: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Any string: changing it takes a snapshot at the next `up` even if nothing else changed.
+    """
+
+@pulumi.input_type
+class EtcdBackupArgs:
+    def __init__(__self__, *,
+                 destination: pulumi.Input[_builtins.str],
+                 age_recipients: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
+                 keep: pulumi.Input[Optional[_builtins.int]] = None,
+                 required: pulumi.Input[Optional[_builtins.bool]] = None,
+                 schedule: pulumi.Input[Optional[_builtins.str]] = None,
+                 schedule_secret: pulumi.Input[Optional[_builtins.str]] = None,
+                 snapshot_now: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        etcd snapshots through the Talos API (what `talosctl etcd snapshot` takes), verified with etcd's own snapshot status before they count. One snapshot is taken in every `pulumi up` that upgrades Talos or Kubernetes, removes, replaces or adds a control plane, before the first node is touched; a failed snapshot stops the `up` there. See docs/operations.md, Backups and disaster recovery.
+
+        :param pulumi.Input[_builtins.str] destination: Where snapshots go, as a URL in the forms Pulumi's state backends use: `file:///abs/dir` or `s3://bucket/prefix?endpoint=https://…&region=…&s3ForcePathStyle=true` (credentials from the standard AWS environment variables or profile of the machine running Pulumi, never from the program). Objects are named `<prefix>/<clusterName>/etcd-<UTC time>-r<revision>.snapshot` (`.age` when encrypted).
+        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] age_recipients: age X25519 public keys (`age1…`): snapshots are encrypted to all of them (the format siderolabs/talos-backup writes). Restoring one then needs `recovery.ageIdentity`.
+        :param pulumi.Input[_builtins.int] keep: How many of this cluster's snapshots to keep at the destination; older ones that this cluster wrote are deleted after a new one is stored, other objects never. Default: 10.
+        :param pulumi.Input[_builtins.bool] required: Stop the `up` when the snapshot fails (default: true). False takes the change without a snapshot and says so in Pulumi's log.
+        :param pulumi.Input[_builtins.str] schedule: A cron schedule (5 fields, e.g. `0 */6 * * *`) for snapshots taken inside the cluster by siderolabs' talos-backup CronJob (kube-system), to the same S3 destination; the control planes then grant it Talos API access with the `os:etcd:backup` role. S3 destinations only.
+        :param pulumi.Input[_builtins.str] schedule_secret: Name of a Secret in kube-system holding `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` for the talos-backup CronJob (create it yourself; the component never handles S3 keys). Default: `talos-backup-s3`.
+        :param pulumi.Input[_builtins.str] snapshot_now: Any string: changing it takes a snapshot at the next `up` even if nothing else changed.
+        """
+        pulumi.set(__self__, "destination", destination)
+        if age_recipients is not None:
+            pulumi.set(__self__, "age_recipients", age_recipients)
+        if keep is not None:
+            pulumi.set(__self__, "keep", keep)
+        if required is not None:
+            pulumi.set(__self__, "required", required)
+        if schedule is not None:
+            pulumi.set(__self__, "schedule", schedule)
+        if schedule_secret is not None:
+            pulumi.set(__self__, "schedule_secret", schedule_secret)
+        if snapshot_now is not None:
+            pulumi.set(__self__, "snapshot_now", snapshot_now)
+
+    @_builtins.property
+    @pulumi.getter
+    def destination(self) -> pulumi.Input[_builtins.str]:
+        """
+        Where snapshots go, as a URL in the forms Pulumi's state backends use: `file:///abs/dir` or `s3://bucket/prefix?endpoint=https://…&region=…&s3ForcePathStyle=true` (credentials from the standard AWS environment variables or profile of the machine running Pulumi, never from the program). Objects are named `<prefix>/<clusterName>/etcd-<UTC time>-r<revision>.snapshot` (`.age` when encrypted).
+        """
+        return pulumi.get(self, "destination")
+
+    @destination.setter
+    def destination(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "destination", value)
+
+    @_builtins.property
+    @pulumi.getter(name="ageRecipients")
+    def age_recipients(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
+        """
+        age X25519 public keys (`age1…`): snapshots are encrypted to all of them (the format siderolabs/talos-backup writes). Restoring one then needs `recovery.ageIdentity`.
+        """
+        return pulumi.get(self, "age_recipients")
+
+    @age_recipients.setter
+    def age_recipients(self, value: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]):
+        pulumi.set(self, "age_recipients", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def keep(self) -> pulumi.Input[Optional[_builtins.int]]:
+        """
+        How many of this cluster's snapshots to keep at the destination; older ones that this cluster wrote are deleted after a new one is stored, other objects never. Default: 10.
+        """
+        return pulumi.get(self, "keep")
+
+    @keep.setter
+    def keep(self, value: pulumi.Input[Optional[_builtins.int]]):
+        pulumi.set(self, "keep", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def required(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Stop the `up` when the snapshot fails (default: true). False takes the change without a snapshot and says so in Pulumi's log.
+        """
+        return pulumi.get(self, "required")
+
+    @required.setter
+    def required(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "required", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def schedule(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        A cron schedule (5 fields, e.g. `0 */6 * * *`) for snapshots taken inside the cluster by siderolabs' talos-backup CronJob (kube-system), to the same S3 destination; the control planes then grant it Talos API access with the `os:etcd:backup` role. S3 destinations only.
+        """
+        return pulumi.get(self, "schedule")
+
+    @schedule.setter
+    def schedule(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "schedule", value)
+
+    @_builtins.property
+    @pulumi.getter(name="scheduleSecret")
+    def schedule_secret(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Name of a Secret in kube-system holding `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` for the talos-backup CronJob (create it yourself; the component never handles S3 keys). Default: `talos-backup-s3`.
+        """
+        return pulumi.get(self, "schedule_secret")
+
+    @schedule_secret.setter
+    def schedule_secret(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "schedule_secret", value)
+
+    @_builtins.property
+    @pulumi.getter(name="snapshotNow")
+    def snapshot_now(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Any string: changing it takes a snapshot at the next `up` even if nothing else changed.
+        """
+        return pulumi.get(self, "snapshot_now")
+
+    @snapshot_now.setter
+    def snapshot_now(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "snapshot_now", value)
 
 
 class HealthArgsDict(TypedDict):
@@ -1744,6 +1901,60 @@ class PciDeviceArgs:
     @xvga.setter
     def xvga(self, value: Optional[_builtins.bool]):
         pulumi.set(self, "xvga", value)
+
+
+class RecoveryArgsDict(TypedDict):
+    """
+    Disaster recovery: when the cluster has no running etcd (every control plane lost, or replaced in this `up`), the bootstrap uploads a snapshot to the first control plane and bootstraps etcd from it (Talos' `bootstrap --recover-from`); the other control planes join it.
+    """
+    age_identity: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    age identity (`AGE-SECRET-KEY-1…`, a secret) that decrypts an encrypted snapshot.
+    """
+    from_snapshot: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+    """
+
+@pulumi.input_type
+class RecoveryArgs:
+    def __init__(__self__, *,
+                 age_identity: pulumi.Input[Optional[_builtins.str]] = None,
+                 from_snapshot: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        Disaster recovery: when the cluster has no running etcd (every control plane lost, or replaced in this `up`), the bootstrap uploads a snapshot to the first control plane and bootstraps etcd from it (Talos' `bootstrap --recover-from`); the other control planes join it.
+
+        :param pulumi.Input[_builtins.str] age_identity: age identity (`AGE-SECRET-KEY-1…`, a secret) that decrypts an encrypted snapshot.
+        :param pulumi.Input[_builtins.str] from_snapshot: URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+        """
+        if age_identity is not None:
+            pulumi.set(__self__, "age_identity", age_identity)
+        if from_snapshot is not None:
+            pulumi.set(__self__, "from_snapshot", from_snapshot)
+
+    @_builtins.property
+    @pulumi.getter(name="ageIdentity")
+    def age_identity(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        age identity (`AGE-SECRET-KEY-1…`, a secret) that decrypts an encrypted snapshot.
+        """
+        return pulumi.get(self, "age_identity")
+
+    @age_identity.setter
+    def age_identity(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "age_identity", value)
+
+    @_builtins.property
+    @pulumi.getter(name="fromSnapshot")
+    def from_snapshot(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+        """
+        return pulumi.get(self, "from_snapshot")
+
+    @from_snapshot.setter
+    def from_snapshot(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "from_snapshot", value)
 
 
 class UpgradeArgsDict(TypedDict):

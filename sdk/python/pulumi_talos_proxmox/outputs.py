@@ -15,9 +15,94 @@ else:
 from . import _utilities
 
 __all__ = [
+    'EtcdSnapshotInfo',
     'HelmReleaseInfo',
     'NodeInfo',
 ]
+
+@pulumi.output_type
+class EtcdSnapshotInfo(dict):
+    """
+    An etcd snapshot the component took and verified.
+    """
+    @staticmethod
+    def __key_warning(key: str):
+        suggest = None
+        if key == "takenAt":
+            suggest = "taken_at"
+
+        if suggest:
+            pulumi.log.warn(f"Key '{key}' not found in EtcdSnapshotInfo. Access the value via the '{suggest}' property getter instead.")
+
+    def __getitem__(self, key: str) -> Any:
+        EtcdSnapshotInfo.__key_warning(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default = None) -> Any:
+        EtcdSnapshotInfo.__key_warning(key)
+        return super().get(key, default)
+
+    def __init__(__self__, *,
+                 location: _builtins.str,
+                 revision: _builtins.int,
+                 sha256: _builtins.str,
+                 size: _builtins.int,
+                 taken_at: _builtins.str):
+        """
+        An etcd snapshot the component took and verified.
+
+        :param _builtins.str location: URL of the object (usable as `recovery.fromSnapshot`); empty when there is none.
+        :param _builtins.int revision: etcd revision of the snapshot.
+        :param _builtins.str sha256: sha256 of the snapshot (before encryption), hex.
+        :param _builtins.int size: Size of the snapshot in bytes (before encryption).
+        :param _builtins.str taken_at: When it was taken (RFC 3339, UTC).
+        """
+        pulumi.set(__self__, "location", location)
+        pulumi.set(__self__, "revision", revision)
+        pulumi.set(__self__, "sha256", sha256)
+        pulumi.set(__self__, "size", size)
+        pulumi.set(__self__, "taken_at", taken_at)
+
+    @_builtins.property
+    @pulumi.getter
+    def location(self) -> _builtins.str:
+        """
+        URL of the object (usable as `recovery.fromSnapshot`); empty when there is none.
+        """
+        return pulumi.get(self, "location")
+
+    @_builtins.property
+    @pulumi.getter
+    def revision(self) -> _builtins.int:
+        """
+        etcd revision of the snapshot.
+        """
+        return pulumi.get(self, "revision")
+
+    @_builtins.property
+    @pulumi.getter
+    def sha256(self) -> _builtins.str:
+        """
+        sha256 of the snapshot (before encryption), hex.
+        """
+        return pulumi.get(self, "sha256")
+
+    @_builtins.property
+    @pulumi.getter
+    def size(self) -> _builtins.int:
+        """
+        Size of the snapshot in bytes (before encryption).
+        """
+        return pulumi.get(self, "size")
+
+    @_builtins.property
+    @pulumi.getter(name="takenAt")
+    def taken_at(self) -> _builtins.str:
+        """
+        When it was taken (RFC 3339, UTC).
+        """
+        return pulumi.get(self, "taken_at")
+
 
 @pulumi.output_type
 class HelmReleaseInfo(dict):

@@ -24,6 +24,7 @@ class TalosProxmoxClusterArgs:
                  cluster_name: _builtins.str,
                  nodes: Mapping[str, 'NodeArgs'],
                  talos_version: _builtins.str,
+                 allow_data_loss: Optional[_builtins.bool] = None,
                  allow_scheduling_on_control_planes: Optional[_builtins.bool] = None,
                  cilium: Optional['CiliumArgs'] = None,
                  config_contract: Optional[_builtins.str] = None,
@@ -31,6 +32,7 @@ class TalosProxmoxClusterArgs:
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  credentials: Optional['CredentialsArgs'] = None,
                  endpoint: Optional[_builtins.str] = None,
+                 etcd_backup: Optional['EtcdBackupArgs'] = None,
                  extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
                  health: Optional['HealthArgs'] = None,
@@ -42,6 +44,7 @@ class TalosProxmoxClusterArgs:
                  network: Optional['NetworkArgs'] = None,
                  node_defaults: Optional['NodeDefaultsArgs'] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
+                 recovery: Optional['RecoveryArgs'] = None,
                  upgrade: Optional['UpgradeArgs'] = None,
                  vip: Optional[_builtins.str] = None,
                  vm_id_range: Optional['VmIdRangeArgs'] = None,
@@ -52,6 +55,7 @@ class TalosProxmoxClusterArgs:
         :param _builtins.str cluster_name: Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.
         :param Mapping[str, 'NodeArgs'] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum (checked at preview); then the node is reset and its Node deleted (see docs/operations.md).
         :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with, and Kubernetes the version it runs (see `kubernetesVersion`). Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports, and only to a minor that runs the cluster's Kubernetes version (both checked at preview). See docs/operations.md.
+        :param _builtins.bool allow_data_loss: Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one) with neither `etcdBackup` nor `recovery`. Default: false: such a plan is refused at preview, naming the change.
         :param _builtins.bool allow_scheduling_on_control_planes: Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
         :param 'CiliumArgs' cilium: Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
         :param _builtins.str config_contract: Format of the Talos machine configuration, as a Talos minor (`v1.10` … `v1.14`): `v1.10`/`v1.11` one v1alpha1 document, `v1.12`/`v1.13` network, time and volumes in their own documents, `v1.14` Kubernetes and the installer too (see docs/configuration.md, Talos versions). Default: the minor of `talosVersion`. Read when the cluster is created and kept for its life (an OS upgrade never changes the format); it may not be newer than `talosVersion`. Set `v1.13` on Talos v1.14 to keep data disks mounted outside /var/mnt (e.g. /var/lib/longhorn), which contract v1.14 cannot express.
@@ -59,6 +63,7 @@ class TalosProxmoxClusterArgs:
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param 'CredentialsArgs' credentials: Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues new ones (its preview shows the update) and the outputs change; see docs/security.md.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
+        :param 'EtcdBackupArgs' etcd_backup: etcd snapshots before every risky change, on demand and on a schedule (see docs/operations.md, Backups and disaster recovery).
         :param Mapping[str, _builtins.str] extra_manifest_namespaces: Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
         :param 'HealthArgs' health: The health gate after bootstrap and every change: its timeout and checks.
@@ -70,6 +75,7 @@ class TalosProxmoxClusterArgs:
         :param 'NetworkArgs' network: How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
         :param 'NodeDefaultsArgs' node_defaults: Values applied to every node that does not set its own.
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
+        :param 'RecoveryArgs' recovery: Restore etcd from a snapshot when the cluster has none running.
         :param 'UpgradeArgs' upgrade: How running nodes are upgraded when `talosVersion` or the schematic changes.
         :param _builtins.str vip: Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
         :param 'VmIdRangeArgs' vm_id_range: Where the VM ids of nodes without `vmId` come from. Default: 800000 to 899999. A node's id is derived from the cluster and node names (the first free id from a hash of both), and a node whose VM exists keeps its id, so a create that is retried after a failure reuses the same id and can never make a second VM.
@@ -78,6 +84,8 @@ class TalosProxmoxClusterArgs:
         pulumi.set(__self__, "cluster_name", cluster_name)
         pulumi.set(__self__, "nodes", nodes)
         pulumi.set(__self__, "talos_version", talos_version)
+        if allow_data_loss is not None:
+            pulumi.set(__self__, "allow_data_loss", allow_data_loss)
         if allow_scheduling_on_control_planes is not None:
             pulumi.set(__self__, "allow_scheduling_on_control_planes", allow_scheduling_on_control_planes)
         if cilium is not None:
@@ -92,6 +100,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "credentials", credentials)
         if endpoint is not None:
             pulumi.set(__self__, "endpoint", endpoint)
+        if etcd_backup is not None:
+            pulumi.set(__self__, "etcd_backup", etcd_backup)
         if extra_manifest_namespaces is not None:
             pulumi.set(__self__, "extra_manifest_namespaces", extra_manifest_namespaces)
         if extra_manifests is not None:
@@ -114,6 +124,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "node_defaults", node_defaults)
         if proxmox_cluster_name is not None:
             pulumi.set(__self__, "proxmox_cluster_name", proxmox_cluster_name)
+        if recovery is not None:
+            pulumi.set(__self__, "recovery", recovery)
         if upgrade is not None:
             pulumi.set(__self__, "upgrade", upgrade)
         if vip is not None:
@@ -158,6 +170,18 @@ class TalosProxmoxClusterArgs:
     @talos_version.setter
     def talos_version(self, value: _builtins.str):
         pulumi.set(self, "talos_version", value)
+
+    @_builtins.property
+    @pulumi.getter(name="allowDataLoss")
+    def allow_data_loss(self) -> Optional[_builtins.bool]:
+        """
+        Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one) with neither `etcdBackup` nor `recovery`. Default: false: such a plan is refused at preview, naming the change.
+        """
+        return pulumi.get(self, "allow_data_loss")
+
+    @allow_data_loss.setter
+    def allow_data_loss(self, value: Optional[_builtins.bool]):
+        pulumi.set(self, "allow_data_loss", value)
 
     @_builtins.property
     @pulumi.getter(name="allowSchedulingOnControlPlanes")
@@ -242,6 +266,18 @@ class TalosProxmoxClusterArgs:
     @endpoint.setter
     def endpoint(self, value: Optional[_builtins.str]):
         pulumi.set(self, "endpoint", value)
+
+    @_builtins.property
+    @pulumi.getter(name="etcdBackup")
+    def etcd_backup(self) -> Optional['EtcdBackupArgs']:
+        """
+        etcd snapshots before every risky change, on demand and on a schedule (see docs/operations.md, Backups and disaster recovery).
+        """
+        return pulumi.get(self, "etcd_backup")
+
+    @etcd_backup.setter
+    def etcd_backup(self, value: Optional['EtcdBackupArgs']):
+        pulumi.set(self, "etcd_backup", value)
 
     @_builtins.property
     @pulumi.getter(name="extraManifestNamespaces")
@@ -377,6 +413,18 @@ class TalosProxmoxClusterArgs:
 
     @_builtins.property
     @pulumi.getter
+    def recovery(self) -> Optional['RecoveryArgs']:
+        """
+        Restore etcd from a snapshot when the cluster has none running.
+        """
+        return pulumi.get(self, "recovery")
+
+    @recovery.setter
+    def recovery(self, value: Optional['RecoveryArgs']):
+        pulumi.set(self, "recovery", value)
+
+    @_builtins.property
+    @pulumi.getter
     def upgrade(self) -> Optional['UpgradeArgs']:
         """
         How running nodes are upgraded when `talosVersion` or the schematic changes.
@@ -430,6 +478,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
     def __init__(__self__,
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
+                 allow_data_loss: Optional[_builtins.bool] = None,
                  allow_scheduling_on_control_planes: Optional[_builtins.bool] = None,
                  cilium: Optional[Union['CiliumArgs', 'CiliumArgsDict']] = None,
                  cluster_name: Optional[_builtins.str] = None,
@@ -438,6 +487,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  credentials: Optional[Union['CredentialsArgs', 'CredentialsArgsDict']] = None,
                  endpoint: Optional[_builtins.str] = None,
+                 etcd_backup: Optional[Union['EtcdBackupArgs', 'EtcdBackupArgsDict']] = None,
                  extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
                  health: Optional[Union['HealthArgs', 'HealthArgsDict']] = None,
@@ -450,6 +500,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  node_defaults: Optional[Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict']] = None,
                  nodes: Optional[Mapping[str, Union['NodeArgs', 'NodeArgsDict']]] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
+                 recovery: Optional[Union['RecoveryArgs', 'RecoveryArgsDict']] = None,
                  talos_version: Optional[_builtins.str] = None,
                  upgrade: Optional[Union['UpgradeArgs', 'UpgradeArgsDict']] = None,
                  vip: Optional[_builtins.str] = None,
@@ -461,6 +512,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
 
         :param str resource_name: The name of the resource.
         :param pulumi.ResourceOptions opts: Options for the resource.
+        :param _builtins.bool allow_data_loss: Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one) with neither `etcdBackup` nor `recovery`. Default: false: such a plan is refused at preview, naming the change.
         :param _builtins.bool allow_scheduling_on_control_planes: Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
         :param Union['CiliumArgs', 'CiliumArgsDict'] cilium: Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
         :param _builtins.str cluster_name: Name of the Kubernetes cluster (a DNS label such as `homelab`). It names the Talos cluster, tags every VM and prefixes the downloaded image, so two clusters never collide.
@@ -469,6 +521,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param Union['CredentialsArgs', 'CredentialsArgsDict'] credentials: Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues new ones (its preview shows the update) and the outputs change; see docs/security.md.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
+        :param Union['EtcdBackupArgs', 'EtcdBackupArgsDict'] etcd_backup: etcd snapshots before every risky change, on demand and on a schedule (see docs/operations.md, Backups and disaster recovery).
         :param Mapping[str, _builtins.str] extra_manifest_namespaces: Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
         :param Union['HealthArgs', 'HealthArgsDict'] health: The health gate after bootstrap and every change: its timeout and checks.
@@ -481,6 +534,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict'] node_defaults: Values applied to every node that does not set its own.
         :param Mapping[str, Union['NodeArgs', 'NodeArgsDict']] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum (checked at preview); then the node is reset and its Node deleted (see docs/operations.md).
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
+        :param Union['RecoveryArgs', 'RecoveryArgsDict'] recovery: Restore etcd from a snapshot when the cluster has none running.
         :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with, and Kubernetes the version it runs (see `kubernetesVersion`). Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports, and only to a minor that runs the cluster's Kubernetes version (both checked at preview). See docs/operations.md.
         :param Union['UpgradeArgs', 'UpgradeArgsDict'] upgrade: How running nodes are upgraded when `talosVersion` or the schematic changes.
         :param _builtins.str vip: Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
@@ -511,6 +565,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
     def _internal_init(__self__,
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
+                 allow_data_loss: Optional[_builtins.bool] = None,
                  allow_scheduling_on_control_planes: Optional[_builtins.bool] = None,
                  cilium: Optional[Union['CiliumArgs', 'CiliumArgsDict']] = None,
                  cluster_name: Optional[_builtins.str] = None,
@@ -519,6 +574,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  credentials: Optional[Union['CredentialsArgs', 'CredentialsArgsDict']] = None,
                  endpoint: Optional[_builtins.str] = None,
+                 etcd_backup: Optional[Union['EtcdBackupArgs', 'EtcdBackupArgsDict']] = None,
                  extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
                  health: Optional[Union['HealthArgs', 'HealthArgsDict']] = None,
@@ -531,6 +587,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  node_defaults: Optional[Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict']] = None,
                  nodes: Optional[Mapping[str, Union['NodeArgs', 'NodeArgsDict']]] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
+                 recovery: Optional[Union['RecoveryArgs', 'RecoveryArgsDict']] = None,
                  talos_version: Optional[_builtins.str] = None,
                  upgrade: Optional[Union['UpgradeArgs', 'UpgradeArgsDict']] = None,
                  vip: Optional[_builtins.str] = None,
@@ -547,6 +604,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                 raise TypeError('__props__ is only valid when passed in combination with a valid opts.id to get an existing resource')
             __props__ = TalosProxmoxClusterArgs.__new__(TalosProxmoxClusterArgs)
 
+            __props__.__dict__["allow_data_loss"] = allow_data_loss
             __props__.__dict__["allow_scheduling_on_control_planes"] = allow_scheduling_on_control_planes
             __props__.__dict__["cilium"] = cilium
             if cluster_name is None and not opts.urn:
@@ -557,6 +615,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["control_plane_config_patches"] = control_plane_config_patches
             __props__.__dict__["credentials"] = credentials
             __props__.__dict__["endpoint"] = endpoint
+            __props__.__dict__["etcd_backup"] = etcd_backup
             __props__.__dict__["extra_manifest_namespaces"] = extra_manifest_namespaces
             __props__.__dict__["extra_manifests"] = extra_manifests
             __props__.__dict__["health"] = health
@@ -571,6 +630,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                 raise TypeError("Missing required property 'nodes'")
             __props__.__dict__["nodes"] = nodes
             __props__.__dict__["proxmox_cluster_name"] = proxmox_cluster_name
+            __props__.__dict__["recovery"] = recovery
             if talos_version is None and not opts.urn:
                 raise TypeError("Missing required property 'talos_version'")
             __props__.__dict__["talos_version"] = talos_version
@@ -582,6 +642,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["helm_releases"] = None
             __props__.__dict__["installer_image"] = None
             __props__.__dict__["kubeconfig"] = None
+            __props__.__dict__["last_etcd_snapshot"] = None
             __props__.__dict__["schematic_id"] = None
             __props__.__dict__["talosconfig"] = None
             __props__.__dict__["worker_ips"] = None
@@ -641,6 +702,14 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         Admin kubeconfig of the cluster (a secret). Write it to a file to use kubectl.
         """
         return pulumi.get(self, "kubeconfig")
+
+    @_builtins.property
+    @pulumi.getter(name="lastEtcdSnapshot")
+    def last_etcd_snapshot(self) -> pulumi.Output['outputs.EtcdSnapshotInfo']:
+        """
+        The last etcd snapshot the component took (with `etcdBackup`): where it is, its revision, size, sha256 and time; empty (`location` "") without `etcdBackup` or before the first snapshot. Not secret.
+        """
+        return pulumi.get(self, "last_etcd_snapshot")
 
     @_builtins.property
     @pulumi.getter

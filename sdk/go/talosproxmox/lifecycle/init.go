@@ -25,6 +25,10 @@ func (m *module) Construct(ctx *pulumi.Context, name, typ, urn string) (r pulumi
 		r = &ClientCredentials{}
 	case "talos-proxmox:lifecycle:ClusterHealth":
 		r = &ClusterHealth{}
+	case "talos-proxmox:lifecycle:EtcdBootstrap":
+		r = &EtcdBootstrap{}
+	case "talos-proxmox:lifecycle:EtcdSnapshot":
+		r = &EtcdSnapshot{}
 	case "talos-proxmox:lifecycle:KubernetesRecord":
 		r = &KubernetesRecord{}
 	case "talos-proxmox:lifecycle:KubernetesUpgrade":

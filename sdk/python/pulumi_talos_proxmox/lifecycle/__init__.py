@@ -8,6 +8,8 @@ import typing
 # Export this package's modules as members:
 from .client_credentials import *
 from .cluster_health import *
+from .etcd_bootstrap import *
+from .etcd_snapshot import *
 from .kubernetes_record import *
 from .kubernetes_upgrade import *
 from .manifest_sync import *

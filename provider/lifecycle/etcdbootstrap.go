@@ -1,0 +1,92 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/infer"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
+)
+
+// EtcdBootstrap starts the cluster's etcd on its first control plane, once per generation of
+// control plane VMs: the component replaces it with every control plane's VM, and its create does
+// nothing when a control plane already runs etcd (the new VM joins it). When none does (a new
+// cluster, the only control plane replaced, every one lost) it bootstraps, from a snapshot when
+// one is given (Talos' disaster recovery: EtcdRecover, then Bootstrap with RecoverEtcd), so a
+// replaced single control plane keeps the cluster's data. Its delete does nothing.
+type EtcdBootstrap struct{}
+
+// EtcdBootstrapArgs are an EtcdBootstrap's inputs.
+type EtcdBootstrapArgs struct {
+	Talosconfig   string            `pulumi:"talosconfig" provider:"secret" doc:"Talos client configuration of the cluster."`
+	Node          string            `pulumi:"node" doc:"The control plane that bootstraps etcd (hostname)."`
+	Address       string            `pulumi:"address" doc:"Its IP address."`
+	ControlPlanes map[string]string `pulumi:"controlPlanes" doc:"Every control plane, hostname to IP: one that runs etcd means there is nothing to bootstrap."`
+	RecoverFrom   string            `pulumi:"recoverFrom,optional" doc:"URL of a snapshot to bootstrap etcd from; empty: an empty etcd."`
+	AgeIdentity   string            `pulumi:"ageIdentity,optional" provider:"secret" doc:"age identity that decrypts the snapshot."`
+	Timeout       string            `pulumi:"timeout" doc:"How long to wait for the node (a duration)."`
+}
+
+// EtcdBootstrapState is the inputs and what the create did.
+type EtcdBootstrapState struct {
+	EtcdBootstrapArgs
+	Recovered string `pulumi:"recovered" doc:"The snapshot etcd was bootstrapped from (empty: none)."`
+}
+
+// Annotate documents the resource.
+func (r *EtcdBootstrap) Annotate(an infer.Annotator) {
+	an.Describe(r, "Bootstraps the cluster's etcd on its first control plane when no control plane runs it, from a "+
+		"snapshot when one is given. Registered by TalosProxmoxCluster.")
+}
+
+// Annotate documents the inputs.
+func (a *EtcdBootstrapArgs) Annotate(an infer.Annotator) { describeFields(an, a) }
+
+// Create bootstraps etcd unless it runs.
+func (r *EtcdBootstrap) Create(ctx context.Context, req infer.CreateRequest[EtcdBootstrapArgs]) (infer.CreateResponse[EtcdBootstrapState], error) {
+	in := req.Inputs
+	state := EtcdBootstrapState{EtcdBootstrapArgs: in}
+
+	if req.DryRun {
+		return infer.CreateResponse[EtcdBootstrapState]{ID: "bootstrap", Output: state}, nil
+	}
+
+	timeout, err := parseDuration("timeout", in.Timeout)
+	if err != nil {
+		return infer.CreateResponse[EtcdBootstrapState]{}, err
+	}
+
+	log := p.GetLogger(ctx)
+
+	res, err := day2.Bootstrap(ctx, day2.BootstrapOptions{
+		Access: day2.Access{Talosconfig: in.Talosconfig},
+		Node:   day2.Node{Name: in.Node, Address: in.Address, ControlPlane: true}, ControlPlanes: nodesOf(in.ControlPlanes, true),
+		RecoverFrom: in.RecoverFrom, AgeIdentity: in.AgeIdentity, Timeout: timeout, Progress: log.InfoStatus,
+	})
+	if err != nil {
+		return infer.CreateResponse[EtcdBootstrapState]{}, fmt.Errorf("bootstrapping etcd on %s: %w", in.Node, err)
+	}
+
+	switch {
+	case res.Joined:
+		log.Infof("etcd already runs in the cluster: %s joins it, nothing to bootstrap", in.Node)
+	case res.Recovered != nil:
+		state.Recovered = res.Recovered.Location
+		log.Infof("etcd bootstrapped on %s from the snapshot of revision %d (%s)", in.Node, res.Recovered.Revision, res.Recovered.Location)
+	default:
+		log.Infof("etcd bootstrapped on %s", in.Node)
+	}
+
+	return infer.CreateResponse[EtcdBootstrapState]{ID: "bootstrap", Output: state}, nil
+}
+
+// Diff never changes anything: the bootstrap happens once per generation of control plane VMs
+// (the component replaces the resource with them).
+func (r *EtcdBootstrap) Diff(context.Context, infer.DiffRequest[EtcdBootstrapArgs, EtcdBootstrapState]) (infer.DiffResponse, error) {
+	return infer.DiffResponse{}, nil
+}
+
+// EtcdBootstrapKind registers EtcdBootstraps.
+var EtcdBootstrapKind = kindOf[EtcdBootstrap, EtcdBootstrapArgs, Registered]()
