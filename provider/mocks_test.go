@@ -22,17 +22,19 @@ import (
 
 // registration is one child resource the component registered with the (mock) engine.
 type registration struct {
-	Type, Name, Parent  string
-	Custom              bool
-	Inputs              property.Map
-	Dependencies        []string
-	AdditionalSecrets   []string
-	IgnoreChanges       []string
-	ReplaceWith         []string
-	DeleteBeforeReplace bool
-	Provider            string
-	Version             string
-	URN                 string
+	Type, Name, Parent string
+	Custom             bool
+	Inputs             property.Map
+	Dependencies       []string
+	// PropertyDependencies are the resources each input comes from, by property.
+	PropertyDependencies map[string][]string
+	AdditionalSecrets    []string
+	IgnoreChanges        []string
+	ReplaceWith          []string
+	DeleteBeforeReplace  bool
+	Provider             string
+	Version              string
+	URN                  string
 }
 
 // invoke is one function call (getConfiguration) the component made.
@@ -134,6 +136,11 @@ func (r *recorder) newResource(args integration.MockResourceArgs) (string, prope
 	if rpc := args.RegisterRPC; rpc != nil {
 		reg.Parent = rpc.GetParent()
 		reg.Dependencies = rpc.GetDependencies()
+		reg.PropertyDependencies = map[string][]string{}
+
+		for prop, deps := range rpc.GetPropertyDependencies() {
+			reg.PropertyDependencies[prop] = deps.GetUrns()
+		}
 		reg.AdditionalSecrets = rpc.GetAdditionalSecretOutputs()
 		reg.IgnoreChanges = rpc.GetIgnoreChanges()
 		reg.ReplaceWith = rpc.GetReplaceWith()

@@ -1,0 +1,146 @@
+package provider
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// soloJSON is one control plane and one worker; backup is spliced in as more properties.
+func soloJSON(backup string) string {
+	return `{
+  "clusterName": "solo",
+  "talosVersion": "v1.11.5",
+  "network": {"gateway": "10.0.0.1"},
+  ` + backup + `
+  "nodes": {
+    "cp-1": {"hostNode": "pve1", "role": "controlplane", "ip": "10.0.0.11", "vmId": 111},
+    "worker-1": {"hostNode": "pve2", "role": "worker", "ip": "10.0.0.21", "vmId": 121}
+  }
+}`
+}
+
+// runningSolo is an inventory where solo's VMs exist, cp-1's on host cpHost.
+func runningSolo(cpHost string) *mockInventory {
+	inv := labInventory()
+	inv.VMs = []map[string]any{
+		{"vmId": 111, "name": "cp-1", "nodeName": cpHost, "tags": []string{"controlplane", "solo", "talos"}},
+		{"vmId": 121, "name": "worker-1", "nodeName": "pve2", "tags": []string{"solo", "talos", "worker"}},
+	}
+
+	return inv
+}
+
+// TestReplacingTheOnlyControlPlaneIsRefusedOrRestored: moving a running cluster's only control
+// plane to another host is refused without a way to keep etcd's data, before anything is
+// registered; with etcdBackup the snapshot comes before the VMs, and the bootstrap (replaced with
+// the control plane's VM) restores the snapshot.
+func TestReplacingTheOnlyControlPlaneIsRefusedOrRestored(t *testing.T) {
+	t.Parallel()
+
+	r := &recorder{proxmox: runningSolo("pve2")}
+
+	_, err := construct(t, r, "solo", inputsFromJSON(t, soloJSON("")))
+	if err == nil || !strings.Contains(err.Error(), "replaces control plane cp-1 (its VM moves from Proxmox host pve2 to pve1)") {
+		t.Fatalf("error %v", err)
+	}
+
+	if n := len(r.custom()); n != 0 {
+		t.Errorf("%d resources registered before the refusal", n)
+	}
+
+	r = &recorder{proxmox: runningSolo("pve2")}
+	if _, err := construct(t, r, "solo", inputsFromJSON(t, soloJSON(`"etcdBackup": {"destination": "file:///backups"},`))); err != nil {
+		t.Fatal(err)
+	}
+
+	snap := r.named("solo-etcd-snapshot")
+	snap.URN = urnOf(r, "solo-etcd-snapshot")
+
+	if snap.Type != "talos-proxmox:lifecycle:EtcdSnapshot" {
+		t.Fatalf("no etcd snapshot: %+v", snap)
+	}
+
+	if trigger := snap.Inputs.Get("trigger").AsString(); !strings.Contains(trigger, "cp-1@pve1/111") {
+		t.Errorf("trigger %q does not name the control plane where it goes", trigger)
+	}
+
+	if cps := snap.Inputs.Get("controlPlanes").AsMap(); cps.Get("cp-1").AsString() != "10.0.0.11" || cps.Len() != 1 {
+		t.Errorf("snapshot from %v, want cp-1 at its address", cps)
+	}
+
+	for _, vm := range r.ofType("proxmoxve:VM/virtualMachine:VirtualMachine") {
+		if !slices.Contains(vm.Dependencies, snap.URN) {
+			t.Errorf("VM %s does not wait for the snapshot: %v", vm.Name, vm.Dependencies)
+		}
+	}
+
+	boot := r.named("solo-bootstrap")
+	if !slices.Contains(boot.Dependencies, snap.URN) || !slices.Contains(boot.PropertyDependencies["recoverFrom"], snap.URN) {
+		t.Errorf("the bootstrap does not restore the snapshot: dependencies %v, recoverFrom from %v", boot.Dependencies, boot.PropertyDependencies["recoverFrom"])
+	}
+
+	for _, step := range []string{"solo-cp-1-upgrade", "solo-worker-1-upgrade", "solo-kubernetes", "solo-membership", "solo-cp-1-retire"} {
+		if reg := r.named(step); !slices.Contains(reg.Dependencies, snap.URN) {
+			t.Errorf("%s does not wait for the snapshot: %v", step, reg.Dependencies)
+		}
+	}
+}
+
+// TestNewClusterTakesNoSnapshot: a new cluster has nothing to keep: the snapshot resource
+// records (empty trigger) and no VM waits for it; its bootstrap restores nothing.
+func TestNewClusterTakesNoSnapshot(t *testing.T) {
+	t.Parallel()
+
+	r := &recorder{}
+	if _, err := construct(t, r, "solo", inputsFromJSON(t, soloJSON(`"etcdBackup": {"destination": "file:///backups", "keep": 3},`))); err != nil {
+		t.Fatal(err)
+	}
+
+	snap := r.named("solo-etcd-snapshot")
+	snap.URN = urnOf(r, "solo-etcd-snapshot")
+
+	if snap.Inputs.Get("trigger").AsString() != "" || snap.Inputs.Get("keep").AsNumber() != 3 {
+		t.Errorf("snapshot inputs %v", snap.Inputs)
+	}
+
+	for _, vm := range r.ofType("proxmoxve:VM/virtualMachine:VirtualMachine") {
+		if slices.Contains(vm.Dependencies, snap.URN) {
+			t.Errorf("VM %s of a new cluster waits for the snapshot", vm.Name)
+		}
+	}
+
+	if v, ok := r.named("solo-bootstrap").Inputs.GetOk("recoverFrom"); ok && !v.IsNull() {
+		t.Errorf("a new cluster's bootstrap restores %v", v)
+	}
+}
+
+// TestScheduledBackupsReachTheControlPlanesOnly: etcdBackup.schedule adds the talos-backup
+// manifest to the control planes' configuration and grants its Talos API access there (Talos' own
+// validator checks every configuration before any VM), never on workers.
+func TestScheduledBackupsReachTheControlPlanesOnly(t *testing.T) {
+	t.Parallel()
+
+	for _, version := range []string{"v1.11.5", "v1.14.1"} {
+		r := &recorder{}
+
+		props := strings.Replace(soloJSON(`"etcdBackup": {"destination": "s3://backups/etcd?region=eu-west-1", "schedule": "0 */6 * * *"},`),
+			"v1.11.5", version, 1)
+		if _, err := construct(t, r, "solo", inputsFromJSON(t, props)); err != nil {
+			t.Fatalf("%s: %v", version, err)
+		}
+
+		cp := r.named("solo-cp-1-config").Inputs.Get("machineConfigurationInput").AsString()
+		worker := r.named("solo-worker-1-config").Inputs.Get("machineConfigurationInput").AsString()
+
+		for _, want := range []string{"name: talos-proxmox-etcd-backup", "os:etcd:backup", "kind: CronJob", "0 */6 * * *"} {
+			if !strings.Contains(cp, want) {
+				t.Errorf("%s: the control plane's configuration has no %q", version, want)
+			}
+		}
+
+		if strings.Contains(worker, "os:etcd:backup") || strings.Contains(worker, "talos-backup") {
+			t.Errorf("%s: the worker's configuration grants etcd backups", version)
+		}
+	}
+}
