@@ -85,15 +85,21 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 		return nil, err
 	}
 
-	revision := pulumi.All(r.Configs.ToStringArrayOutput(), pulumi.String(c.Image.InstallerImage), pulumi.String(c.KubernetesVersion)).ApplyT(
+	// The gate runs again whenever the configurations, the image or the Kubernetes version change,
+	// and whenever a node's VM is a new one (replaced, or created again after it was lost).
+	var instances pulumi.StringArray
+	for _, n := range c.Nodes {
+		instances = append(instances, m.instances[n.Name])
+	}
+
+	revision := pulumi.All(r.Configs.ToStringArrayOutput(), pulumi.String(c.Image.InstallerImage), pulumi.String(c.KubernetesVersion),
+		instances.ToStringArrayOutput()).ApplyT(
 		func(v []any) string {
 			h := sha256.New()
-			for _, cfg := range v[0].([]string) {
-				h.Write([]byte(cfg))
+			for _, part := range slices.Concat(v[0].([]string), []string{v[1].(string), v[2].(string)}, v[3].([]string)) {
+				h.Write([]byte(part))
 				h.Write([]byte{0})
 			}
-
-			h.Write([]byte(v[1].(string) + "\x00" + v[2].(string)))
 
 			return hex.EncodeToString(h.Sum(nil))
 		}).(pulumi.StringOutput)
