@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -142,5 +144,49 @@ func TestScheduledBackupsReachTheControlPlanesOnly(t *testing.T) {
 		if strings.Contains(worker, "os:etcd:backup") || strings.Contains(worker, "talos-backup") {
 			t.Errorf("%s: the worker's configuration grants etcd backups", version)
 		}
+	}
+}
+
+// TestRecoveryReadsTheSnapshotBeforeAnything: when the cluster has no control plane VM,
+// recovery.fromSnapshot is looked for at preview and read and verified at `up` before anything is
+// registered: a missing or corrupt snapshot fails naming the property, with nothing registered.
+func TestRecoveryReadsTheSnapshotBeforeAnything(t *testing.T) {
+	t.Parallel()
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "etcd-20261127T000000Z-r9.snapshot"), []byte("not a snapshot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name, object string
+		dryRun       bool
+		want         string
+	}{
+		{"missing at preview", "etcd-missing.snapshot", true, "recovery.fromSnapshot: there is no object at"},
+		{"missing at up", "etcd-missing.snapshot", false, "recovery.fromSnapshot: "},
+		{"corrupt at up", "etcd-20261127T000000Z-r9.snapshot", false, "recovery.fromSnapshot: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			r := &recorder{proxmox: labInventory()}
+			props := soloJSON(`"recovery": {"fromSnapshot": "file://` + dir + `/` + tc.object + `"},`)
+
+			_, err := constructAs(t, r, "solo", inputsFromJSON(t, props), tc.dryRun)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+
+			if vms := r.ofType("proxmoxve:VM/virtualMachine:VirtualMachine"); len(vms) != 0 {
+				t.Errorf("%d VMs registered before the snapshot was read", len(vms))
+			}
+		})
+	}
+
+	// A running cluster (its control plane has a VM) does not restore: the snapshot is not read.
+	r := &recorder{proxmox: runningSolo("pve1")}
+	if _, err := construct(t, r, "solo", inputsFromJSON(t, soloJSON(`"recovery": {"fromSnapshot": "file://`+dir+`/etcd-missing.snapshot"},`))); err != nil {
+		t.Errorf("a running cluster read recovery.fromSnapshot: %v", err)
 	}
 }
