@@ -190,3 +190,36 @@ func TestRecoveryReadsTheSnapshotBeforeAnything(t *testing.T) {
 		t.Errorf("a running cluster read recovery.fromSnapshot: %v", err)
 	}
 }
+
+// TestRenamingARunningClusterIsRefused: the record holds the name the cluster was created with; a
+// new clusterName is refused (it would make a new cluster and delete this one), unless
+// allowDataLoss, with which the record follows the new name.
+func TestRenamingARunningClusterIsRefused(t *testing.T) {
+	t.Parallel()
+
+	r := &recorder{proxmox: runningSolo("pve1"), recordedName: "solo"}
+
+	// Without pinned VM ids (pinned ones would be refused as another cluster's VMs already).
+	renamed := strings.NewReplacer(`"clusterName": "solo"`, `"clusterName": "solo2"`, `, "vmId": 111`, "", `, "vmId": 121`, "").
+		Replace(soloJSON(""))
+
+	_, err := construct(t, r, "solo", inputsFromJSON(t, renamed))
+	if err == nil || !strings.Contains(err.Error(), `clusterName: this cluster was created as "solo"`) {
+		t.Fatalf("error %v", err)
+	}
+
+	if vms := r.ofType("proxmoxve:VM/virtualMachine:VirtualMachine"); len(vms) != 0 {
+		t.Errorf("%d VMs registered before the refusal", len(vms))
+	}
+
+	r = &recorder{proxmox: runningSolo("pve1"), recordedName: "solo"}
+
+	allowed := strings.Replace(renamed, `"network"`, `"allowDataLoss": true, "network"`, 1)
+	if _, err := construct(t, r, "solo", inputsFromJSON(t, allowed)); err != nil {
+		t.Fatalf("with allowDataLoss: %v", err)
+	}
+
+	if rec := r.named("solo-kubernetes-version"); slices.Contains(rec.IgnoreChanges, "clusterName") {
+		t.Errorf("with allowDataLoss the record keeps the old name: %v", rec.IgnoreChanges)
+	}
+}

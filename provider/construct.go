@@ -2,6 +2,7 @@ package provider
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
@@ -123,6 +124,15 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	recorded, err := wire.RecordKubernetes(early.scope, fresh, early.self)
 	if err != nil {
 		return nil, err
+	}
+
+	// A new name makes a new cluster (new VMs, secrets for it, an empty etcd) and deletes this
+	// one with its data: refused unless allowDataLoss accepts it.
+	if recorded.ClusterName != "" && recorded.ClusterName != c.Name && !c.AllowDataLoss {
+		return nil, fmt.Errorf("clusterName: this cluster was created as %q; a new name makes a new cluster with an "+
+			"empty etcd and deletes this one with every Kubernetes object. Keep clusterName %q, or set allowDataLoss: "+
+			"true to replace the cluster (take a snapshot first with etcdBackup.snapshotNow to keep its data)",
+			recorded.ClusterName, recorded.ClusterName)
 	}
 
 	cluster, runErr := c.RunningKubernetes(recorded.KubernetesVersion)

@@ -53,7 +53,12 @@ func recordKeeps(t *testing.T, r *recorder) bool {
 		t.Fatalf("%d Kubernetes version records", len(recs))
 	}
 
-	return slices.Equal(recs[0].IgnoreChanges, []string{"kubernetesVersion"})
+	// The name the cluster was created with is always kept.
+	if !slices.Contains(recs[0].IgnoreChanges, "clusterName") {
+		t.Errorf("the record does not keep the cluster's name: ignoreChanges %v", recs[0].IgnoreChanges)
+	}
+
+	return slices.Contains(recs[0].IgnoreChanges, "kubernetesVersion")
 }
 
 // TestKubernetesVersionRecord: with kubernetesVersion unset a new cluster records the default of

@@ -61,6 +61,9 @@ type recorder struct {
 	// answers with it when the record ignores changes to kubernetesVersion, as for a record in the
 	// state (a create, with no record in the state, takes the input).
 	recordedKubernetes string
+	// recordedName, when set, is the cluster name the state's KubernetesRecord holds, answered
+	// likewise when the record ignores changes to clusterName.
+	recordedName string
 }
 
 // mockInventory is what the mock Proxmox cluster holds.
@@ -180,6 +183,10 @@ func (r *recorder) newResource(args integration.MockResourceArgs) (string, prope
 	case "talos-proxmox:lifecycle:KubernetesRecord":
 		if r.recordedKubernetes != "" && slices.Contains(reg.IgnoreChanges, "kubernetesVersion") {
 			out = out.Set("kubernetesVersion", property.New(r.recordedKubernetes))
+		}
+
+		if r.recordedName != "" && slices.Contains(reg.IgnoreChanges, "clusterName") {
+			out = out.Set("clusterName", property.New(r.recordedName))
 		}
 	case "talos-proxmox:lifecycle:NodeAddress":
 		// As the scan would find it: the agent's report when there is one.

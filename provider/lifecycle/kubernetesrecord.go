@@ -17,6 +17,7 @@ type KubernetesRecord struct{}
 // KubernetesRecordArgs are a KubernetesRecord's inputs.
 type KubernetesRecordArgs struct {
 	KubernetesVersion string `pulumi:"kubernetesVersion" doc:"The Kubernetes version the cluster runs."`
+	ClusterName       string `pulumi:"clusterName,optional" doc:"The cluster's name (clusterName) as it was created: a running cluster keeps it."`
 }
 
 // KubernetesRecordState is the version recorded.
@@ -50,6 +51,8 @@ type KubernetesRecordOutputs struct {
 
 	// KubernetesVersion is the version recorded.
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+	// ClusterName is the name recorded.
+	ClusterName pulumi.StringOutput `pulumi:"clusterName"`
 }
 
 // KubernetesRecordKind registers KubernetesRecords.

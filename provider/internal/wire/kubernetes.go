@@ -17,6 +17,10 @@ const recordWait = time.Minute
 
 // Recorded is what RecordKubernetes returns.
 type Recorded struct {
+	// ClusterName is the name the cluster was created with ("" for a record made before names
+	// were recorded, or not read back).
+	ClusterName string
+
 	// KubernetesVersion is the version the record holds: the one the cluster runs when
 	// kubernetesVersion is unset (spec.Cluster.RunningKubernetes).
 	KubernetesVersion string
@@ -40,34 +44,53 @@ func RecordKubernetes(s Scope, fresh bool, self Lifecycle) (Recorded, error) {
 	c := s.Cluster
 	keep := !c.KubernetesDeclared && !fresh
 
-	opts := []pulumi.ResourceOption{s.parent(), self.option}
+	// The name the cluster was created with is kept (a record without one takes the current
+	// name), unless allowDataLoss accepts a new cluster under a new name.
+	var ignored []string
 	if keep {
-		opts = append(opts, pulumi.IgnoreChanges([]string{"kubernetesVersion"}))
+		ignored = append(ignored, "kubernetesVersion")
 	}
+
+	if !c.AllowDataLoss {
+		ignored = append(ignored, "clusterName")
+	}
+
+	opts := []pulumi.ResourceOption{s.parent(), self.option, pulumi.IgnoreChanges(ignored)}
 
 	in, a := lifecycle.KubernetesRecordKind.Inputs()
 	lifecycle.Set(in, &a.KubernetesVersion, pulumi.String(c.KubernetesVersion))
+	lifecycle.Set(in, &a.ClusterName, pulumi.String(c.Name))
 
 	rec, err := lifecycle.KubernetesRecordKind.Register(s.Ctx, s.child("kubernetes-version"), in, opts...)
 	if err != nil {
 		return Recorded{}, errorf("registering the Kubernetes version record: %w", err)
 	}
 
-	if !keep {
-		return Recorded{KubernetesVersion: c.KubernetesVersion}, nil
-	}
-
 	ctx, cancel := context.WithTimeout(s.Ctx.Context(), recordWait)
 	defer cancel()
+
+	name, known, err := await.Known[string](ctx, rec.ClusterName)
+	if err != nil {
+		return Recorded{}, errorf("reading the cluster's name from %s: %w", s.child("kubernetes-version"), err)
+	}
+
+	recorded := Recorded{KubernetesVersion: c.KubernetesVersion}
+	if known {
+		recorded.ClusterName = name
+	}
+
+	if !keep {
+		return recorded, nil
+	}
 
 	v, known, err := await.Known[string](ctx, rec.KubernetesVersion)
 	if err != nil {
 		return Recorded{}, errorf("reading the Kubernetes version the cluster runs from %s: %w", s.child("kubernetes-version"), err)
 	}
 
-	if !known {
-		return Recorded{KubernetesVersion: c.KubernetesVersion}, nil
+	if known {
+		recorded.KubernetesVersion = v
 	}
 
-	return Recorded{KubernetesVersion: v}, nil
+	return recorded, nil
 }

@@ -35,6 +35,10 @@ export class KubernetesRecord extends pulumi.CustomResource {
     }
 
     /**
+     * The cluster's name (clusterName) as it was created: a running cluster keeps it.
+     */
+    declare public readonly clusterName: pulumi.Output<string | undefined>;
+    /**
      * The Kubernetes version the cluster runs.
      */
     declare public readonly kubernetesVersion: pulumi.Output<string>;
@@ -53,8 +57,10 @@ export class KubernetesRecord extends pulumi.CustomResource {
             if (args?.kubernetesVersion === undefined && !opts.urn) {
                 throw new Error("Missing required property 'kubernetesVersion'");
             }
+            resourceInputs["clusterName"] = args?.clusterName;
             resourceInputs["kubernetesVersion"] = args?.kubernetesVersion;
         } else {
+            resourceInputs["clusterName"] = undefined /*out*/;
             resourceInputs["kubernetesVersion"] = undefined /*out*/;
         }
         opts = pulumi.mergeOptions(utilities.resourceOptsDefaults(), opts);
@@ -66,6 +72,10 @@ export class KubernetesRecord extends pulumi.CustomResource {
  * The set of arguments for constructing a KubernetesRecord resource.
  */
 export interface KubernetesRecordArgs {
+    /**
+     * The cluster's name (clusterName) as it was created: a running cluster keeps it.
+     */
+    clusterName?: pulumi.Input<string | undefined>;
     /**
      * The Kubernetes version the cluster runs.
      */

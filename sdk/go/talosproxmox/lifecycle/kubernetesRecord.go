@@ -16,6 +16,8 @@ import (
 type KubernetesRecord struct {
 	pulumi.CustomResourceState
 
+	// The cluster's name (clusterName) as it was created: a running cluster keeps it.
+	ClusterName pulumi.StringPtrOutput `pulumi:"clusterName"`
 	// The Kubernetes version the cluster runs.
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
 }
@@ -63,12 +65,16 @@ func (KubernetesRecordState) ElementType() reflect.Type {
 }
 
 type kubernetesRecordArgs struct {
+	// The cluster's name (clusterName) as it was created: a running cluster keeps it.
+	ClusterName *string `pulumi:"clusterName"`
 	// The Kubernetes version the cluster runs.
 	KubernetesVersion string `pulumi:"kubernetesVersion"`
 }
 
 // The set of arguments for constructing a KubernetesRecord resource.
 type KubernetesRecordArgs struct {
+	// The cluster's name (clusterName) as it was created: a running cluster keeps it.
+	ClusterName pulumi.StringPtrInput
 	// The Kubernetes version the cluster runs.
 	KubernetesVersion pulumi.StringInput
 }
@@ -158,6 +164,11 @@ func (o KubernetesRecordOutput) ToKubernetesRecordOutput() KubernetesRecordOutpu
 
 func (o KubernetesRecordOutput) ToKubernetesRecordOutputWithContext(ctx context.Context) KubernetesRecordOutput {
 	return o
+}
+
+// The cluster's name (clusterName) as it was created: a running cluster keeps it.
+func (o KubernetesRecordOutput) ClusterName() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *KubernetesRecord) pulumi.StringPtrOutput { return v.ClusterName }).(pulumi.StringPtrOutput)
 }
 
 // The Kubernetes version the cluster runs.

@@ -19,13 +19,17 @@ __all__ = ['KubernetesRecordArgs', 'KubernetesRecord']
 @pulumi.input_type
 class KubernetesRecordArgs:
     def __init__(__self__, *,
-                 kubernetes_version: pulumi.Input[_builtins.str]):
+                 kubernetes_version: pulumi.Input[_builtins.str],
+                 cluster_name: pulumi.Input[Optional[_builtins.str]] = None):
         """
         The set of arguments for constructing a KubernetesRecord resource.
 
         :param pulumi.Input[_builtins.str] kubernetes_version: The Kubernetes version the cluster runs.
+        :param pulumi.Input[_builtins.str] cluster_name: The cluster's name (clusterName) as it was created: a running cluster keeps it.
         """
         pulumi.set(__self__, "kubernetes_version", kubernetes_version)
+        if cluster_name is not None:
+            pulumi.set(__self__, "cluster_name", cluster_name)
 
     @_builtins.property
     @pulumi.getter(name="kubernetesVersion")
@@ -39,6 +43,18 @@ class KubernetesRecordArgs:
     def kubernetes_version(self, value: pulumi.Input[_builtins.str]):
         pulumi.set(self, "kubernetes_version", value)
 
+    @_builtins.property
+    @pulumi.getter(name="clusterName")
+    def cluster_name(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The cluster's name (clusterName) as it was created: a running cluster keeps it.
+        """
+        return pulumi.get(self, "cluster_name")
+
+    @cluster_name.setter
+    def cluster_name(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "cluster_name", value)
+
 
 @pulumi.type_token("talos-proxmox:lifecycle:KubernetesRecord")
 class KubernetesRecord(pulumi.CustomResource):
@@ -46,6 +62,7 @@ class KubernetesRecord(pulumi.CustomResource):
     def __init__(__self__,
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
+                 cluster_name: pulumi.Input[Optional[_builtins.str]] = None,
                  kubernetes_version: pulumi.Input[Optional[_builtins.str]] = None,
                  __props__=None):
         """
@@ -53,6 +70,7 @@ class KubernetesRecord(pulumi.CustomResource):
 
         :param str resource_name: The name of the resource.
         :param pulumi.ResourceOptions opts: Options for the resource.
+        :param pulumi.Input[_builtins.str] cluster_name: The cluster's name (clusterName) as it was created: a running cluster keeps it.
         :param pulumi.Input[_builtins.str] kubernetes_version: The Kubernetes version the cluster runs.
         """
         ...
@@ -79,6 +97,7 @@ class KubernetesRecord(pulumi.CustomResource):
     def _internal_init(__self__,
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
+                 cluster_name: pulumi.Input[Optional[_builtins.str]] = None,
                  kubernetes_version: pulumi.Input[Optional[_builtins.str]] = None,
                  __props__=None):
         opts = pulumi.ResourceOptions.merge(_utilities.get_resource_opts_defaults(), opts)
@@ -89,6 +108,7 @@ class KubernetesRecord(pulumi.CustomResource):
                 raise TypeError('__props__ is only valid when passed in combination with a valid opts.id to get an existing resource')
             __props__ = KubernetesRecordArgs.__new__(KubernetesRecordArgs)
 
+            __props__.__dict__["cluster_name"] = cluster_name
             if kubernetes_version is None and not opts.urn:
                 raise TypeError("Missing required property 'kubernetes_version'")
             __props__.__dict__["kubernetes_version"] = kubernetes_version
@@ -114,8 +134,17 @@ class KubernetesRecord(pulumi.CustomResource):
 
         __props__ = KubernetesRecordArgs.__new__(KubernetesRecordArgs)
 
+        __props__.__dict__["cluster_name"] = None
         __props__.__dict__["kubernetes_version"] = None
         return KubernetesRecord(resource_name, opts=opts, __props__=__props__)
+
+    @_builtins.property
+    @pulumi.getter(name="clusterName")
+    def cluster_name(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        The cluster's name (clusterName) as it was created: a running cluster keeps it.
+        """
+        return pulumi.get(self, "cluster_name")
 
     @_builtins.property
     @pulumi.getter(name="kubernetesVersion")
