@@ -29,24 +29,7 @@ type TalosProxmoxCluster struct {
 
 // Annotate documents the component and its outputs.
 func (c *TalosProxmoxCluster) Annotate(an infer.Annotator) {
-	an.Describe(c, "A Talos Linux Kubernetes cluster on Proxmox VE: the Talos image from the Image Factory, "+
-		"one VM per node, the Talos machine secrets and configuration, the bootstrap of etcd and the "+
-		"kubeconfig, in one resource.")
-	an.Describe(&c.Kubeconfig, "Admin kubeconfig of the cluster (a secret). Write it to a file to use kubectl.")
-	an.Describe(&c.Talosconfig, "talosctl client configuration (a secret), with every control plane as an "+
-		"endpoint and every node as a node.")
-	an.Describe(&c.Endpoint, "Kubernetes API URL, e.g. `https://10.0.0.10:6443`.")
-	an.Describe(&c.ClusterName, "Name of the cluster.")
-	an.Describe(&c.ControlPlaneIps, "Addresses of the control plane nodes, in name order.")
-	an.Describe(&c.WorkerIps, "Addresses of the worker nodes, in name order.")
-	an.Describe(&c.Nodes, "Every node by hostname: its Proxmox VM id, address, Proxmox host and role.")
-	an.Describe(&c.SchematicId, "Image Factory schematic id of the Talos image.")
-	an.Describe(&c.InstallerImage, "Installer image in every node's configuration: Talos installs from it, and `talosctl upgrade --image` with it upgrades a node to `talosVersion`.")
-	an.Describe(&c.HelmReleases, "Every Helm release rendered into the control planes' configuration (Cilium "+
-		"and `helmCharts`), by release name: the chart, its digest and what was rendered.")
-	an.Describe(&c.LastEtcdSnapshot, "The last etcd snapshot the component took (with `etcdBackup`): where it is, "+
-		"its revision, size, sha256 and time; empty (`location` \"\") without `etcdBackup` or before the first "+
-		"snapshot. Not secret.")
+	describeType(an, c)
 }
 
 // HelmReleaseInfo describes a Helm release rendered into the control planes' configuration.
@@ -62,16 +45,7 @@ type HelmReleaseInfo struct {
 
 // Annotate documents a release's outputs.
 func (h *HelmReleaseInfo) Annotate(an infer.Annotator) {
-	an.Describe(h, "A Helm release rendered by the component.")
-	an.Describe(&h.Chart, "Name of the chart, from its Chart.yaml.")
-	an.Describe(&h.Version, "Version of the chart rendered, from its Chart.yaml.")
-	an.Describe(&h.Namespace, "Namespace the release was rendered into.")
-	an.Describe(&h.Digest, "`sha256:<hex>` of the chart archive rendered; empty for a local chart directory. "+
-		"Pin it with `digest`.")
-	an.Describe(&h.ManifestSha256, "sha256 of the rendered manifests: it changes exactly when the control "+
-		"planes' configuration changes because of this release.")
-	an.Describe(&h.Objects, "Number of Kubernetes objects rendered.")
-	an.Describe(&h.Bytes, "Size of the rendered manifests in bytes.")
+	describeType(an, h)
 }
 
 // MapOutput is an output of a map of T by name (the nodes' NodeInfo, the releases'
@@ -93,11 +67,7 @@ type NodeInfo struct {
 
 // Annotate documents a node's outputs.
 func (n *NodeInfo) Annotate(an infer.Annotator) {
-	an.Describe(n, "A deployed node.")
-	an.Describe(&n.VmId, "Proxmox VM id.")
-	an.Describe(&n.Ip, "IPv4 address of the node.")
-	an.Describe(&n.HostNode, "Proxmox host running the VM.")
-	an.Describe(&n.Role, "`controlplane` or `worker`.")
+	describeType(an, n)
 }
 
 func init() {

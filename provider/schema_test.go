@@ -73,6 +73,62 @@ func TestSchemaDescribesEverything(t *testing.T) {
 	}
 }
 
+// TestDescriptionsMatchSchema fails when descriptions.yaml leaves out a type or property of the
+// schema's package types, or describes one the schema does not have, or a description there is
+// not the one served (its Annotate does not call describeType).
+func TestDescriptionsMatchSchema(t *testing.T) {
+	t.Parallel()
+
+	s := servedSchema(t)
+	component := s["resources"].(map[string]any)[ClusterToken].(map[string]any)
+	served := map[string]map[string]any{
+		"TalosProxmoxCluster":     component,
+		"TalosProxmoxClusterArgs": {"properties": component["inputProperties"]},
+	}
+
+	for token, typ := range s["types"].(map[string]any) {
+		if name, ok := strings.CutPrefix(token, "talos-proxmox:index:"); ok {
+			served[name] = typ.(map[string]any)
+		}
+	}
+
+	for name, want := range served {
+		got, ok := descriptions[name]
+		if !ok {
+			t.Errorf("descriptions.yaml has no %s", name)
+
+			continue
+		}
+
+		if d, _ := want["description"].(string); got.Description != d && name != "TalosProxmoxClusterArgs" {
+			t.Errorf("%s: served description %q, descriptions.yaml %q", name, d, got.Description)
+		}
+
+		props, _ := want["properties"].(map[string]any)
+		for prop, p := range props {
+			d, _ := p.(map[string]any)["description"].(string)
+			switch {
+			case got.Properties[prop] == "":
+				t.Errorf("descriptions.yaml does not describe %s.%s", name, prop)
+			case got.Properties[prop] != d:
+				t.Errorf("%s.%s: served description %q, descriptions.yaml %q", name, prop, d, got.Properties[prop])
+			}
+		}
+
+		for prop := range got.Properties {
+			if _, ok := props[prop]; !ok {
+				t.Errorf("descriptions.yaml describes %s.%s, which the schema does not have", name, prop)
+			}
+		}
+	}
+
+	for name := range descriptions {
+		if _, ok := served[name]; !ok {
+			t.Errorf("descriptions.yaml describes %s, which the schema does not have", name)
+		}
+	}
+}
+
 func TestSchemaPlainMatchesGoFields(t *testing.T) {
 	t.Parallel()
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pulumi/pulumi-go-provider/infer"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/clientconfigs"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 )
 
@@ -37,6 +38,23 @@ func (a *ClusterAccess) Annotate(an infer.Annotator) {
 // access is the day-2 access the arguments give.
 func (a ClusterAccess) access() day2.Access {
 	return day2.Access{Talosconfig: a.Talosconfig, Kubeconfig: a.Kubeconfig}
+}
+
+// TalosCA is the Talos API CA a resource issues its own client certificates from: the inputs
+// `osCaCertificate` and `osCaKey`.
+type TalosCA struct {
+	OsCaCertificate string `pulumi:"osCaCertificate" doc:"The Talos API CA certificate (base64 PEM)."`
+	OsCaKey         string `pulumi:"osCaKey" provider:"secret" doc:"The Talos API CA key (base64 PEM)."`
+}
+
+// Annotate documents the inputs.
+func (c *TalosCA) Annotate(an infer.Annotator) {
+	describeFields(an, c)
+}
+
+// certAndKey is the CA as provider/internal/clientconfigs takes it.
+func (c TalosCA) certAndKey() clientconfigs.CertAndKey {
+	return clientconfigs.CertAndKey{Cert: c.OsCaCertificate, Key: c.OsCaKey}
 }
 
 // NodeRef is the node a per-node resource is about: the inputs `node`, `address` and

@@ -21,10 +21,9 @@ type ClientCredentials struct{}
 
 // ClientCredentialsArgs are a ClientCredentials' inputs.
 type ClientCredentialsArgs struct {
-	ClusterName             string   `pulumi:"clusterName" doc:"The cluster's name (the talosconfig context)."`
-	Endpoint                string   `pulumi:"endpoint,optional" doc:"The Kubernetes API URL."`
-	OsCaCertificate         string   `pulumi:"osCaCertificate" doc:"The Talos API CA certificate (base64 PEM)."`
-	OsCaKey                 string   `pulumi:"osCaKey" provider:"secret" doc:"The Talos API CA key (base64 PEM)."`
+	ClusterName string `pulumi:"clusterName" doc:"The cluster's name (the talosconfig context)."`
+	Endpoint    string `pulumi:"endpoint,optional" doc:"The Kubernetes API URL."`
+	TalosCA
 	KubernetesCaCertificate string   `pulumi:"kubernetesCaCertificate" doc:"The Kubernetes CA certificate (base64 PEM)."`
 	KubernetesCaKey         string   `pulumi:"kubernetesCaKey" provider:"secret" doc:"The Kubernetes CA key (base64 PEM)."`
 	TalosEndpoints          []string `pulumi:"talosEndpoints,optional" doc:"The talosconfig's endpoints."`
@@ -61,7 +60,7 @@ func issue(in ClientCredentialsArgs) (ClientCredentialsState, error) {
 
 	got, err := clientconfigs.Issue(clientconfigs.Input{
 		ClusterName: in.ClusterName, Endpoint: in.Endpoint,
-		OSCA:           clientconfigs.CertAndKey{Cert: in.OsCaCertificate, Key: in.OsCaKey},
+		OSCA:           in.certAndKey(),
 		KubernetesCA:   clientconfigs.CertAndKey{Cert: in.KubernetesCaCertificate, Key: in.KubernetesCaKey},
 		TalosEndpoints: in.TalosEndpoints, TalosNodes: in.TalosNodes, Validity: validity, Now: time.Now(),
 	})

@@ -15,7 +15,7 @@
 //   - ClusterHealth: the health gate every change ends with (health.go);
 //   - ManifestSync: the cluster's manifests, applied server-side with pruning (manifestsync.go).
 //
-// args.go holds the argument heads they share (ClusterAccess, NodeRef, ClusterNodes, Waits) with
+// args.go holds the argument heads they share (ClusterAccess, TalosCA, NodeRef, ClusterNodes, Waits) with
 // their descriptions, and the shared helpers; kind.go is the typed seam the component registers
 // them through (Kind, Inputs, Set), which the tests check against the served schema.
 //

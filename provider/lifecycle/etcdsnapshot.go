@@ -26,16 +26,15 @@ type EtcdSnapshot struct{}
 
 // EtcdSnapshotArgs are an EtcdSnapshot's inputs.
 type EtcdSnapshotArgs struct {
-	ClusterName     string            `pulumi:"clusterName" doc:"The cluster's name: its snapshots live under <prefix>/<clusterName>/."`
-	OsCaCertificate string            `pulumi:"osCaCertificate" doc:"The Talos API CA certificate (base64 PEM)."`
-	OsCaKey         string            `pulumi:"osCaKey" provider:"secret" doc:"The Talos API CA key (base64 PEM)."`
-	ControlPlanes   map[string]string `pulumi:"controlPlanes" doc:"The control planes that run etcd, hostname to IP; asked in name order."`
-	Destination     string            `pulumi:"destination" doc:"Where snapshots go (file:// or s3:// URL)."`
-	AgeRecipients   []string          `pulumi:"ageRecipients,optional" doc:"age recipients snapshots are encrypted to."`
-	Keep            int               `pulumi:"keep" doc:"How many of the cluster's snapshots to keep."`
-	Required        bool              `pulumi:"required" doc:"Fail when the snapshot fails (else warn and go on)."`
-	Trigger         string            `pulumi:"trigger" doc:"A snapshot is taken whenever this changes, unless it is empty."`
-	Timeout         string            `pulumi:"timeout" doc:"How long a snapshot may take (a duration)."`
+	ClusterName string `pulumi:"clusterName" doc:"The cluster's name: its snapshots live under <prefix>/<clusterName>/."`
+	TalosCA
+	ControlPlanes map[string]string `pulumi:"controlPlanes" doc:"The control planes that run etcd, hostname to IP; asked in name order."`
+	Destination   string            `pulumi:"destination" doc:"Where snapshots go (file:// or s3:// URL)."`
+	AgeRecipients []string          `pulumi:"ageRecipients,optional" doc:"age recipients snapshots are encrypted to."`
+	Keep          int               `pulumi:"keep" doc:"How many of the cluster's snapshots to keep."`
+	Required      bool              `pulumi:"required" doc:"Fail when the snapshot fails (else warn and go on)."`
+	Trigger       string            `pulumi:"trigger" doc:"A snapshot is taken whenever this changes, unless it is empty."`
+	Timeout       string            `pulumi:"timeout" doc:"How long a snapshot may take (a duration)."`
 }
 
 // EtcdSnapshotState is the inputs and the last snapshot taken (empty fields: none yet).
@@ -111,7 +110,7 @@ func snapshot(ctx context.Context, in EtcdSnapshotArgs, state EtcdSnapshotState)
 
 	talosconfig, err := clientconfigs.Talosconfig(clientconfigs.Input{
 		ClusterName:    in.ClusterName,
-		OSCA:           clientconfigs.CertAndKey{Cert: in.OsCaCertificate, Key: in.OsCaKey},
+		OSCA:           in.certAndKey(),
 		TalosEndpoints: addressesOf(cps), TalosNodes: addressesOf(cps),
 		Validity: timeout + time.Hour, Now: time.Now(),
 	})

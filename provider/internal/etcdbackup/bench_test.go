@@ -27,12 +27,7 @@ const (
 
 // benchMember is an embedded etcd filled with 100 MiB of keys, once per benchmark process.
 var benchMember = sync.OnceValues(func() (*memberForTest, error) {
-	dir, err := tempDirForOnce()
-	if err != nil {
-		return nil, err
-	}
-
-	m, err := startMember(dir)
+	m, err := startMember()
 	if err != nil {
 		return nil, err
 	}

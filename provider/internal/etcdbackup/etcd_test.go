@@ -22,8 +22,14 @@ type memberForTest struct {
 	client *clientv3.Client
 }
 
-// startMember starts a single-member etcd in dir on free loopback ports.
-func startMember(dir string) (*memberForTest, error) {
+// startMember starts a single-member etcd in a new directory under the package's once-root, on
+// free loopback ports.
+func startMember() (*memberForTest, error) {
+	dir, err := tempDirForOnce()
+	if err != nil {
+		return nil, err
+	}
+
 	cfg := embed.NewConfig()
 	cfg.Name = "backup-test"
 	cfg.Dir = dir
@@ -94,12 +100,7 @@ func freeURL() (url.URL, error) {
 
 // testSnapshot is one small real snapshot, taken once for the package's tests.
 var testSnapshot = sync.OnceValues(func() ([]byte, error) {
-	dir, err := tempDirForOnce()
-	if err != nil {
-		return nil, err
-	}
-
-	m, err := startMember(dir)
+	m, err := startMember()
 	if err != nil {
 		return nil, err
 	}

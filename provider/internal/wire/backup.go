@@ -58,12 +58,9 @@ func EtcdBackup(s Scope, secrets *Secrets, inv *proxmox.Inventory, addrs Address
 		trigger = snapshotTrigger(c)
 	}
 
-	certs := secrets.Resource.MachineSecrets.Certs()
-
 	in, a := lifecycle.EtcdSnapshotKind.Inputs()
 	lifecycle.Set(in, &a.ClusterName, pulumi.String(c.Name))
-	lifecycle.Set(in, &a.OsCaCertificate, certs.Os().Cert())
-	lifecycle.Set(in, &a.OsCaKey, pulumi.ToSecret(certs.Os().Key()).(pulumi.StringOutput))
+	setTalosCA(in, &a.TalosCA, secrets)
 	lifecycle.Set(in, &a.ControlPlanes, cps.ToStringMapOutput())
 	lifecycle.Set(in, &a.Destination, pulumi.String(b.Destination))
 	lifecycle.Set(in, &a.AgeRecipients, pulumi.ToStringArray(b.AgeRecipients).ToStringArrayOutput())

@@ -229,6 +229,14 @@ func setAccess[A any](in *lifecycle.Inputs[A], a *lifecycle.ClusterAccess, r *Ru
 	lifecycle.Set(in, &a.Kubeconfig, r.Kubeconfig)
 }
 
+// setTalosCA sets the Talos API CA a lifecycle resource issues its own client certificates from
+// (the key as a secret).
+func setTalosCA[A any](in *lifecycle.Inputs[A], a *lifecycle.TalosCA, secrets *Secrets) {
+	certs := secrets.Resource.MachineSecrets.Certs()
+	lifecycle.Set(in, &a.OsCaCertificate, certs.Os().Cert())
+	lifecycle.Set(in, &a.OsCaKey, pulumi.ToSecret(certs.Os().Key()).(pulumi.StringOutput))
+}
+
 // setNodeRef sets how a per-node lifecycle resource finds its node.
 func setNodeRef[A any](in *lifecycle.Inputs[A], a *lifecycle.NodeRef, n spec.Node, m *Machines) {
 	lifecycle.Set(in, &a.Node, pulumi.String(n.Name))
