@@ -150,7 +150,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
  */
 export interface TalosProxmoxClusterArgs {
     /**
-     * Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one) with neither `etcdBackup` nor `recovery`. Default: false: such a plan is refused at preview, naming the change.
+     * Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one, with neither `etcdBackup` nor `recovery`; or a new `clusterName`, which makes a new cluster). Default: false: such a plan is refused at preview, naming the change.
      */
     allowDataLoss?: boolean;
     /**

@@ -2885,7 +2885,7 @@ func (o PciDeviceArrayOutput) Index(i pulumi.IntInput) PciDeviceOutput {
 type Recovery struct {
 	// age identity (`AGE-SECRET-KEY-1…`, a secret) that decrypts an encrypted snapshot.
 	AgeIdentity *string `pulumi:"ageIdentity"`
-	// URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+	// URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). Read only when no control plane of the cluster keeps a VM (all lost; a new cluster restored from a snapshot): then it is downloaded and verified before any VM is touched. An `up` that replaces every control plane with `etcdBackup` set restores the snapshot it takes first instead. Required without `etcdBackup`.
 	FromSnapshot *string `pulumi:"fromSnapshot"`
 }
 
@@ -2904,7 +2904,7 @@ type RecoveryInput interface {
 type RecoveryArgs struct {
 	// age identity (`AGE-SECRET-KEY-1…`, a secret) that decrypts an encrypted snapshot.
 	AgeIdentity pulumi.StringPtrInput `pulumi:"ageIdentity"`
-	// URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+	// URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). Read only when no control plane of the cluster keeps a VM (all lost; a new cluster restored from a snapshot): then it is downloaded and verified before any VM is touched. An `up` that replaces every control plane with `etcdBackup` set restores the snapshot it takes first instead. Required without `etcdBackup`.
 	FromSnapshot pulumi.StringPtrInput `pulumi:"fromSnapshot"`
 }
 
@@ -2991,7 +2991,7 @@ func (o RecoveryOutput) AgeIdentity() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Recovery) *string { return v.AgeIdentity }).(pulumi.StringPtrOutput)
 }
 
-// URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+// URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). Read only when no control plane of the cluster keeps a VM (all lost; a new cluster restored from a snapshot): then it is downloaded and verified before any VM is touched. An `up` that replaces every control plane with `etcdBackup` set restores the snapshot it takes first instead. Required without `etcdBackup`.
 func (o RecoveryOutput) FromSnapshot() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Recovery) *string { return v.FromSnapshot }).(pulumi.StringPtrOutput)
 }
@@ -3030,7 +3030,7 @@ func (o RecoveryPtrOutput) AgeIdentity() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
-// URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+// URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). Read only when no control plane of the cluster keeps a VM (all lost; a new cluster restored from a snapshot): then it is downloaded and verified before any VM is touched. An `up` that replaces every control plane with `etcdBackup` set restores the snapshot it takes first instead. Required without `etcdBackup`.
 func (o RecoveryPtrOutput) FromSnapshot() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *Recovery) *string {
 		if v == nil {

@@ -65,7 +65,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context,
 }
 
 type talosProxmoxClusterArgs struct {
-	// Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one) with neither `etcdBackup` nor `recovery`. Default: false: such a plan is refused at preview, naming the change.
+	// Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one, with neither `etcdBackup` nor `recovery`; or a new `clusterName`, which makes a new cluster). Default: false: such a plan is refused at preview, naming the change.
 	AllowDataLoss *bool `pulumi:"allowDataLoss"`
 	// Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
 	AllowSchedulingOnControlPlanes *bool `pulumi:"allowSchedulingOnControlPlanes"`
@@ -125,7 +125,7 @@ type talosProxmoxClusterArgs struct {
 
 // The set of arguments for constructing a TalosProxmoxCluster resource.
 type TalosProxmoxClusterArgs struct {
-	// Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one) with neither `etcdBackup` nor `recovery`. Default: false: such a plan is refused at preview, naming the change.
+	// Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one, with neither `etcdBackup` nor `recovery`; or a new `clusterName`, which makes a new cluster). Default: false: such a plan is refused at preview, naming the change.
 	AllowDataLoss *bool
 	// Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
 	AllowSchedulingOnControlPlanes *bool

@@ -428,7 +428,7 @@ export interface RecoveryArgs {
      */
     ageIdentity?: pulumi.Input<string | undefined>;
     /**
-     * URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+     * URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). Read only when no control plane of the cluster keeps a VM (all lost; a new cluster restored from a snapshot): then it is downloaded and verified before any VM is touched. An `up` that replaces every control plane with `etcdBackup` set restores the snapshot it takes first instead. Required without `etcdBackup`.
      */
     fromSnapshot?: pulumi.Input<string | undefined>;
 }

@@ -1913,7 +1913,7 @@ class RecoveryArgsDict(TypedDict):
     """
     from_snapshot: NotRequired[pulumi.Input[Optional[_builtins.str]]]
     """
-    URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+    URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). Read only when no control plane of the cluster keeps a VM (all lost; a new cluster restored from a snapshot): then it is downloaded and verified before any VM is touched. An `up` that replaces every control plane with `etcdBackup` set restores the snapshot it takes first instead. Required without `etcdBackup`.
     """
 
 @pulumi.input_type
@@ -1925,7 +1925,7 @@ class RecoveryArgs:
         Disaster recovery: when the cluster has no running etcd (every control plane lost, or replaced in this `up`), the bootstrap uploads a snapshot to the first control plane and bootstraps etcd from it (Talos' `bootstrap --recover-from`); the other control planes join it.
 
         :param pulumi.Input[_builtins.str] age_identity: age identity (`AGE-SECRET-KEY-1…`, a secret) that decrypts an encrypted snapshot.
-        :param pulumi.Input[_builtins.str] from_snapshot: URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+        :param pulumi.Input[_builtins.str] from_snapshot: URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). Read only when no control plane of the cluster keeps a VM (all lost; a new cluster restored from a snapshot): then it is downloaded and verified before any VM is touched. An `up` that replaces every control plane with `etcdBackup` set restores the snapshot it takes first instead. Required without `etcdBackup`.
         """
         if age_identity is not None:
             pulumi.set(__self__, "age_identity", age_identity)
@@ -1948,7 +1948,7 @@ class RecoveryArgs:
     @pulumi.getter(name="fromSnapshot")
     def from_snapshot(self) -> pulumi.Input[Optional[_builtins.str]]:
         """
-        URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). It is downloaded and verified before any VM is touched. Default: the snapshot this `up` takes first (with `etcdBackup`).
+        URL of the snapshot object (`file:///…/etcd-….snapshot` or `s3://bucket/key?…`, as `lastEtcdSnapshot.location` gives). Read only when no control plane of the cluster keeps a VM (all lost; a new cluster restored from a snapshot): then it is downloaded and verified before any VM is touched. An `up` that replaces every control plane with `etcdBackup` set restores the snapshot it takes first instead. Required without `etcdBackup`.
         """
         return pulumi.get(self, "from_snapshot")
 
