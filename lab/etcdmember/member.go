@@ -185,7 +185,10 @@ func removeStale(ctx context.Context, c *clientv3.Client, cfg Config) error {
 	return nil
 }
 
-// Restart starts a stopped member again from its data directory (a node that rebooted).
+// Restart starts a stopped member again from its data directory (a node that rebooted). It
+// returns once the member is ready, which needs a quorum; a member not ready when ctx ends is
+// stopped (as a power cut would) before Restart returns, and so is one that fails to start (this
+// holds for Bootstrap and Join too).
 func Restart(ctx context.Context, cfg Config) (*Member, error) {
 	return start(ctx, cfg, embed.ClusterStateFlagExisting, "")
 }
