@@ -185,7 +185,10 @@ func removeStale(ctx context.Context, c *clientv3.Client, cfg Config) error {
 	return nil
 }
 
-// Restart starts a stopped member again from its data directory (a node that rebooted).
+// Restart starts a stopped member again from its data directory (a node that rebooted). It
+// returns once the member is ready, which needs a quorum; a member not ready when ctx ends is
+// stopped (as a power cut would) before Restart returns, and so is one that fails to start (this
+// holds for Bootstrap and Join too).
 func Restart(ctx context.Context, cfg Config) (*Member, error) {
 	return start(ctx, cfg, embed.ClusterStateFlagExisting, "")
 }
@@ -262,14 +265,25 @@ func start(ctx context.Context, cfg Config, state, initialCluster string) (*Memb
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
-		e.Close()
+		abort(e)
 		return nil, fmt.Errorf("etcd member %s: %w", cfg.Name, err)
 	case <-ctx.Done():
-		e.Close()
+		abort(e)
 		return nil, fmt.Errorf("etcd member %s not ready: %w", cfg.Name, ctx.Err())
 	}
 
 	return &Member{cfg: cfg, etcd: e, ID: uint64(e.Server.MemberID())}, nil
+}
+
+// abort stops a server that never became ready (e.g. it waits for a quorum that is gone), as a
+// power cut would. embed's Close alone would block forever: it first waits for its client
+// servers (embed/etcd.go, the range over serveCtx.serversC), each of which waits until the server
+// is ready or stopping (embed/serve.go), and it stops the server only after that
+// (etcd-io/etcd#9533). Stopping the server first, as etcd's TestEmbedEtcdStopDuringBootstrapping
+// does, lets Close finish.
+func abort(e *embed.Etcd) {
+	e.Server.HardStop()
+	e.Close()
 }
 
 type certFiles struct{ ca, serverCrt, serverKey, peerCrt, peerKey string }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,5 +202,62 @@ func TestRestartRejoinsAndRemovedMemberStops(t *testing.T) {
 
 	if _, err := etcdmember.Bootstrap(ctx, cfgs[0]); err == nil {
 		t.Error("bootstrap over a data directory with data must be refused")
+	}
+}
+
+// TestAStartThatNeverGetsReadyEndsWithItsContext: a member restarted while the rest of its
+// cluster is dead cannot become ready (no quorum to publish itself). When the start's context
+// ends, the half-started server must be stopped and Restart return: embed's Close alone blocks
+// forever on a server that is neither ready nor stopping, and the lab's cleanup hung on it.
+func TestAStartThatNeverGetsReadyEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+
+	members, cfgs, _ := threeMembers(t, 74)
+	for _, m := range members {
+		m.HardStop()
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+
+	type result struct {
+		m   *etcdmember.Member
+		err error
+	}
+
+	done := make(chan result, 1)
+
+	go func() {
+		m, err := etcdmember.Restart(ctx, cfgs[0])
+		done <- result{m, err}
+	}()
+
+	var r result
+
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Restart without quorum still runs 28 s after its context ended: its server's Close hangs")
+	}
+
+	if r.err == nil {
+		r.m.HardStop()
+		t.Fatal("a member of a cluster without quorum became ready")
+	}
+
+	t.Logf("restart without quorum: %v", r.err)
+
+	// Nothing of the failed start is left running: the member starts again on the same ports.
+	ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+
+	again, err := etcdmember.Restart(ctx, cfgs[0])
+	if err == nil {
+		again.HardStop()
+		t.Fatal("a member of a cluster without quorum became ready")
+	}
+
+	if !strings.Contains(err.Error(), "not ready") {
+		t.Errorf("second restart: %v; want the start to wait for quorum again, not to fail on a port still taken", err)
 	}
 }

@@ -24,6 +24,7 @@ type nodeEtcd struct {
 	held     bool          // left the cluster or killed by a fault: no member until the next boot
 	stopped  chan struct{} // closed once the last member instance has fully stopped
 	started  chan struct{} // closed once the last start attempt has ended (nil: none)
+	abort    func()        // cancels the last start attempt (nil: none)
 	seq      int           // order in which members first ran
 	id       uint64        // the member id once it ran (kept while stopped)
 	failed   string        // why the etcd service failed for good (a recovering bootstrap); "" if not
@@ -169,19 +170,23 @@ func (c *Cluster) startReadyLocked() {
 	}
 }
 
-// startLocked runs start in the background once the member's previous instance has stopped.
+// startLocked runs start in the background once the member's previous instance has stopped. The
+// attempt ends with the node, or when the node is powered off (see powerOffLocked).
 func (c *Cluster) startLocked(n *Node, e *nodeEtcd, what string, start func(context.Context) (*etcdmember.Member, error)) {
 	e.starting = true
 	prev := e.stopped
 	attempt := make(chan struct{})
 	e.started = attempt
+	machine, abort := context.WithCancel(n.ctx)
+	e.abort = abort
 
 	go func() {
 		defer close(attempt)
+		defer abort()
 
 		<-prev
 
-		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Minute)
+		ctx, cancel := context.WithTimeout(machine, 2*time.Minute)
 		m, err := start(ctx)
 		cancel()
 
@@ -267,7 +272,8 @@ func (c *Cluster) stopLocked(n *Node) {
 }
 
 // powerOffLocked hard-stops n's member (no leadership transfer, no goodbye): it stays in the
-// member list. Its data stays on the node's SystemDisk; without one, the machine is gone for good
+// member list. A member still starting (e.g. waiting for a quorum) is cancelled and stops the
+// same way. Its data stays on the node's SystemDisk; without one, the machine is gone for good
 // and its directory is removed. The returned channel is closed once all of that is done.
 func (c *Cluster) powerOffLocked(n *Node) <-chan struct{} {
 	done := make(chan struct{})
@@ -282,6 +288,10 @@ func (c *Cluster) powerOffLocked(n *Node) <-chan struct{} {
 	prev, m, starting := e.stopped, e.member, e.started
 	e.member = nil
 
+	if e.abort != nil {
+		e.abort()
+	}
+
 	if m != nil {
 		c.etcdEventLocked(n) // the dead member still counts: it stays in the member list
 	}
@@ -293,7 +303,7 @@ func (c *Cluster) powerOffLocked(n *Node) <-chan struct{} {
 		defer close(done)
 
 		if starting != nil {
-			<-starting // a member that was starting is stopped by its own start goroutine
+			<-starting // a member that was starting (now cancelled) is stopped by its own start goroutine
 		}
 
 		<-prev

@@ -294,3 +294,43 @@ func TestPowerCycleKeepsTheDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A VM powered off while its etcd member is still starting is off at once: the start ends with
+// the machine. Here the member can never start (the other control planes' VMs are deleted, so
+// it waits for a quorum that is gone); closing its node used to hang forever on etcd's Close.
+func TestPowerOffDuringAnEtcdStart(t *testing.T) {
+	t.Parallel()
+
+	disk, err := talosemu.NewSystemDisk(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cluster, cps := threeControlPlanes(t, talosemu.Options{}, talosemu.Options{Disk: disk})
+
+	addr := cps[1].IP()
+	for _, cp := range cps {
+		cp.Close() //nolint:errcheck // every VM off; only cp-2's disk survives
+	}
+
+	again := startNode(t, talosemu.Options{Address: addr, Cluster: cluster, Disk: disk})
+	// Installed: the node is up and its etcd service started the member from its disk.
+	waitStateFor(t, again, 30*time.Second, talosemu.StateInstalled)
+
+	closed := make(chan struct{})
+
+	go func() {
+		defer close(closed)
+		again.Close() //nolint:errcheck // never fails
+	}()
+
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("powering off a node whose etcd member is starting still runs after 30 s")
+	}
+
+	if got := again.State(); got != talosemu.StateClosed {
+		t.Errorf("state after power-off = %v", got)
+	}
+}
