@@ -93,7 +93,7 @@ func TestProgramBuildsTheCluster(t *testing.T) {
 		t.Errorf("%d VMs, want 5", got)
 	}
 
-	if got := m.types["talos:machine/bootstrap:Bootstrap"]; got != 1 {
+	if got := m.types["talos-proxmox:lifecycle:EtcdBootstrap"]; got != 1 {
 		t.Errorf("%d bootstraps, want 1", got)
 	}
 }
