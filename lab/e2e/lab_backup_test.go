@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
 )
 
 // singleControlPlane is one control plane on pve1 and one worker on pve2, with static addresses;
@@ -174,16 +175,9 @@ func TestReplacingTheOnlyControlPlane(t *testing.T) {
 	// The snapshot came before the old VM went down, the recovering bootstrap after the new one
 	// booted.
 	r := eventsSince(l, t, start)
-	snapshotAt, recoverAt := -1, -1
-
-	for i, ev := range r.events {
-		switch {
-		case ev.Kind == "etcd-snapshot" && ev.Detail == "completed" && snapshotAt < 0:
-			snapshotAt = i
-		case ev.Kind == "bootstrap" && strings.HasPrefix(ev.Detail, "recover"):
-			recoverAt = i
-		}
-	}
+	snapshotAt, recoverAt := r.first(snapshotCompleted), r.first(func(ev talosemu.Event) bool {
+		return ev.Kind == "bootstrap" && strings.HasPrefix(ev.Detail, "recover")
+	})
 
 	if snapshotAt < 0 || recoverAt < snapshotAt {
 		t.Errorf("no snapshot before a recovering bootstrap:\n%s", r)
@@ -263,16 +257,7 @@ func TestEtcdBackupToS3AndDisasterRecovery(t *testing.T) {
 	}
 
 	r := eventsSince(l, t, start)
-	snapshotAt, downAt := -1, -1
-
-	for i, ev := range r.events {
-		switch {
-		case ev.Kind == "etcd-snapshot" && ev.Detail == "completed" && snapshotAt < 0:
-			snapshotAt = i
-		case ev.Kind == "down" && downAt < 0:
-			downAt = i
-		}
-	}
+	snapshotAt, downAt := r.first(snapshotCompleted), r.first(func(ev talosemu.Event) bool { return ev.Kind == "down" })
 
 	if snapshotAt < 0 || downAt < 0 || snapshotAt > downAt {
 		t.Errorf("the snapshot (event %d) did not come before the first node went down (event %d):\n%s", snapshotAt, downAt, r)
@@ -474,4 +459,14 @@ func snapshotRevision(t *testing.T, snapshot []byte) int64 {
 	}
 
 	return st.Revision
+}
+
+// snapshotCompleted is the lab's event of a snapshot streamed whole.
+func snapshotCompleted(ev talosemu.Event) bool {
+	return ev.Kind == "etcd-snapshot" && ev.Detail == "completed"
+}
+
+// first is the index of the first event that matches, -1 when none does.
+func (r rollout) first(match func(talosemu.Event) bool) int {
+	return slices.IndexFunc(r.events, match)
 }
