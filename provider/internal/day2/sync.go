@@ -116,6 +116,8 @@ func Sync(ctx context.Context, o SyncOptions) (SyncResult, error) {
 
 	var changed object.ObjMetadataSet
 
+	created := map[object.ObjMetadata]bool{}
+
 	for _, part := range parts {
 		if len(part.objs) == 0 {
 			continue
@@ -135,6 +137,7 @@ func Sync(ctx context.Context, o SyncOptions) (SyncResult, error) {
 			switch d.Action {
 			case ssa.DiffCreatedAction:
 				res.Created = append(res.Created, key)
+				created[d.ObjMetadata] = true
 			case ssa.DiffConfiguredAction:
 				res.Configured = append(res.Configured, key)
 			default:
@@ -145,6 +148,10 @@ func Sync(ctx context.Context, o SyncOptions) (SyncResult, error) {
 
 			changed = append(changed, d.ObjMetadata)
 		}
+	}
+
+	if err := checkRecreations(ctx, rc, mapper, objs, created, o.Progress); err != nil {
+		return res, err
 	}
 
 	if len(changed) > 0 {

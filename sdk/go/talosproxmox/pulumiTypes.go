@@ -1619,7 +1619,7 @@ func (o InlineManifestArrayOutput) Index(i pulumi.IntInput) InlineManifestOutput
 type ManifestSync struct {
 	// Sync manifests after bootstrap. Default: true. When false, changes only reach the control planes' configuration (Talos' own behaviour).
 	Enabled *bool `pulumi:"enabled"`
-	// Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). A recreated object is deleted before its new version is created: if the API server refuses the new version (an invalid value answers like an immutable field), the object is gone and the sync fails naming it. Default: false.
+	// Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). The new version of an object to recreate is first created in a server-side dry run (under a generated name): one the API server refuses fails the sync before anything changed, and the object stays. Default: false.
 	Force *bool `pulumi:"force"`
 	// Also delete CustomResourceDefinitions and Namespaces that left the configuration (deleting one deletes every object of that type or in it). Default: false: they are left in place with a warning and no longer tracked.
 	PruneCrdsAndNamespaces *bool `pulumi:"pruneCrdsAndNamespaces"`
@@ -1642,7 +1642,7 @@ type ManifestSyncInput interface {
 type ManifestSyncArgs struct {
 	// Sync manifests after bootstrap. Default: true. When false, changes only reach the control planes' configuration (Talos' own behaviour).
 	Enabled pulumi.BoolPtrInput `pulumi:"enabled"`
-	// Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). A recreated object is deleted before its new version is created: if the API server refuses the new version (an invalid value answers like an immutable field), the object is gone and the sync fails naming it. Default: false.
+	// Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). The new version of an object to recreate is first created in a server-side dry run (under a generated name): one the API server refuses fails the sync before anything changed, and the object stays. Default: false.
 	Force pulumi.BoolPtrInput `pulumi:"force"`
 	// Also delete CustomResourceDefinitions and Namespaces that left the configuration (deleting one deletes every object of that type or in it). Default: false: they are left in place with a warning and no longer tracked.
 	PruneCrdsAndNamespaces pulumi.BoolPtrInput `pulumi:"pruneCrdsAndNamespaces"`
@@ -1733,7 +1733,7 @@ func (o ManifestSyncOutput) Enabled() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v ManifestSync) *bool { return v.Enabled }).(pulumi.BoolPtrOutput)
 }
 
-// Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). A recreated object is deleted before its new version is created: if the API server refuses the new version (an invalid value answers like an immutable field), the object is gone and the sync fails naming it. Default: false.
+// Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). The new version of an object to recreate is first created in a server-side dry run (under a generated name): one the API server refuses fails the sync before anything changed, and the object stays. Default: false.
 func (o ManifestSyncOutput) Force() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v ManifestSync) *bool { return v.Force }).(pulumi.BoolPtrOutput)
 }
@@ -1782,7 +1782,7 @@ func (o ManifestSyncPtrOutput) Enabled() pulumi.BoolPtrOutput {
 	}).(pulumi.BoolPtrOutput)
 }
 
-// Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). A recreated object is deleted before its new version is created: if the API server refuses the new version (an invalid value answers like an immutable field), the object is gone and the sync fails naming it. Default: false.
+// Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). The new version of an object to recreate is first created in a server-side dry run (under a generated name): one the API server refuses fails the sync before anything changed, and the object stays. Default: false.
 func (o ManifestSyncPtrOutput) Force() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v *ManifestSync) *bool {
 		if v == nil {

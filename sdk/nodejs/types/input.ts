@@ -214,7 +214,7 @@ export interface ManifestSyncArgs {
      */
     enabled?: pulumi.Input<boolean | undefined>;
     /**
-     * Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). A recreated object is deleted before its new version is created: if the API server refuses the new version (an invalid value answers like an immutable field), the object is gone and the sync fails naming it. Default: false.
+     * Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). The new version of an object to recreate is first created in a server-side dry run (under a generated name): one the API server refuses fails the sync before anything changed, and the object stays. Default: false.
      */
     force?: pulumi.Input<boolean | undefined>;
     /**

@@ -925,7 +925,7 @@ class ManifestSyncArgsDict(TypedDict):
     """
     force: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
     """
-    Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). A recreated object is deleted before its new version is created: if the API server refuses the new version (an invalid value answers like an immutable field), the object is gone and the sync fails naming it. Default: false.
+    Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). The new version of an object to recreate is first created in a server-side dry run (under a generated name): one the API server refuses fails the sync before anything changed, and the object stays. Default: false.
     """
     prune_crds_and_namespaces: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
     """
@@ -947,7 +947,7 @@ class ManifestSyncArgs:
         Manifest sync: after the health gate, every `pulumi up` whose Cilium, Helm charts, inline or extra manifests changed applies them to the cluster with server-side apply (field manager `talos` and inventory `kube-system/talos-bootstrap-manifests-inventory`, the ones `talosctl upgrade-k8s` uses), after a server-side dry run of every object, and deletes the objects it applied before that the configuration no longer has. The preview lists the objects added, changed and pruned per manifest.
 
         :param pulumi.Input[_builtins.bool] enabled: Sync manifests after bootstrap. Default: true. When false, changes only reach the control planes' configuration (Talos' own behaviour).
-        :param pulumi.Input[_builtins.bool] force: Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). A recreated object is deleted before its new version is created: if the API server refuses the new version (an invalid value answers like an immutable field), the object is gone and the sync fails naming it. Default: false.
+        :param pulumi.Input[_builtins.bool] force: Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). The new version of an object to recreate is first created in a server-side dry run (under a generated name): one the API server refuses fails the sync before anything changed, and the object stays. Default: false.
         :param pulumi.Input[_builtins.bool] prune_crds_and_namespaces: Also delete CustomResourceDefinitions and Namespaces that left the configuration (deleting one deletes every object of that type or in it). Default: false: they are left in place with a warning and no longer tracked.
         :param pulumi.Input[_builtins.str] timeout: How long the sync may take, including the wait for changed objects to become ready, as a duration. Default: `5m`.
         """
@@ -976,7 +976,7 @@ class ManifestSyncArgs:
     @pulumi.getter
     def force(self) -> pulumi.Input[Optional[_builtins.bool]]:
         """
-        Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). A recreated object is deleted before its new version is created: if the API server refuses the new version (an invalid value answers like an immutable field), the object is gone and the sync fails naming it. Default: false.
+        Delete and recreate objects whose immutable fields changed (a Service's type, a Deployment's selector), as `talosctl upgrade-k8s --manifests-force` does; without it such a change fails the sync at its dry run, before anything changed. Jobs are always recreated when their pod template changes (charts change it with their values). The new version of an object to recreate is first created in a server-side dry run (under a generated name): one the API server refuses fails the sync before anything changed, and the object stays. Default: false.
         """
         return pulumi.get(self, "force")
 
