@@ -179,7 +179,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		}
 	}
 
-	machines, err := wire.VirtualMachines(s, early.plan, early.downloads, vmIDs, proxmox.NewVMGuard(ctx, comp, cluster.Name, opts),
+	machines, err := wire.VirtualMachines(s, early.plan, early.downloads, vmIDs, inv.inv, proxmox.NewVMGuard(ctx, comp, cluster.Name, opts),
 		configs.Checked, snapshotFirst, self)
 	if err != nil {
 		return nil, err

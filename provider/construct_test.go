@@ -123,14 +123,22 @@ func TestConstructHomelab(t *testing.T) {
 			t.Error("VMs must be deleted before they are replaced (same address, pinned id)")
 		}
 
-		if !slices.Equal(w1.IgnoreChanges, []string{"disks[0].fileId", "disks[0].importFrom", "smbios", "disks[0].speed", "disks[1].speed"}) {
-			t.Errorf("ignoreChanges = %v, want the OS disk's source image (a new version must not re-create running VMs), "+
-				"the SMBIOS UUID (the VM's instance, set at its creation) and every disk's speed block (the provider reads it "+
-				"back differently)", w1.IgnoreChanges)
+		if !slices.Equal(w1.IgnoreChanges, []string{"disks[0].fileId", "disks[0].importFrom", "disks[0].speed", "disks[1].speed"}) {
+			t.Errorf("ignoreChanges = %v, want the OS disk's source image (a new version must not re-create running VMs) "+
+				"and every disk's speed block (the provider reads it back differently)", w1.IgnoreChanges)
 		}
 
-		if w1.Inputs.Get("smbios").AsMap().Get("uuid").AsString() == "" {
-			t.Error("a new VM gets no SMBIOS UUID: a VM lost and created again would not be told from the old one")
+		// A new VM gets an instance tag, which its node's configuration and records follow, so a VM
+		// lost and created again is told from the old one.
+		var instance string
+		for _, tag := range w1.Inputs.Get("tags").AsArray().All {
+			if strings.HasPrefix(tag.AsString(), "talos-i-") {
+				instance = tag.AsString()
+			}
+		}
+
+		if instance == "" {
+			t.Errorf("a new VM gets no instance tag: %v", w1.Inputs.Get("tags"))
 		}
 
 		disks := w1.Inputs.Get("disks").AsArray()
@@ -169,8 +177,8 @@ func TestConstructHomelab(t *testing.T) {
 			tags = append(tags, v.AsString())
 		}
 
-		if strings.Join(tags, ",") != "controlplane,homelab,prod,talos" {
-			t.Errorf("tags = %v, want sorted talos, role, cluster and user tags", tags)
+		if len(tags) != 5 || strings.Join(tags[:4], ",") != "controlplane,homelab,prod,talos" || !strings.HasPrefix(tags[4], "talos-i-") {
+			t.Errorf("tags = %v, want sorted talos, role, cluster and user tags and the instance tag", tags)
 		}
 
 		ip := cp1.Inputs.Get("initialization").AsMap().Get("ipConfigs").AsArray().Get(0).AsMap().Get("ipv4").AsMap()

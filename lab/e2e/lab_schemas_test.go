@@ -69,7 +69,7 @@ func TestChildInputsPassTheChildProvidersChecks(t *testing.T) {
 	for _, want := range []string{
 		"proxmoxve:VM/virtualMachine:VirtualMachine", "proxmoxve:Download/file:File",
 		"talos:machine/secrets:Secrets", "talos:machine/configurationApply:ConfigurationApply",
-		"talos:machine/bootstrap:Bootstrap", "talos:cluster/kubeconfig:Kubeconfig",
+		"talos-proxmox:lifecycle:EtcdBootstrap", "talos:cluster/kubeconfig:Kubeconfig",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the preview has no %s:\n%s", want, out)

@@ -27,6 +27,7 @@ type EtcdBootstrapArgs struct {
 	RecoverFrom   string            `pulumi:"recoverFrom,optional" doc:"URL of a snapshot to bootstrap etcd from; empty: an empty etcd."`
 	AgeIdentity   string            `pulumi:"ageIdentity,optional" provider:"secret" doc:"age identity that decrypts the snapshot."`
 	Timeout       string            `pulumi:"timeout" doc:"How long to wait for the node (a duration)."`
+	Instances     map[string]string `pulumi:"instances,optional" doc:"Every control plane's VM instance, by hostname: a control plane whose VM is a new instance starts the bootstrap again."`
 }
 
 // EtcdBootstrapState is the inputs and what the create did.
@@ -82,9 +83,20 @@ func (r *EtcdBootstrap) Create(ctx context.Context, req infer.CreateRequest[Etcd
 	return infer.CreateResponse[EtcdBootstrapState]{ID: "bootstrap", Output: state}, nil
 }
 
-// Diff never changes anything: the bootstrap happens once per generation of control plane VMs
-// (the component replaces the resource with them).
-func (r *EtcdBootstrap) Diff(context.Context, infer.DiffRequest[EtcdBootstrapArgs, EtcdBootstrapState]) (infer.DiffResponse, error) {
+// Diff replaces the resource when a control plane it knew has a new VM instance (a VM lost and
+// created again: its create then bootstraps, or restores, if no control plane runs etcd); nothing
+// else changes it: control planes added or removed join or leave the running etcd by themselves.
+// (A VM replaced by the engine replaces it through replaceWith.)
+func (r *EtcdBootstrap) Diff(_ context.Context, req infer.DiffRequest[EtcdBootstrapArgs, EtcdBootstrapState]) (infer.DiffResponse, error) {
+	for node, was := range req.State.Instances {
+		if now, ok := req.Inputs.Instances[node]; ok && now != was {
+			return infer.DiffResponse{
+				HasChanges: true, DeleteBeforeReplace: false,
+				DetailedDiff: map[string]p.PropertyDiff{"instances": {Kind: p.UpdateReplace}},
+			}, nil
+		}
+	}
+
 	return infer.DiffResponse{}, nil
 }
 

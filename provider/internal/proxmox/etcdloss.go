@@ -1,8 +1,11 @@
 package proxmox
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
@@ -52,4 +55,26 @@ func (inv *Inventory) EtcdLoss(c *spec.Cluster) spec.DataLoss {
 	slices.Sort(loss.Removed)
 
 	return loss
+}
+
+// instancePrefix starts the tag that names a VM instance (wire.Machines.Instance).
+const instancePrefix = "talos-i-"
+
+// Instance is the instance tag of node's VM: the one it has (Proxmox holds it), else a new one
+// for the VM about to be created.
+func (inv *Inventory) Instance(cluster, node string) string {
+	if inv != nil {
+		for _, v := range ownVMs(cluster, node, inv.VMs) {
+			for _, t := range v.Tags {
+				if strings.HasPrefix(t, instancePrefix) {
+					return t
+				}
+			}
+		}
+	}
+
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+
+	return instancePrefix + hex.EncodeToString(b)
 }

@@ -89,7 +89,7 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 	// and whenever a node's VM is a new one (replaced, or created again after it was lost).
 	var instances pulumi.StringArray
 	for _, n := range c.Nodes {
-		instances = append(instances, m.instances[n.Name])
+		instances = append(instances, pulumi.String(m.instances[n.Name]))
 	}
 
 	revision := pulumi.All(r.Configs.ToStringArrayOutput(), pulumi.String(c.Image.InstallerImage), pulumi.String(c.KubernetesVersion),

@@ -104,8 +104,9 @@ func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, backup *Back
 // control plane by name, after that node's configuration apply alone (the other control planes
 // join its etcd whenever they are configured, as Talos documents; waiting for all of them held
 // the cluster's start until the last VM, created in whatever order the engine takes them). It is
-// a control plane VM instance's: replaced with any of them, and its create does nothing when a
-// control plane runs etcd, so it bootstraps only when none does — a new cluster, the only
+// the control plane VMs': replaced with any of them and when one of them is a new instance (see
+// Machines.Instance; EtcdBootstrap's Diff), and its create does nothing when a control plane runs
+// etcd, so it bootstraps only when none does — a new cluster, the only
 // control plane (or every one) replaced, every one lost. Then it restores, in this order: the
 // snapshot this `up` took first when the `up` leaves no control plane in place (etcdBackup), else
 // recovery.fromSnapshot; else it starts an empty etcd.
@@ -141,11 +142,19 @@ func bootstrapEtcd(s Scope, m *Machines, r *Running, backup *Backup, pass PassTh
 		names = append(names, n.Name)
 	}
 
-	opts := append([]pulumi.ResourceOption{
+	lifecycle.Set(in, &a.Instances, pulumi.ToStringMap(m.Instances(names)).ToStringMapOutput())
+
+	vms := make([]pulumi.Resource, 0, len(names))
+	for _, n := range names {
+		vms = append(vms, m.VMs[n])
+	}
+
+	opts := []pulumi.ResourceOption{
 		s.parent(), self.option,
 		pulumi.DependsOn(append([]pulumi.Resource{r.Applies[node.Name]}, backup.Before...)),
 		pulumi.AdditionalSecretOutputs([]string{"talosconfig", "ageIdentity"}),
-	}, m.Instances(names)...)
+		pulumi.ReplaceWith(vms),
+	}
 
 	res, err := lifecycle.EtcdBootstrapKind.Register(s.Ctx, s.child("bootstrap"), in, opts...)
 	if err != nil {

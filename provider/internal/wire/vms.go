@@ -2,10 +2,10 @@ package wire
 
 import (
 	"fmt"
+	"slices"
 	"net/netip"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -21,40 +21,31 @@ type Machines struct {
 	VMs       map[string]pulumi.Resource
 	VMIDs     map[string]pulumi.IntOutput
 	Addresses Addresses
-	// Instances are the options that bind a resource about a node to its VM instance (Instance).
-	instances map[string]pulumi.StringOutput
+	// instances are the nodes' VM instances (see Instance), by node name.
+	instances map[string]string
 }
 
 // Instance are the options that bind a resource about node n to its VM: replaced with it, and
 // replaced when the VM is a new one without a replacement (a VM lost outside Pulumi, which
-// `pulumi refresh` dropped from the state, is created again: the configuration, the bootstrap and
-// the records of the node must start again with it). A VM's instance is its SMBIOS UUID, which the
-// component sets when it creates the VM and never changes.
+// `pulumi refresh` dropped from the state, is created again: the configuration and the records of
+// the node must start again with it). A VM's instance is its `talos-i-…` tag, which the component
+// gives a VM when it creates it and keeps while the VM exists (a replacement keeps it too), read
+// from Proxmox' inventory: known at preview, and the same from one `up` to the next.
 func (m *Machines) Instance(n string) []pulumi.ResourceOption {
-	return m.Instances([]string{n})
+	return []pulumi.ResourceOption{
+		pulumi.ReplaceWith([]pulumi.Resource{m.VMs[n]}),
+		pulumi.ReplacementTrigger(pulumi.String(m.instances[n])),
+	}
 }
 
-// Instances bind a resource about several nodes to their VMs, as Instance does for one: it is
-// replaced when any of them is.
-func (m *Machines) Instances(nodes []string) []pulumi.ResourceOption {
-	vms := make([]pulumi.Resource, 0, len(nodes))
-	ids := make([]any, 0, len(nodes))
-
+// Instances are the nodes' VM instances (Instance), by node name.
+func (m *Machines) Instances(nodes []string) map[string]string {
+	out := make(map[string]string, len(nodes))
 	for _, n := range nodes {
-		vms = append(vms, m.VMs[n])
-		ids = append(ids, m.instances[n])
+		out[n] = m.instances[n]
 	}
 
-	trigger := pulumi.All(ids...).ApplyT(func(v []any) string {
-		parts := make([]string, len(v))
-		for i, id := range v {
-			parts[i] = id.(string)
-		}
-
-		return strings.Join(parts, ",")
-	}).(pulumi.StringOutput)
-
-	return []pulumi.ResourceOption{pulumi.ReplaceWith(vms), pulumi.ReplacementTrigger(trigger)}
+	return out
 }
 
 // VirtualMachines registers one VM per node with the settings Talos documents for Proxmox, from
@@ -65,12 +56,12 @@ func (m *Machines) Instances(nodes []string) []pulumi.ResourceOption {
 //
 // The VMs also wait for after (the etcd snapshot of this `up`, when one is taken before a VM is
 // replaced).
-func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[string]int, guard *proxmox.VMGuard,
-	checked pulumi.ResourceArrayOutput, after []pulumi.Resource, self Lifecycle,
+func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[string]int, inv *proxmox.Inventory,
+	guard *proxmox.VMGuard, checked pulumi.ResourceArrayOutput, after []pulumi.Resource, self Lifecycle,
 ) (*Machines, error) {
 	m := &Machines{
 		VMs: map[string]pulumi.Resource{}, VMIDs: map[string]pulumi.IntOutput{}, Addresses: Addresses{},
-		instances: map[string]pulumi.StringOutput{},
+		instances: map[string]string{},
 	}
 
 	for _, v := range p.VMs {
@@ -84,7 +75,10 @@ func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[st
 			return nil, errorf("registering the VM guard of node %s: %w", v.Node.Name, err)
 		}
 
-		machine, err := vm.NewVirtualMachine(s.Ctx, s.child(v.Node.Name), vmArgs(s.Cluster, v, files[v.Download], vmid),
+		instance := inv.Instance(s.Cluster.Name, v.Node.Name)
+		m.instances[v.Node.Name] = instance
+
+		machine, err := vm.NewVirtualMachine(s.Ctx, s.child(v.Node.Name), vmArgs(s.Cluster, v, files[v.Download], vmid, instance),
 			append([]pulumi.ResourceOption{
 				s.parent(),
 				// A replacement VM keeps the node's address and its VM id, so the old one must
@@ -102,13 +96,6 @@ func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[st
 
 		m.VMs[v.Node.Name] = machine
 		m.VMIDs[v.Node.Name] = machine.VmId
-		m.instances[v.Node.Name] = machine.Smbios.Uuid().ApplyT(func(u *string) string {
-			if u == nil {
-				return ""
-			}
-
-			return *u
-		}).(pulumi.StringOutput)
 
 		if s.Cluster.Network.DHCP {
 			ip, err := nodeAddress(s, v.Node, machine, self)
@@ -133,9 +120,8 @@ func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[st
 //     at a time, by their NodeUpgrade (Operate).
 //   - every disk's speed block: the proxmoxve provider defaults it to zeros but reads disks back
 //     without one, so every disk would show a diff on every preview. The component never sets it.
-//   - the SMBIOS UUID: a VM's instance (Machines.Instance), set once when the VM is created.
 func vmIgnoredPaths(disks int) []string {
-	paths := []string{"disks[0].fileId", "disks[0].importFrom", "smbios"}
+	paths := []string{"disks[0].fileId", "disks[0].importFrom"}
 	for i := range disks {
 		paths = append(paths, fmt.Sprintf("disks[%d].speed", i))
 	}
@@ -143,7 +129,7 @@ func vmIgnoredPaths(disks int) []string {
 	return paths
 }
 
-func vmArgs(c *spec.Cluster, p plan.VM, image *download.File, vmid int) *vm.VirtualMachineArgs {
+func vmArgs(c *spec.Cluster, p plan.VM, image *download.File, vmid int, instance string) *vm.VirtualMachineArgs {
 	n := p.Node
 
 	var disks vm.VirtualMachineDiskArray
@@ -219,7 +205,7 @@ func vmArgs(c *spec.Cluster, p plan.VM, image *download.File, vmid int) *vm.Virt
 		Name:            pulumi.String(n.Name),
 		NodeName:        pulumi.String(n.HostNode),
 		Description:     pulumi.String(p.Description),
-		Tags:            pulumi.ToStringArray(n.Tags),
+		Tags:            pulumi.ToStringArray(withInstance(n.Tags, instance)),
 		Machine:         pulumi.String(n.VMMachine),
 		Bios:            pulumi.String(n.BIOS),
 		ScsiHardware:    pulumi.String(n.SCSIHardware),
@@ -236,8 +222,6 @@ func vmArgs(c *spec.Cluster, p plan.VM, image *download.File, vmid int) *vm.Virt
 		// Talos without the guest agent ignores ACPI shutdown requests slowly; a destroyed
 		// node is stopped, not shut down.
 		StopOnDestroy: pulumi.Bool(true),
-		// A new VM's instance (see Machines.Instance); Proxmox would pick a random one too.
-		Smbios: vm.VirtualMachineSmbiosArgs{Uuid: pulumi.String(uuid.NewString())},
 	}
 
 	if len(pcis) > 0 {
@@ -330,4 +314,12 @@ func nodeAddress(s Scope, n spec.Node, machine *vm.VirtualMachine, self Lifecycl
 	}
 
 	return res.Address, nil
+}
+
+// withInstance is a VM's tags with its instance tag, sorted as Proxmox keeps them.
+func withInstance(tags []string, instance string) []string {
+	out := append(slices.Clone(tags), instance)
+	slices.Sort(out)
+
+	return out
 }

@@ -47,6 +47,10 @@ export class EtcdBootstrap extends pulumi.CustomResource {
      */
     declare public readonly controlPlanes: pulumi.Output<{[key: string]: string}>;
     /**
+     * Every control plane's VM instance, by hostname: a control plane whose VM is a new instance starts the bootstrap again.
+     */
+    declare public readonly instances: pulumi.Output<{[key: string]: string} | undefined>;
+    /**
      * The control plane that bootstraps etcd (hostname).
      */
     declare public readonly node: pulumi.Output<string>;
@@ -93,6 +97,7 @@ export class EtcdBootstrap extends pulumi.CustomResource {
             resourceInputs["address"] = args?.address;
             resourceInputs["ageIdentity"] = args?.ageIdentity ? pulumi.secret(args.ageIdentity) : undefined;
             resourceInputs["controlPlanes"] = args?.controlPlanes;
+            resourceInputs["instances"] = args?.instances;
             resourceInputs["node"] = args?.node;
             resourceInputs["recoverFrom"] = args?.recoverFrom;
             resourceInputs["talosconfig"] = args?.talosconfig ? pulumi.secret(args.talosconfig) : undefined;
@@ -102,6 +107,7 @@ export class EtcdBootstrap extends pulumi.CustomResource {
             resourceInputs["address"] = undefined /*out*/;
             resourceInputs["ageIdentity"] = undefined /*out*/;
             resourceInputs["controlPlanes"] = undefined /*out*/;
+            resourceInputs["instances"] = undefined /*out*/;
             resourceInputs["node"] = undefined /*out*/;
             resourceInputs["recoverFrom"] = undefined /*out*/;
             resourceInputs["recovered"] = undefined /*out*/;
@@ -131,6 +137,10 @@ export interface EtcdBootstrapArgs {
      * Every control plane, hostname to IP: one that runs etcd means there is nothing to bootstrap.
      */
     controlPlanes: pulumi.Input<{[key: string]: pulumi.Input<string>}>;
+    /**
+     * Every control plane's VM instance, by hostname: a control plane whose VM is a new instance starts the bootstrap again.
+     */
+    instances?: pulumi.Input<{[key: string]: pulumi.Input<string>} | undefined>;
     /**
      * The control plane that bootstraps etcd (hostname).
      */

@@ -22,6 +22,8 @@ type EtcdBootstrap struct {
 	AgeIdentity pulumi.StringPtrOutput `pulumi:"ageIdentity"`
 	// Every control plane, hostname to IP: one that runs etcd means there is nothing to bootstrap.
 	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
+	// Every control plane's VM instance, by hostname: a control plane whose VM is a new instance starts the bootstrap again.
+	Instances pulumi.StringMapOutput `pulumi:"instances"`
 	// The control plane that bootstraps etcd (hostname).
 	Node pulumi.StringOutput `pulumi:"node"`
 	// URL of a snapshot to bootstrap etcd from; empty: an empty etcd.
@@ -105,6 +107,8 @@ type etcdBootstrapArgs struct {
 	AgeIdentity *string `pulumi:"ageIdentity"`
 	// Every control plane, hostname to IP: one that runs etcd means there is nothing to bootstrap.
 	ControlPlanes map[string]string `pulumi:"controlPlanes"`
+	// Every control plane's VM instance, by hostname: a control plane whose VM is a new instance starts the bootstrap again.
+	Instances map[string]string `pulumi:"instances"`
 	// The control plane that bootstraps etcd (hostname).
 	Node string `pulumi:"node"`
 	// URL of a snapshot to bootstrap etcd from; empty: an empty etcd.
@@ -123,6 +127,8 @@ type EtcdBootstrapArgs struct {
 	AgeIdentity pulumi.StringPtrInput
 	// Every control plane, hostname to IP: one that runs etcd means there is nothing to bootstrap.
 	ControlPlanes pulumi.StringMapInput
+	// Every control plane's VM instance, by hostname: a control plane whose VM is a new instance starts the bootstrap again.
+	Instances pulumi.StringMapInput
 	// The control plane that bootstraps etcd (hostname).
 	Node pulumi.StringInput
 	// URL of a snapshot to bootstrap etcd from; empty: an empty etcd.
@@ -233,6 +239,11 @@ func (o EtcdBootstrapOutput) AgeIdentity() pulumi.StringPtrOutput {
 // Every control plane, hostname to IP: one that runs etcd means there is nothing to bootstrap.
 func (o EtcdBootstrapOutput) ControlPlanes() pulumi.StringMapOutput {
 	return o.ApplyT(func(v *EtcdBootstrap) pulumi.StringMapOutput { return v.ControlPlanes }).(pulumi.StringMapOutput)
+}
+
+// Every control plane's VM instance, by hostname: a control plane whose VM is a new instance starts the bootstrap again.
+func (o EtcdBootstrapOutput) Instances() pulumi.StringMapOutput {
+	return o.ApplyT(func(v *EtcdBootstrap) pulumi.StringMapOutput { return v.Instances }).(pulumi.StringMapOutput)
 }
 
 // The control plane that bootstraps etcd (hostname).

@@ -25,6 +25,7 @@ class EtcdBootstrapArgs:
                  talosconfig: pulumi.Input[_builtins.str],
                  timeout: pulumi.Input[_builtins.str],
                  age_identity: pulumi.Input[Optional[_builtins.str]] = None,
+                 instances: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  recover_from: pulumi.Input[Optional[_builtins.str]] = None):
         """
         The set of arguments for constructing a EtcdBootstrap resource.
@@ -35,6 +36,7 @@ class EtcdBootstrapArgs:
         :param pulumi.Input[_builtins.str] talosconfig: Talos client configuration of the cluster.
         :param pulumi.Input[_builtins.str] timeout: How long to wait for the node (a duration).
         :param pulumi.Input[_builtins.str] age_identity: age identity that decrypts the snapshot.
+        :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] instances: Every control plane's VM instance, by hostname: a control plane whose VM is a new instance starts the bootstrap again.
         :param pulumi.Input[_builtins.str] recover_from: URL of a snapshot to bootstrap etcd from; empty: an empty etcd.
         """
         pulumi.set(__self__, "address", address)
@@ -44,6 +46,8 @@ class EtcdBootstrapArgs:
         pulumi.set(__self__, "timeout", timeout)
         if age_identity is not None:
             pulumi.set(__self__, "age_identity", age_identity)
+        if instances is not None:
+            pulumi.set(__self__, "instances", instances)
         if recover_from is not None:
             pulumi.set(__self__, "recover_from", recover_from)
 
@@ -120,6 +124,18 @@ class EtcdBootstrapArgs:
         pulumi.set(self, "age_identity", value)
 
     @_builtins.property
+    @pulumi.getter
+    def instances(self) -> pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]]:
+        """
+        Every control plane's VM instance, by hostname: a control plane whose VM is a new instance starts the bootstrap again.
+        """
+        return pulumi.get(self, "instances")
+
+    @instances.setter
+    def instances(self, value: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]]):
+        pulumi.set(self, "instances", value)
+
+    @_builtins.property
     @pulumi.getter(name="recoverFrom")
     def recover_from(self) -> pulumi.Input[Optional[_builtins.str]]:
         """
@@ -141,6 +157,7 @@ class EtcdBootstrap(pulumi.CustomResource):
                  address: pulumi.Input[Optional[_builtins.str]] = None,
                  age_identity: pulumi.Input[Optional[_builtins.str]] = None,
                  control_planes: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
+                 instances: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  node: pulumi.Input[Optional[_builtins.str]] = None,
                  recover_from: pulumi.Input[Optional[_builtins.str]] = None,
                  talosconfig: pulumi.Input[Optional[_builtins.str]] = None,
@@ -154,6 +171,7 @@ class EtcdBootstrap(pulumi.CustomResource):
         :param pulumi.Input[_builtins.str] address: Its IP address.
         :param pulumi.Input[_builtins.str] age_identity: age identity that decrypts the snapshot.
         :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] control_planes: Every control plane, hostname to IP: one that runs etcd means there is nothing to bootstrap.
+        :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] instances: Every control plane's VM instance, by hostname: a control plane whose VM is a new instance starts the bootstrap again.
         :param pulumi.Input[_builtins.str] node: The control plane that bootstraps etcd (hostname).
         :param pulumi.Input[_builtins.str] recover_from: URL of a snapshot to bootstrap etcd from; empty: an empty etcd.
         :param pulumi.Input[_builtins.str] talosconfig: Talos client configuration of the cluster.
@@ -186,6 +204,7 @@ class EtcdBootstrap(pulumi.CustomResource):
                  address: pulumi.Input[Optional[_builtins.str]] = None,
                  age_identity: pulumi.Input[Optional[_builtins.str]] = None,
                  control_planes: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
+                 instances: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  node: pulumi.Input[Optional[_builtins.str]] = None,
                  recover_from: pulumi.Input[Optional[_builtins.str]] = None,
                  talosconfig: pulumi.Input[Optional[_builtins.str]] = None,
@@ -206,6 +225,7 @@ class EtcdBootstrap(pulumi.CustomResource):
             if control_planes is None and not opts.urn:
                 raise TypeError("Missing required property 'control_planes'")
             __props__.__dict__["control_planes"] = control_planes
+            __props__.__dict__["instances"] = instances
             if node is None and not opts.urn:
                 raise TypeError("Missing required property 'node'")
             __props__.__dict__["node"] = node
@@ -244,6 +264,7 @@ class EtcdBootstrap(pulumi.CustomResource):
         __props__.__dict__["address"] = None
         __props__.__dict__["age_identity"] = None
         __props__.__dict__["control_planes"] = None
+        __props__.__dict__["instances"] = None
         __props__.__dict__["node"] = None
         __props__.__dict__["recover_from"] = None
         __props__.__dict__["recovered"] = None
@@ -274,6 +295,14 @@ class EtcdBootstrap(pulumi.CustomResource):
         Every control plane, hostname to IP: one that runs etcd means there is nothing to bootstrap.
         """
         return pulumi.get(self, "control_planes")
+
+    @_builtins.property
+    @pulumi.getter
+    def instances(self) -> pulumi.Output[Optional[Mapping[str, _builtins.str]]]:
+        """
+        Every control plane's VM instance, by hostname: a control plane whose VM is a new instance starts the bootstrap again.
+        """
+        return pulumi.get(self, "instances")
 
     @_builtins.property
     @pulumi.getter
