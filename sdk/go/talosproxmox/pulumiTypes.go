@@ -2153,7 +2153,7 @@ type Node struct {
 	PciDevices []PciDevice `pulumi:"pciDevices"`
 	// `controlplane` (runs etcd and the Kubernetes API) or `worker` (runs workloads).
 	Role string `pulumi:"role"`
-	// Extra Proxmox tags. Every VM is also tagged `talos`, its role and the cluster name.
+	// Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
 	Tags []string `pulumi:"tags"`
 	// VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
 	VlanId *int `pulumi:"vlanId"`
@@ -2202,7 +2202,7 @@ type NodeArgs struct {
 	PciDevices []PciDeviceArgs `pulumi:"pciDevices"`
 	// `controlplane` (runs etcd and the Kubernetes API) or `worker` (runs workloads).
 	Role string `pulumi:"role"`
-	// Extra Proxmox tags. Every VM is also tagged `talos`, its role and the cluster name.
+	// Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
 	Tags []string `pulumi:"tags"`
 	// VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
 	VlanId *int `pulumi:"vlanId"`
@@ -2332,7 +2332,7 @@ func (o NodeOutput) Role() pulumi.StringOutput {
 	return o.ApplyT(func(v Node) string { return v.Role }).(pulumi.StringOutput)
 }
 
-// Extra Proxmox tags. Every VM is also tagged `talos`, its role and the cluster name.
+// Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
 func (o NodeOutput) Tags() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v Node) []string { return v.Tags }).(pulumi.StringArrayOutput)
 }

@@ -334,7 +334,7 @@ export interface NodeArgs {
      */
     role: string;
     /**
-     * Extra Proxmox tags. Every VM is also tagged `talos`, its role and the cluster name.
+     * Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
      */
     tags?: string[];
     /**

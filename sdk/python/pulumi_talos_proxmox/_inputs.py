@@ -1285,7 +1285,7 @@ class NodeArgsDict(TypedDict):
     """
     tags: NotRequired[Sequence[_builtins.str]]
     """
-    Extra Proxmox tags. Every VM is also tagged `talos`, its role and the cluster name.
+    Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
     """
     vlan_id: NotRequired[_builtins.int]
     """
@@ -1333,7 +1333,7 @@ class NodeArgs:
         :param _builtins.str mac_address: MAC address of the VM's NIC, e.g. `BC:24:11:00:00:01`. Talos then selects the interface by this address. Default: chosen by Proxmox, and Talos uses the first physical NIC.
         :param _builtins.int memory_mib: Memory in MiB. Control planes need at least 2048 (4096 recommended). Default: `nodeDefaults.memoryMib` (4096).
         :param Sequence['PciDeviceArgs'] pci_devices: Host PCI devices (e.g. a GPU) passed through to the VM.
-        :param Sequence[_builtins.str] tags: Extra Proxmox tags. Every VM is also tagged `talos`, its role and the cluster name.
+        :param Sequence[_builtins.str] tags: Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
         :param _builtins.int vlan_id: VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
         :param _builtins.int vm_id: Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
         """
@@ -1542,7 +1542,7 @@ class NodeArgs:
     @pulumi.getter
     def tags(self) -> Optional[Sequence[_builtins.str]]:
         """
-        Extra Proxmox tags. Every VM is also tagged `talos`, its role and the cluster name.
+        Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
         """
         return pulumi.get(self, "tags")
 
