@@ -366,12 +366,13 @@ func (c *Controller) lease(vmid int) (netip.Prefix, error) {
 }
 
 // cluster groups the nodes of one Talos cluster, so control planes join etcd and workers get
-// their certificates: VMs with the same tags, apart from talos and the role, belong together
-// (the component tags every VM with `talos`, its role and the cluster name).
+// their certificates: VMs with the same tags, apart from talos, the role and the VM's own instance
+// tag (`talos-i-…`), belong together (the component tags every VM with `talos`, its role, the
+// cluster name and its instance).
 func (c *Controller) cluster(e pvefake.Event) *talosemu.Cluster {
 	var key []string
 	for _, t := range strings.Split(e.Config["tags"], ";") {
-		if t != "" && t != "talos" && t != "controlplane" && t != "worker" {
+		if t != "" && t != "talos" && t != "controlplane" && t != "worker" && !strings.HasPrefix(t, "talos-i-") {
 			key = append(key, t)
 		}
 	}
