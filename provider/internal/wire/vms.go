@@ -2,8 +2,8 @@ package wire
 
 import (
 	"fmt"
-	"slices"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
