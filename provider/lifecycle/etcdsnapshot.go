@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"sort"
 	"time"
 
 	p "github.com/pulumi/pulumi-go-provider"
@@ -105,13 +104,12 @@ func snapshot(ctx context.Context, in EtcdSnapshotArgs, state EtcdSnapshotState)
 		return state, err
 	}
 
-	cps := nodesOf(in.ControlPlanes, true)
-	sort.Slice(cps, func(i, j int) bool { return cps[i].Name < cps[j].Name })
+	cps := nodesOf(in.ControlPlanes, true) // in name order
 
 	talosconfig, err := clientconfigs.Talosconfig(clientconfigs.Input{
 		ClusterName:    in.ClusterName,
 		OSCA:           in.certAndKey(),
-		TalosEndpoints: addressesOf(cps), TalosNodes: addressesOf(cps),
+		TalosEndpoints: day2.Addresses(cps), TalosNodes: day2.Addresses(cps),
 		Validity: timeout + time.Hour, Now: time.Now(),
 	})
 	if err != nil {
@@ -141,15 +139,6 @@ func snapshot(ctx context.Context, in EtcdSnapshotArgs, state EtcdSnapshotState)
 	state.Sha256, state.TakenAt = info.SHA256, info.TakenAt
 
 	return state, nil
-}
-
-func addressesOf(nodes []day2.Node) []string {
-	out := make([]string, len(nodes))
-	for i, n := range nodes {
-		out[i] = n.Address
-	}
-
-	return out
 }
 
 // EtcdSnapshotOutputs is the view of the EtcdSnapshot outputs the component reads.

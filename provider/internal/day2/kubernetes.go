@@ -389,7 +389,7 @@ func (o KubernetesUpgradeOptions) preChecks(ctx context.Context) error {
 		return c.COSI, nil
 	}
 
-	checks, err := upgrade.NewChecksWithStateProvider(path, stateOf, rc, addresses(o.ControlPlanes), addresses(o.Workers),
+	checks, err := upgrade.NewChecksWithStateProvider(path, stateOf, rc, Addresses(o.ControlPlanes), Addresses(o.Workers),
 		func(format string, args ...any) { o.Progress.say(format, args...) })
 	if err != nil {
 		return err
@@ -402,7 +402,8 @@ func (o KubernetesUpgradeOptions) preChecks(ctx context.Context) error {
 	return nil
 }
 
-func addresses(nodes []Node) []string {
+// Addresses are the nodes' addresses, in order.
+func Addresses(nodes []Node) []string {
 	out := make([]string, len(nodes))
 	for i, n := range nodes {
 		out[i] = n.Address
