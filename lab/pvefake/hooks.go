@@ -48,10 +48,16 @@ type Event struct {
 type eventQueue struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
-	items   []Event
+	items   []queuedEvent
 	handler func(Event)
 	closed  bool
 	done    chan struct{}
+}
+
+// queuedEvent is an event and the channel closed once the handler has returned from it.
+type queuedEvent struct {
+	Event
+	handled chan struct{}
 }
 
 func newEventQueue(h func(Event)) *eventQueue {
@@ -83,21 +89,29 @@ func (q *eventQueue) loop() {
 		q.mu.Unlock()
 
 		if h != nil {
-			h(e)
+			h(e.Event)
 		}
+
+		close(e.handled)
 	}
 }
 
-func (q *eventQueue) push(e Event) {
+// push queues e; the channel it returns is closed once the handler has returned from e (at once
+// when the queue is closed).
+func (q *eventQueue) push(e Event) <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 
+	handled := make(chan struct{})
 	if q.closed {
-		return
+		close(handled)
+		return handled
 	}
 
-	q.items = append(q.items, e)
+	q.items = append(q.items, queuedEvent{Event: e, handled: handled})
 	q.cond.Signal()
+
+	return handled
 }
 
 // close delivers what is queued and stops the loop.
@@ -116,8 +130,10 @@ func (s *Server) SetEventHandler(h func(Event)) {
 	s.events.mu.Unlock()
 }
 
-// emit queues an event for v. Callers hold s.mu.
-func (s *Server) emit(typ EventType, v *vm) {
+// emit queues an event for v and returns the channel closed once the handler has returned from
+// it. Callers hold s.mu, so they must not wait on it there: a task that must not finish before
+// the guest has reacted hands it to taskRun.await.
+func (s *Server) emit(typ EventType, v *vm) <-chan struct{} {
 	e := Event{
 		Type:         typ,
 		Node:         v.node,
@@ -131,7 +147,8 @@ func (s *Server) emit(typ EventType, v *vm) {
 	}
 
 	s.opts.Logf("pvefake: VM %d on %s %s", v.id, v.node, typ)
-	s.events.push(e)
+
+	return s.events.push(e)
 }
 
 // guestAddress is what the guest agent reports on eth0.

@@ -30,6 +30,16 @@ type taskRun struct {
 	s     *Server
 	t     *task
 	lines []string
+	// awaits are events the task only finishes after: on Proxmox VE a stop or destroy task ends
+	// when the QEMU process is gone, so its guest no longer answers on the network. Delivering
+	// those events after the task had finished let a stopped VM's emulated node keep answering
+	// for a moment, long enough for a replacement's configuration to reach the old node.
+	awaits []<-chan struct{}
+}
+
+// await makes the task finish only once the event's handler has returned.
+func (r *taskRun) await(handled <-chan struct{}) {
+	r.awaits = append(r.awaits, handled)
 }
 
 // logf adds a line to the task log.
@@ -109,6 +119,11 @@ func (s *Server) startTask(c *call, node, typ, id string, work func(r *taskRun) 
 			err = fmt.Errorf("%s", injected)
 		} else {
 			err = work(r)
+		}
+
+		// Outside s.mu: a handler may call back into the server.
+		for _, handled := range r.awaits {
+			<-handled
 		}
 
 		s.finishTask(t, r.lines, err)

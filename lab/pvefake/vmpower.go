@@ -163,10 +163,10 @@ func (s *Server) startVM(c *call) (any, *apiError) {
 
 // stopVM serves POST …/status/stop ("qmstop"; stopping a stopped VM succeeds).
 func (s *Server) stopVM(c *call) (any, *apiError) {
-	return s.powerTask(c, "qmstop", func(v *vm, _ *taskRun) error {
+	return s.powerTask(c, "qmstop", func(v *vm, r *taskRun) error {
 		if v.running {
 			v.running = false
-			s.emit(EventStopped, v)
+			r.await(s.emit(EventStopped, v))
 		}
 
 		return nil
@@ -175,10 +175,10 @@ func (s *Server) stopVM(c *call) (any, *apiError) {
 
 // shutdownVM serves POST …/status/shutdown ("qmshutdown").
 func (s *Server) shutdownVM(c *call) (any, *apiError) {
-	return s.powerTask(c, "qmshutdown", func(v *vm, _ *taskRun) error {
+	return s.powerTask(c, "qmshutdown", func(v *vm, r *taskRun) error {
 		if v.running {
 			v.running = false
-			s.emit(EventStopped, v)
+			r.await(s.emit(EventStopped, v))
 		}
 
 		return nil

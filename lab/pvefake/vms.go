@@ -307,7 +307,7 @@ func (s *Server) deleteVM(c *call) (any, *apiError) {
 
 		delete(s.vms, vmid)
 		delete(s.guestAddr, vmid)
-		s.emit(EventDeleted, v)
+		r.await(s.emit(EventDeleted, v))
 
 		return nil
 	}, nil), nil

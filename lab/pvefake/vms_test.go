@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // createTalosVM creates VM 100 the way bpg does for our component: disk imported from the
@@ -248,5 +249,44 @@ func TestConfigUpdateDeleteAndNextID(t *testing.T) {
 	res := c.ok("GET", "cluster/resources", form("type", "vm")).dataList(t)
 	if vm := res[0].(map[string]any); vm["id"] != "qemu/100" || vm["node"] != "pve1" || vm["pool"] != "lab" {
 		t.Fatalf("resources = %v", res)
+	}
+}
+
+// A stop or destroy task finishes only once the lab has reacted to it, as on Proxmox VE, where the
+// task ends when the QEMU process is gone: a client that sees "stopped OK" must not reach the old
+// guest any more.
+func TestStopAndDestroyTasksFinishAfterTheGuestIsGone(t *testing.T) {
+	t.Parallel()
+
+	release := make(chan struct{})
+
+	s := start(t, Options{Latency: 5 * time.Millisecond, OnEvent: func(e Event) {
+		if e.Type == EventStopped || e.Type == EventDeleted {
+			<-release
+		}
+	}})
+	t.Cleanup(func() { close(release) }) // before the server's Close drains the event queue
+	c := newClient(t, s)
+	createTalosVM(t, c, "scsi0", "local-lvm:8")
+	c.waitTask("pve1", c.ok("POST", "nodes/pve1/qemu/100/status/start", nil).data().(string))
+
+	for _, step := range []struct{ method, path string }{
+		{"POST", "nodes/pve1/qemu/100/status/stop"},
+		{"DELETE", "nodes/pve1/qemu/100"},
+	} {
+		upid := c.ok(step.method, step.path, nil).data().(string)
+		status := "nodes/pve1/tasks/" + url.PathEscape(upid) + "/status"
+
+		time.Sleep(100 * time.Millisecond) // far past the task's latency
+
+		if st := c.ok("GET", status, nil).dataMap(t); st["status"] != "running" {
+			t.Fatalf("%s %s finished while the guest still ran: %v", step.method, step.path, st)
+		}
+
+		release <- struct{}{}
+
+		if exit := c.waitTask("pve1", upid); exit != "OK" {
+			t.Fatalf("%s %s: %s", step.method, step.path, exit)
+		}
 	}
 }
