@@ -2,6 +2,9 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/redact"
 )
 
 // NodeConfig keeps a running node's machine configuration current. The Talos provider's
@@ -25,6 +29,9 @@ type NodeConfigArgs struct {
 	NodeRef
 	ControlPlanes map[string]string `pulumi:"controlPlanes" doc:"All control planes, hostname to IP (the etcd gate after a reboot)."`
 	Configuration string            `pulumi:"configuration" provider:"secret" doc:"The node's machine configuration."`
+	// RedactedConfiguration is what a preview shows of the configuration: Pulumi shows a changed
+	// property as the old output against the new input, so the redacted form is an input too.
+	RedactedConfiguration string `pulumi:"redactedConfiguration,optional" doc:"The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows."`
 	CheckReady    bool              `pulumi:"checkReady" doc:"Require the Node to be Ready after a reboot."`
 	Timeout       string            `pulumi:"timeout" doc:"How long each wait may take (a duration)."`
 }
@@ -62,21 +69,144 @@ func (r *NodeConfig) Create(_ context.Context, req infer.CreateRequest[NodeConfi
 	return infer.CreateResponse[NodeConfigState]{ID: req.Inputs.Node, Output: req.Inputs}, nil
 }
 
-// Diff shows an update when the configuration changes. At preview it asks the node (a dry run)
-// whether Talos applies it live or needs a reboot, and says so in the log.
+// Diff shows an update when the declared configuration differs from what the node runs: a
+// change of the declared one, or drift (a configuration applied behind the stack's back, which
+// the next `up` replaces). It logs, per node, the documents and fields that change and whether
+// Talos applies them live or reboots, and for drift the redacted diff; Pulumi shows the redacted
+// configuration's line diff (the recorded against the declared).
 func (r *NodeConfig) Diff(ctx context.Context, req infer.DiffRequest[NodeConfigArgs, NodeConfigState]) (infer.DiffResponse, error) {
-	if sameConfig(req.Inputs.Configuration, req.State.Configuration) {
-		return infer.DiffResponse{}, nil
+	declaredChange := !sameConfig(req.Inputs.Configuration, req.State.Configuration)
+
+	o, err := req.Inputs.options(ctx)
+	if err != nil || o.Access.Talosconfig == "" || o.Config == "" { // unknown at preview: a cluster being replaced
+		if !declaredChange {
+			return infer.DiffResponse{}, nil
+		}
+
+		return changed(req), nil
 	}
 
-	if o, err := req.Inputs.options(ctx); err == nil && o.Access.Talosconfig != "" && o.Config != "" {
-		describePlan(ctx, o)
+	if !declaredChange {
+		running, err := readRunning(ctx, o)
+		if err != nil {
+			p.GetLogger(ctx).Infof("%s: could not read the configuration the node runs, so drift is not checked (%v)", o.Node.Name, err)
+			return infer.DiffResponse{}, nil
+		}
+
+		if sameConfig(running, o.Config) {
+			return infer.DiffResponse{}, nil
+		}
+
+		reportDrift(ctx, o.Node.Name, running, o.Config)
+
+		return infer.DiffResponse{HasChanges: true, DetailedDiff: map[string]p.PropertyDiff{"configuration": {Kind: p.Update}}}, nil
 	}
 
-	return infer.DiffResponse{
-		HasChanges:   true,
-		DetailedDiff: map[string]p.PropertyDiff{"configuration": {Kind: p.Update}},
-	}, nil
+	describePlan(ctx, o, req.State.Configuration)
+
+	return changed(req), nil
+}
+
+// changed is the diff of a declared change: the configuration, and its redacted form when the
+// state has one to show it against.
+func changed(req infer.DiffRequest[NodeConfigArgs, NodeConfigState]) infer.DiffResponse {
+	detailed := map[string]p.PropertyDiff{"configuration": {Kind: p.Update}}
+	if req.State.RedactedConfiguration != req.Inputs.RedactedConfiguration {
+		detailed["redactedConfiguration"] = p.PropertyDiff{Kind: p.Update}
+	}
+
+	return infer.DiffResponse{HasChanges: true, DetailedDiff: detailed}
+}
+
+// readRunning reads what the node runs, waiting at most 10 s: a preview never hangs on a node.
+func readRunning(ctx context.Context, o day2.ConfigOptions) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+
+	return day2.RunningConfig(ctx, o.Access, o.Node)
+}
+
+// reportDrift warns that node runs another configuration than the one declared (and recorded),
+// with the redacted diff from the running one to the declared one.
+func reportDrift(ctx context.Context, node, running, declared string) {
+	diff, summary, _ := redactedDiff(running, declared, "running on "+node, "declared")
+	p.GetLogger(ctx).Warningf("%s: drift: the node runs a configuration this stack did not apply (%s); the next up applies the declared one:\n%s",
+		node, summary, diff)
+}
+
+// redactedDiff is the redacted line diff from one configuration to another and the summary of
+// what changes, or why neither could be shown.
+func redactedDiff(from, to, fromName, toName string) (diff, summary string, changes []redact.Change) {
+	a, errA := redact.Config(from)
+	b, errB := redact.Config(to)
+
+	if err := errors.Join(errA, errB); err != nil {
+		return "", "the configurations could not be compared: " + err.Error(), nil
+	}
+
+	diff, err := redact.Diff(a, b, fromName, toName)
+	if err != nil {
+		return "", err.Error(), nil
+	}
+
+	if changes, err = redact.Changes(a, b); err != nil {
+		return diff, err.Error(), nil
+	}
+
+	return diff, redact.Summary(changes), changes
+}
+
+// liveFields are the v1alpha1 fields Talos before v1.14 changes without a reboot (machined's
+// CanApplyImmediate); a change of any other v1alpha1 field reboots, other documents apply live.
+// From v1.14 Talos applies every change live and the node says so.
+var liveFields = []string{
+	".debug", ".cluster", ".machine.ca", ".machine.acceptedCAs", ".machine.time", ".machine.certSANs", ".machine.install",
+	".machine.network", ".machine.sysfs", ".machine.sysctls", ".machine.logging", ".machine.controlPlane", ".machine.kubelet",
+	".machine.kernel", ".machine.registries", ".machine.pods", ".machine.seccompProfiles", ".machine.nodeAnnotations",
+	".machine.nodeLabels", ".machine.nodeTaints", ".machine.features.kubernetesTalosAPIAccess", ".machine.features.kubePrism",
+	".machine.features.hostDNS", ".machine.features.imageCache", ".machine.features.nodeAddressSortAlgorithm",
+}
+
+// rebootReason says why the node needs a reboot: the v1alpha1 fields that change and Talos does
+// not apply live.
+func rebootReason(version string, changes []redact.Change) string {
+	var fields []string
+
+	for _, c := range changes {
+		if c.Document != "v1alpha1" {
+			continue
+		}
+
+		for _, path := range c.Paths {
+			if !slices.ContainsFunc(liveFields, func(live string) bool { return path == live || strings.HasPrefix(path, live+".") }) {
+				fields = append(fields, path)
+			}
+		}
+	}
+
+	if len(fields) == 0 {
+		return "the node answers that it needs one"
+	}
+
+	return fmt.Sprintf("Talos %s applies a change of %s only with a reboot", version, strings.Join(fields, ", "))
+}
+
+// installImageChanges is the declared installer image when it differs from the running one.
+func installImageChanges(running, declared string) string {
+	image := func(s string) string {
+		cfg, err := configloader.NewFromBytes([]byte(s))
+		if err != nil || cfg.Machine() == nil {
+			return ""
+		}
+
+		return cfg.Machine().Install().Image()
+	}
+
+	if was, now := image(running), image(declared); was != now && now != "" {
+		return now
+	}
+
+	return ""
 }
 
 // sameConfig reports whether two machine configurations say the same, read and written back by
@@ -104,29 +234,76 @@ func sameConfig(a, b string) bool {
 	return okA && okB && ca == cb
 }
 
-func describePlan(ctx context.Context, o day2.ConfigOptions) {
+// describePlan logs one line for a node whose declared configuration changes: the documents and
+// fields that change (against what the node runs, else the recorded configuration) and whether
+// Talos applies them live or reboots, and why. The node is asked (a dry run) how it applies it.
+func describePlan(ctx context.Context, o day2.ConfigOptions, recorded string) { //nolint:contextcheck // the dry run's own timeout
 	log := p.GetLogger(ctx)
 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 
 	plan, err := day2.PlanConfig(ctx, o)
+	if err != nil {
+		_, summary, _ := redactedDiff(recorded, o.Config, "recorded", "declared")
+		log.Warningf("%s: configuration changes: %s; the node could not be asked how it applies them (%v)", o.Node.Name, summary, err)
+
+		return
+	}
+
+	// Against what the node runs: that is what changes on it (the recorded configuration, with
+	// the Kubernetes upgrade's patches of an `up` in progress, or drift, is not).
+	_, summary, changes := redactedDiff(plan.Running, o.Config, "running", "declared")
+	upgrade := installImageChanges(plan.Running, o.Config)
 
 	switch {
-	case err != nil:
-		log.Warningf("%s: the configuration changes; the node could not be asked how it applies it (%v)", o.Node.Name, err)
 	case plan.Unchanged:
 		log.Infof("%s: already runs this configuration (upgrades earlier in the same up make it so)", o.Node.Name)
+	case upgrade != "":
+		log.Warningf("%s: configuration changes: %s; reboots: the installer image changes to %s, so the node is upgraded (and rebooted) to it before this configuration applies", o.Node.Name, summary, upgrade)
 	case plan.Reboot:
-		log.Warningf("%s: the configuration change needs a reboot of the node:\n%s", o.Node.Name, withoutDiff(plan.Details))
+		log.Warningf("%s: configuration changes: %s; reboots: %s", o.Node.Name, summary, rebootReason(plan.Version, changes))
 	default:
-		log.Infof("%s: the configuration change applies without a reboot", o.Node.Name)
+		log.Infof("%s: configuration changes: %s; applies live", o.Node.Name, summary)
 	}
+}
+
+// Read is `pulumi refresh`: the state takes the configuration the node runs, so drift shows as
+// a change of the redacted configuration, and the next `up` applies the declared one again. A node
+// that cannot be read keeps its state (the refresh says why).
+func (r *NodeConfig) Read(ctx context.Context, req infer.ReadRequest[NodeConfigArgs, NodeConfigState]) (infer.ReadResponse[NodeConfigArgs, NodeConfigState], error) {
+	out := infer.ReadResponse[NodeConfigArgs, NodeConfigState]{ID: req.ID, Inputs: req.Inputs, State: req.State}
+
+	o, err := req.State.options(ctx)
+	if err != nil || o.Access.Talosconfig == "" {
+		return out, nil //nolint:nilerr // nothing to read the node with: the state stays
+	}
+
+	running, err := readRunning(ctx, o)
+	if err != nil {
+		p.GetLogger(ctx).Warningf("%s: could not read the configuration the node runs; its state is kept (%v)", o.Node.Name, err)
+		return out, nil
+	}
+
+	if sameConfig(running, req.State.Configuration) {
+		return out, nil
+	}
+
+	redacted, err := redact.Config(running)
+	if err != nil {
+		return out, fmt.Errorf("%s runs a configuration that cannot be read: %w", o.Node.Name, err)
+	}
+
+	out.State.Configuration, out.State.RedactedConfiguration = running, redacted
+
+	return out, nil
 }
 
 // Update applies the configuration.
 func (r *NodeConfig) Update(ctx context.Context, req infer.UpdateRequest[NodeConfigArgs, NodeConfigState]) (infer.UpdateResponse[NodeConfigState], error) {
-	if req.DryRun || req.Inputs.Configuration == req.State.Configuration {
+	// Diff asks for an update only when the node should run another configuration than it does:
+	// a declared change, or drift with the same declaration, which is applied again too.
+	if req.DryRun {
 		return infer.UpdateResponse[NodeConfigState]{Output: req.Inputs}, nil
 	}
 
@@ -154,15 +331,3 @@ func (r *NodeConfig) Update(ctx context.Context, req infer.UpdateRequest[NodeCon
 
 // NodeConfigKind registers NodeConfigs.
 var NodeConfigKind = kindOf[NodeConfig, NodeConfigArgs, Registered]()
-
-// withoutDiff is Talos' dry-run summary without its configuration diff: the diff shows the changed
-// lines of the machine configuration as they are, keys and tokens included, and this message is
-// logged in plain text.
-func withoutDiff(details string) string {
-	summary, _, cut := strings.Cut(details, "Config diff:")
-	if !cut {
-		return details
-	}
-
-	return strings.TrimSpace(summary) + "\n(the configuration diff is not shown: it holds the cluster's secrets)"
-}

@@ -6,7 +6,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/safe"
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 )
 
 // ConfigOptions describe a new machine configuration for one running node.
@@ -30,6 +34,32 @@ type ConfigPlan struct {
 	Unchanged bool
 	// Details is Talos' summary (mode and diff).
 	Details string
+	// Running is the configuration the node runs (machinery's encoding, without comments):
+	// what the change is made against, whatever the stack recorded.
+	Running string
+	// Version is the Talos version the node runs.
+	Version string
+}
+
+// RunningConfig reads the configuration node n runs, as `talosctl get machineconfig` shows it
+// (the active MachineConfig resource), in machinery's encoding without comments.
+func RunningConfig(ctx context.Context, a Access, n Node) (string, error) {
+	c, err := a.Talos(ctx, n.Address)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close() //nolint:errcheck
+
+	return runningConfig(ctx, c, n)
+}
+
+func runningConfig(ctx context.Context, c *client.Client, n Node) (string, error) {
+	mc, err := safe.StateGetByID[*config.MachineConfig](client.WithNode(ctx, n.Address), c.COSI, config.ActiveID)
+	if err != nil {
+		return "", fmt.Errorf("reading the configuration %s runs: %w", n.Name, err)
+	}
+
+	return mc.Provider().EncodeString(encoder.WithComments(encoder.CommentsDisabled))
 }
 
 // PlanConfig asks the node, without changing anything, how it would apply o.Config (AUTO mode).
@@ -40,6 +70,16 @@ func PlanConfig(ctx context.Context, o ConfigOptions) (ConfigPlan, error) {
 	}
 	defer c.Close() //nolint:errcheck
 
+	running, err := runningConfig(ctx, c, o.Node)
+	if err != nil {
+		return ConfigPlan{}, err
+	}
+
+	version, err := c.Version(ctx)
+	if err != nil {
+		return ConfigPlan{}, fmt.Errorf("reading the Talos version of %s: %w", o.Node.Name, err)
+	}
+
 	resp, err := c.ApplyConfiguration(ctx, &machineapi.ApplyConfigurationRequest{
 		Data: []byte(o.Config), Mode: machineapi.ApplyConfigurationRequest_AUTO, DryRun: true,
 	})
@@ -47,7 +87,14 @@ func PlanConfig(ctx context.Context, o ConfigOptions) (ConfigPlan, error) {
 		return ConfigPlan{}, fmt.Errorf("node %s refuses the new configuration: %w", o.Node.Name, err)
 	}
 
-	return planOf(resp), nil
+	plan := planOf(resp)
+	plan.Running = running
+
+	for _, m := range version.GetMessages() {
+		plan.Version = m.GetVersion().GetTag()
+	}
+
+	return plan, nil
 }
 
 func planOf(resp *machineapi.ApplyConfigurationResponse) ConfigPlan {

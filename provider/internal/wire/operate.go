@@ -7,6 +7,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/redact"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/talosconfig"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/lifecycle"
@@ -275,6 +276,7 @@ func (b operation) reconfigure(workers, cps pulumi.StringMap, order []spec.Node,
 		setNodeRef(in, &a.NodeRef, n, b.m)
 		lifecycle.Set(in, &a.ControlPlanes, cps)
 		lifecycle.Set(in, &a.Configuration, pulumi.ToSecret(r.ConfigOf[n.Name]).(pulumi.StringOutput))
+		lifecycle.Set(in, &a.RedactedConfiguration, redactedOf(r.ConfigOf[n.Name]))
 		lifecycle.Set(in, &a.CheckReady, pulumi.Bool(c.Health.RequireNodesReady))
 		lifecycle.Set(in, &a.Timeout, pulumi.String(c.Upgrade.Timeout.String()))
 
@@ -351,4 +353,10 @@ func (b operation) rollout(cps []spec.Node, cpsInTurn bool, register func(n spec
 	}
 
 	return out, nil
+}
+
+// redactedOf is a configuration with every secret value replaced by its fingerprint: not secret,
+// so a preview shows its line diff.
+func redactedOf(cfg pulumi.StringOutput) pulumi.StringOutput {
+	return pulumi.Unsecret(cfg.ApplyT(redact.Config)).(pulumi.StringOutput)
 }

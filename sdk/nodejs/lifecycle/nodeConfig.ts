@@ -63,6 +63,10 @@ export class NodeConfig extends pulumi.CustomResource {
      */
     declare public readonly node: pulumi.Output<string>;
     /**
+     * The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows.
+     */
+    declare public readonly redactedConfiguration: pulumi.Output<string | undefined>;
+    /**
      * Talos client configuration of the cluster.
      */
     declare public readonly talosconfig: pulumi.Output<string>;
@@ -116,6 +120,7 @@ export class NodeConfig extends pulumi.CustomResource {
             resourceInputs["controlPlanes"] = args?.controlPlanes;
             resourceInputs["kubeconfig"] = args?.kubeconfig ? pulumi.secret(args.kubeconfig) : undefined;
             resourceInputs["node"] = args?.node;
+            resourceInputs["redactedConfiguration"] = args?.redactedConfiguration;
             resourceInputs["talosconfig"] = args?.talosconfig ? pulumi.secret(args.talosconfig) : undefined;
             resourceInputs["timeout"] = args?.timeout;
         } else {
@@ -126,6 +131,7 @@ export class NodeConfig extends pulumi.CustomResource {
             resourceInputs["controlPlanes"] = undefined /*out*/;
             resourceInputs["kubeconfig"] = undefined /*out*/;
             resourceInputs["node"] = undefined /*out*/;
+            resourceInputs["redactedConfiguration"] = undefined /*out*/;
             resourceInputs["talosconfig"] = undefined /*out*/;
             resourceInputs["timeout"] = undefined /*out*/;
         }
@@ -168,6 +174,10 @@ export interface NodeConfigArgs {
      * The node's hostname.
      */
     node: pulumi.Input<string>;
+    /**
+     * The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows.
+     */
+    redactedConfiguration?: pulumi.Input<string | undefined>;
     /**
      * Talos client configuration of the cluster.
      */

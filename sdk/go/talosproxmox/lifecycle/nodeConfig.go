@@ -30,6 +30,8 @@ type NodeConfig struct {
 	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig"`
 	// The node's hostname.
 	Node pulumi.StringOutput `pulumi:"node"`
+	// The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows.
+	RedactedConfiguration pulumi.StringPtrOutput `pulumi:"redactedConfiguration"`
 	// Talos client configuration of the cluster.
 	Talosconfig pulumi.StringOutput `pulumi:"talosconfig"`
 	// How long each wait may take (a duration).
@@ -132,6 +134,8 @@ type nodeConfigArgs struct {
 	Kubeconfig string `pulumi:"kubeconfig"`
 	// The node's hostname.
 	Node string `pulumi:"node"`
+	// The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows.
+	RedactedConfiguration *string `pulumi:"redactedConfiguration"`
 	// Talos client configuration of the cluster.
 	Talosconfig string `pulumi:"talosconfig"`
 	// How long each wait may take (a duration).
@@ -154,6 +158,8 @@ type NodeConfigArgs struct {
 	Kubeconfig pulumi.StringInput
 	// The node's hostname.
 	Node pulumi.StringInput
+	// The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows.
+	RedactedConfiguration pulumi.StringPtrInput
 	// Talos client configuration of the cluster.
 	Talosconfig pulumi.StringInput
 	// How long each wait may take (a duration).
@@ -280,6 +286,11 @@ func (o NodeConfigOutput) Kubeconfig() pulumi.StringOutput {
 // The node's hostname.
 func (o NodeConfigOutput) Node() pulumi.StringOutput {
 	return o.ApplyT(func(v *NodeConfig) pulumi.StringOutput { return v.Node }).(pulumi.StringOutput)
+}
+
+// The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows.
+func (o NodeConfigOutput) RedactedConfiguration() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *NodeConfig) pulumi.StringPtrOutput { return v.RedactedConfiguration }).(pulumi.StringPtrOutput)
 }
 
 // Talos client configuration of the cluster.

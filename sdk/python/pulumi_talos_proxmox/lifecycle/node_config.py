@@ -27,7 +27,8 @@ class NodeConfigArgs:
                  kubeconfig: pulumi.Input[_builtins.str],
                  node: pulumi.Input[_builtins.str],
                  talosconfig: pulumi.Input[_builtins.str],
-                 timeout: pulumi.Input[_builtins.str]):
+                 timeout: pulumi.Input[_builtins.str],
+                 redacted_configuration: pulumi.Input[Optional[_builtins.str]] = None):
         """
         The set of arguments for constructing a NodeConfig resource.
 
@@ -40,6 +41,7 @@ class NodeConfigArgs:
         :param pulumi.Input[_builtins.str] node: The node's hostname.
         :param pulumi.Input[_builtins.str] talosconfig: Talos client configuration of the cluster.
         :param pulumi.Input[_builtins.str] timeout: How long each wait may take (a duration).
+        :param pulumi.Input[_builtins.str] redacted_configuration: The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows.
         """
         pulumi.set(__self__, "address", address)
         pulumi.set(__self__, "check_ready", check_ready)
@@ -50,6 +52,8 @@ class NodeConfigArgs:
         pulumi.set(__self__, "node", node)
         pulumi.set(__self__, "talosconfig", talosconfig)
         pulumi.set(__self__, "timeout", timeout)
+        if redacted_configuration is not None:
+            pulumi.set(__self__, "redacted_configuration", redacted_configuration)
 
     @_builtins.property
     @pulumi.getter
@@ -159,6 +163,18 @@ class NodeConfigArgs:
     def timeout(self, value: pulumi.Input[_builtins.str]):
         pulumi.set(self, "timeout", value)
 
+    @_builtins.property
+    @pulumi.getter(name="redactedConfiguration")
+    def redacted_configuration(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows.
+        """
+        return pulumi.get(self, "redacted_configuration")
+
+    @redacted_configuration.setter
+    def redacted_configuration(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "redacted_configuration", value)
+
 
 @pulumi.type_token("talos-proxmox:lifecycle:NodeConfig")
 class NodeConfig(pulumi.CustomResource):
@@ -173,6 +189,7 @@ class NodeConfig(pulumi.CustomResource):
                  control_planes: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  node: pulumi.Input[Optional[_builtins.str]] = None,
+                 redacted_configuration: pulumi.Input[Optional[_builtins.str]] = None,
                  talosconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  __props__=None):
@@ -188,6 +205,7 @@ class NodeConfig(pulumi.CustomResource):
         :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] control_planes: All control planes, hostname to IP (the etcd gate after a reboot).
         :param pulumi.Input[_builtins.str] kubeconfig: Admin kubeconfig of the cluster.
         :param pulumi.Input[_builtins.str] node: The node's hostname.
+        :param pulumi.Input[_builtins.str] redacted_configuration: The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows.
         :param pulumi.Input[_builtins.str] talosconfig: Talos client configuration of the cluster.
         :param pulumi.Input[_builtins.str] timeout: How long each wait may take (a duration).
         """
@@ -222,6 +240,7 @@ class NodeConfig(pulumi.CustomResource):
                  control_planes: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  node: pulumi.Input[Optional[_builtins.str]] = None,
+                 redacted_configuration: pulumi.Input[Optional[_builtins.str]] = None,
                  talosconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  __props__=None):
@@ -254,6 +273,7 @@ class NodeConfig(pulumi.CustomResource):
             if node is None and not opts.urn:
                 raise TypeError("Missing required property 'node'")
             __props__.__dict__["node"] = node
+            __props__.__dict__["redacted_configuration"] = redacted_configuration
             if talosconfig is None and not opts.urn:
                 raise TypeError("Missing required property 'talosconfig'")
             __props__.__dict__["talosconfig"] = None if talosconfig is None else pulumi.Output.secret(talosconfig)
@@ -291,6 +311,7 @@ class NodeConfig(pulumi.CustomResource):
         __props__.__dict__["control_planes"] = None
         __props__.__dict__["kubeconfig"] = None
         __props__.__dict__["node"] = None
+        __props__.__dict__["redacted_configuration"] = None
         __props__.__dict__["talosconfig"] = None
         __props__.__dict__["timeout"] = None
         return NodeConfig(resource_name, opts=opts, __props__=__props__)
@@ -350,6 +371,14 @@ class NodeConfig(pulumi.CustomResource):
         The node's hostname.
         """
         return pulumi.get(self, "node")
+
+    @_builtins.property
+    @pulumi.getter(name="redactedConfiguration")
+    def redacted_configuration(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows.
+        """
+        return pulumi.get(self, "redacted_configuration")
 
     @_builtins.property
     @pulumi.getter
