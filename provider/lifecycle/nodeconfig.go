@@ -32,8 +32,8 @@ type NodeConfigArgs struct {
 	// RedactedConfiguration is what a preview shows of the configuration: Pulumi shows a changed
 	// property as the old output against the new input, so the redacted form is an input too.
 	RedactedConfiguration string `pulumi:"redactedConfiguration,optional" doc:"The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows."`
-	CheckReady    bool              `pulumi:"checkReady" doc:"Require the Node to be Ready after a reboot."`
-	Timeout       string            `pulumi:"timeout" doc:"How long each wait may take (a duration)."`
+	CheckReady            bool   `pulumi:"checkReady" doc:"Require the Node to be Ready after a reboot."`
+	Timeout               string `pulumi:"timeout" doc:"How long each wait may take (a duration)."`
 }
 
 // NodeConfigState is the configuration the node runs.
