@@ -56,7 +56,32 @@ func upPreviewDestroy(t *testing.T, l *lab.Lab, p *lab.Pulumi, logLevel int) {
 	ctx := t.Context()
 
 	out, logs := upWithLogs(t, p, logLevel)
-	noSecretLeaks(t, p, map[string]string{"the up's output": out, fmt.Sprintf("the engine's and plugins' logs (-v=%d)", logLevel): logs})
+	texts := map[string]string{"the up's output": out, fmt.Sprintf("the engine's and plugins' logs (-v=%d)", logLevel): logs}
+
+	// A nameserver change: the preview shows every node's redacted configuration before and
+	// after, live, and the up applies it; none of it shows a secret.
+	if err := p.SetConfig(ctx, map[string]lab.ConfigValue{"nameservers": {Value: `["1.1.1.1","8.8.8.8"]`}}); err != nil {
+		t.Fatal(err)
+	}
+
+	texts["preview --diff of a nameserver change"] = mustRun(t, p, "preview", "--diff")
+	configs, js := previewConfigs(t, p)
+	texts["preview --json of a nameserver change"] = js
+
+	if len(configs) != 5 {
+		t.Errorf("the preview of a nameserver change updates %d node configurations, want 5: %v", len(configs), configs)
+	}
+
+	for name, c := range configs {
+		msgs := strings.Join(c.Messages, "\n")
+		if c.Op != "update" || !strings.Contains(c.Redacted, "9.9.9.9") || strings.Contains(c.RedactedAfter, "9.9.9.9") ||
+			!strings.Contains(c.RedactedAfter, "8.8.8.8") || !strings.Contains(msgs, "nameservers; applies live") {
+			t.Errorf("%s: the preview of a nameserver change: %s %v, says %q; redacted configuration after:\n%s", name, c.Op, c.Diff, msgs, c.RedactedAfter)
+		}
+	}
+
+	texts["the up of a nameserver change"] = mustRun(t, p, "up", "--yes", "--skip-preview")
+	noSecretLeaks(t, p, texts)
 
 	if n := len(l.PVE.VMs()); n != 5 {
 		t.Errorf("the fake has %d VMs after up, want 5", n)

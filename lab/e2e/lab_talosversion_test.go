@@ -133,6 +133,14 @@ func extensionsChange(t *testing.T, e *env, l *lab.Lab, p *lab.Pulumi, vms map[s
 		}
 	}
 
+	// Each node's configuration diff names the installer image and says the node reboots.
+	for _, node := range []string{"cp-1", "worker-1"} {
+		want := node + ": configuration changes: v1alpha1: .machine.install.image; reboots: the installer image changes to "
+		if !strings.Contains(preview, want) {
+			t.Errorf("the preview does not say %q:\n%s", want, preview)
+		}
+	}
+
 	if strings.Contains(preview, "VirtualMachine: (replace)") || strings.Contains(preview, "VirtualMachine: (update)") {
 		t.Errorf("the preview replaces or updates a VM:\n%s", preview)
 	}

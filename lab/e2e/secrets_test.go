@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -169,7 +170,28 @@ func private(v any, under bool, into map[string]bool) {
 		}
 
 		if under && len(x) >= 16 && x != secretSig && !strings.HasPrefix(x, base64Certificate) && !labelKey.MatchString(x) {
-			into[x] = true
+			addForms(x, into)
+		}
+	}
+}
+
+// addForms adds a secret in the forms it could leak in: as it is, base64-decoded (a PEM key is
+// kept base64-encoded), and each line of the PEM body it holds.
+func addForms(x string, into map[string]bool) {
+	into[x] = true
+
+	b, err := base64.StdEncoding.DecodeString(x)
+	if err != nil {
+		return
+	}
+
+	if text := strings.TrimSpace(string(b)); len(text) >= 16 {
+		into[text] = true
+	}
+
+	for line := range strings.Lines(string(b)) {
+		if line = strings.TrimSpace(line); len(line) >= 16 && !strings.HasPrefix(line, "-----") {
+			into[line] = true
 		}
 	}
 }
