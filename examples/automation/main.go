@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/events"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
@@ -99,7 +100,18 @@ func run(ctx context.Context, workdir, name, command string, expectNoChanges boo
 			opts = append(opts, optpreview.ExpectNoChanges())
 		}
 
-		_, err = stack.Preview(ctx, opts...)
+		// The preview's events carry each node's redacted configuration, before and after: print
+		// what changes on each node.
+		evs := make(chan events.EngineEvent)
+		printed := make(chan struct{})
+
+		go func() {
+			printConfigChanges(os.Stdout, evs)
+			close(printed)
+		}()
+
+		_, err = stack.Preview(ctx, append(opts, optpreview.EventStreams(evs))...)
+		<-printed
 
 		return err
 	case "up":

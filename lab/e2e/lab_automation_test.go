@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -84,6 +85,19 @@ func TestAutomationProgramOnTheLab(t *testing.T) {
 	automation("-stack", "lab", "-expect-no-changes", "refresh")
 
 	p.Run(t.Context(), "stack", "select", "lab") //nolint:errcheck
+
+	// A nameserver change: the program prints each node's redacted configuration diff from the
+	// preview's events.
+	mustRun(t, p, "config", "set", "--path", "nameservers[0]", "1.1.1.1")
+	mustRun(t, p, "config", "set", "--path", "nameservers[1]", "8.8.8.8")
+
+	preview := automation("-stack", "lab", "preview")
+	if n := strings.Count(preview, "configuration of "); n != 5 || !regexp.MustCompile(`(?m)^-.*9\.9\.9\.9`).MatchString(preview) ||
+		!regexp.MustCompile(`(?m)^\+.*8\.8\.8\.8`).MatchString(preview) {
+		t.Errorf("the program printed %d configuration diffs, want 5 with the nameserver change:\n%s", n, preview)
+	}
+
+	mustRun(t, p, "config", "rm", "nameservers")
 	mustRun(t, p, "config", "set", "--path", "workerAddresses[0]", l.Address(31))
 	automation("-stack", "lab", "up")
 

@@ -152,7 +152,7 @@ func TestKubernetesUpgrade(t *testing.T) {
 	}
 
 	preview := mustRun(t, p, "preview", "--diff")
-	if n := strings.Count(preview, "the configuration change applies without a reboot"); n != 5 {
+	if n := strings.Count(preview, "; applies live"); n != 5 {
 		t.Errorf("the preview says %d times that a node's configuration applies without a reboot, want 5:\n%s", n, preview)
 	}
 
