@@ -156,7 +156,7 @@ release: toolchain ## Release packages of VERSION (make release VERSION=x.y.z; d
 	PULUMI=$(PULUMI) tools/release/release.sh $(VERSION) dist
 
 .PHONY: bench
-bench: toolchain kube provider lab ## Benchmarks: Construct of 3/50/100 nodes; Cilium render vs helm template; one node's machine configuration; an etcd snapshot of 100 MiB (Take vs etcd's snapshot save); `up` of 3 and 9 nodes on the lab (and 5 ups of 9 for the spread); a no-op preview against a hand-written program; a rolling Talos upgrade of 9 nodes; destroy of 5 nodes; the lab's time and memory to a Ready cluster of 3 and 9 nodes
+bench: toolchain kube provider lab ## Benchmarks: Construct of 3/50/100 nodes; Cilium render vs helm template; one node's machine configuration; an etcd snapshot of 100 MiB (Take vs etcd's snapshot save); `up` of 3 and 9 nodes on the lab (and 5 ups of 9 for the spread); a no-op preview against a hand-written program; a preview of a change on 9 nodes with and without configuration diffs; a rolling Talos upgrade of 9 nodes; destroy of 5 nodes; the lab's time and memory to a Ready cluster of 3 and 9 nodes
 	$(GO) test -run '^$$' -bench BenchmarkConstruct -benchmem -count 3 ./provider/
 	$(GO) test -run '^$$' -bench BenchmarkHelmRender -benchtime 1x -count 3 ./provider/internal/helmrender/
 	$(GO) test -run '^$$' -bench BenchmarkGenerate -benchmem -count 3 ./provider/internal/machineconfig/
@@ -164,7 +164,7 @@ bench: toolchain kube provider lab ## Benchmarks: Construct of 3/50/100 nodes; C
 	$(GO) -C lab test -tags e2e -run '^$$' -bench 'BenchmarkLabUp$$|BenchmarkDestroy' -benchtime 1x -count 3 ./e2e/
 	$(GO) -C lab test -tags e2e -run '^$$' -bench 'BenchmarkRollingUpgrade/maxParallel=[13]$$' -benchtime 1x -count 3 ./e2e/
 	$(GO) -C lab test -tags e2e -run '^$$' -bench 'BenchmarkRollingUpgrade/.*reboot=10s' -benchtime 1x -count 1 ./e2e/
-	$(GO) -C lab test -tags e2e -run '^$$' -bench "BenchmarkPreview|BenchmarkLabUpSpread" -benchtime 1x -count 1 ./e2e/
+	$(GO) -C lab test -tags e2e -run '^$$' -bench "BenchmarkPreview|BenchmarkLabUpSpread|BenchmarkDiffPreview" -benchtime 1x -count 1 ./e2e/
 	$(GO) -C lab test -run '^$$' -bench BenchmarkLabCluster -benchtime 1x -count 3 ./talosemu/
 
 .PHONY: demo

@@ -213,6 +213,9 @@ func TestManifestSync(t *testing.T) {
 		"manifest sync planned: " + extraURL + ": 1 changed (ConfigMap default/from-url)",
 		"manifest sync planned: helm-extra: 3 pruned (ConfigMap default/extra-config, Service default/extra-legacy, Deployment.apps default/extra)",
 		"manifest sync planned: batch: 1 changed (Job.batch default/migrate)",
+		// Per changed object, the fields the API server's dry run changes.
+		`manifest sync planned: ConfigMap default/from-url: .data.rev: "1" → "2"`,
+		`manifest sync planned: ConfigMap kube-system/cilium-config: .data.debug: "false" → "true"`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the preview does not say %q:\n%s", want, out)

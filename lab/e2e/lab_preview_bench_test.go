@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +105,66 @@ func median(d []time.Duration) time.Duration {
 	slices.Sort(s)
 
 	return s[len(s)/2]
+}
+
+// BenchmarkDiffPreview times `pulumi preview` of a 9-node cluster (benchProgram) whose nameservers
+// change, so every node's configuration changes, with the redacted configuration diffs and drift
+// reads (the default) and without them (TALOS_PROXMOX_CONFIG_DIFF=off: each changed node only
+// asked how it applies the change, as previews were before the diffs). The previews alternate;
+// it prints `diff preview ratio: <x>` (with / without, medians). Goal: ≤ 1.3. Run with `make bench`.
+func BenchmarkDiffPreview(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+
+		e := newEnv(b)
+		l, p := onLab(b, e, lab.Options{Subnet: 52}, func(l *lab.Lab) string { return benchProgram(l, 9) })
+
+		if out, err := p.Run(b.Context(), "up", "--yes", "--skip-preview", "--parallel", "32"); err != nil {
+			b.Fatalf("up: %v\n%s", err, out)
+		}
+
+		editProgram(b, e, "        gateway: "+l.Address(1)+"\n", "        gateway: "+l.Address(1)+"\n        nameservers: [1.1.1.1, 8.8.8.8]\n")
+
+		modes := map[string]*lab.Pulumi{"with": p, "without": {Bin: p.Bin, Dir: p.Dir, Env: append(slices.Clone(p.Env), "TALOS_PROXMOX_CONFIG_DIFF=off")}}
+		took := map[string][]time.Duration{}
+
+		preview := func(mode string) time.Duration {
+			start := time.Now()
+
+			out, err := modes[mode].Run(b.Context(), "preview")
+			if err != nil {
+				b.Fatalf("preview %s diffs: %v\n%s", mode, err, out)
+			}
+
+			if want := map[string]string{"with": "configuration changes: ", "without": "the configuration changes; applies live"}[mode]; strings.Count(out, want) != 9 {
+				b.Fatalf("the preview %s diffs does not say %q for each of 9 nodes:\n%s", mode, want, out)
+			}
+
+			return time.Since(start)
+		}
+
+		preview("with") // untimed: warms what a user's second preview finds warm too
+		preview("without")
+
+		b.StartTimer()
+
+		for range previewRuns {
+			for _, mode := range []string{"with", "without"} {
+				took[mode] = append(took[mode], preview(mode))
+			}
+		}
+
+		b.StopTimer()
+
+		with, without := median(took["with"]), median(took["without"])
+		ratio := with.Seconds() / without.Seconds()
+
+		fmt.Printf("diff preview ratio: %.2f\n", ratio)
+		b.Logf("preview of a change on 9 nodes, median of %d: with diffs %s %v, without %s %v", previewRuns,
+			with.Round(time.Millisecond), took["with"], without.Round(time.Millisecond), took["without"])
+		b.ReportMetric(with.Seconds(), "s/preview-with-diffs")
+		b.ReportMetric(without.Seconds(), "s/preview-without")
+		b.ReportMetric(ratio, "x-without")
+		b.StartTimer()
+	}
 }

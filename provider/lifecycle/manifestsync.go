@@ -172,6 +172,8 @@ func (r *ManifestSync) sync(ctx context.Context, in ManifestSyncArgs, last day2.
 	state.Changes = plan.Summary()
 
 	if dryRun {
+		state.Changes = append(state.Changes, fieldChanges(ctx, in.Kubeconfig, objs, plan)...)
+
 		for _, line := range state.Changes {
 			log.Infof("manifest sync planned: %s", line)
 		}
@@ -195,6 +197,40 @@ func (r *ManifestSync) sync(ctx context.Context, in ManifestSyncArgs, last day2.
 		len(objs), len(res.Created), len(res.Configured), len(res.Pruned), left(res.Left))
 
 	return state, nil
+}
+
+// fieldChanges says, per changed object, which fields the sync changes, as the API server's
+// server-side apply dry run answers (Secrets' values as fingerprints). A cluster that cannot be
+// asked within 30 s leaves it at the object names.
+func fieldChanges(ctx context.Context, kubeconfig string, objs []day2.Object, plan day2.SyncPlan) []string {
+	var changed []string
+	for _, keys := range plan.Changed {
+		changed = append(changed, keys...)
+	}
+
+	if len(changed) == 0 {
+		return nil
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+
+	fields, err := day2.FieldChanges(ctx, day2.Access{Kubeconfig: kubeconfig}, objs, changed)
+	if err != nil {
+		return []string{"the fields that change could not be read from the cluster: " + err.Error()}
+	}
+
+	lines := make([]string, 0, len(fields))
+	for _, key := range slices.Sorted(maps.Keys(fields)) {
+		paths := strings.Join(fields[key], "; ")
+		if paths == "" {
+			paths = "no field changes on the server (it already holds this version)"
+		}
+
+		lines = append(lines, fmt.Sprintf("%s: %s", day2.Display(key), paths))
+	}
+
+	return lines
 }
 
 func left(keys []string) string {

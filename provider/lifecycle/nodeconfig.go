@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -87,6 +88,10 @@ func (r *NodeConfig) Diff(ctx context.Context, req infer.DiffRequest[NodeConfigA
 	}
 
 	if !declaredChange {
+		if !ConfigDiffs() {
+			return infer.DiffResponse{}, nil
+		}
+
 		running, err := readRunning(ctx, o)
 		if err != nil {
 			p.GetLogger(ctx).Infof("%s: could not read the configuration the node runs, so drift is not checked (%v)", o.Node.Name, err)
@@ -243,7 +248,12 @@ func describePlan(ctx context.Context, o day2.ConfigOptions, recorded string) { 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 
-	plan, err := day2.PlanConfig(ctx, o)
+	if !ConfigDiffs() {
+		describeDryRun(ctx, o)
+		return
+	}
+
+	plan, err := day2.PlanConfig(ctx, o, true)
 	if err != nil {
 		_, summary, _ := redactedDiff(recorded, o.Config, "recorded", "declared")
 		log.Warningf("%s: configuration changes: %s; the node could not be asked how it applies them (%v)", o.Node.Name, summary, err)
@@ -297,6 +307,29 @@ func (r *NodeConfig) Read(ctx context.Context, req infer.ReadRequest[NodeConfigA
 	out.State.Configuration, out.State.RedactedConfiguration = running, redacted
 
 	return out, nil
+}
+
+// ConfigDiffEnv turns the previews' configuration diffs off when "off": no running configuration
+// is read, so no drift is seen, and a changed node is only asked how it applies the change. It is
+// how the preview was before the diffs (the benchmark's baseline), and a way out for a preview
+// that must not read every node.
+const ConfigDiffEnv = "TALOS_PROXMOX_CONFIG_DIFF"
+
+// ConfigDiffs reports whether previews show configuration diffs and drift (ConfigDiffEnv).
+func ConfigDiffs() bool { return os.Getenv(ConfigDiffEnv) != "off" }
+
+// describeDryRun is the line a changed node gets with the diffs off: the node's answer only.
+func describeDryRun(ctx context.Context, o day2.ConfigOptions) {
+	plan, err := day2.PlanConfig(ctx, o, false)
+
+	switch log := p.GetLogger(ctx); {
+	case err != nil:
+		log.Warningf("%s: the configuration changes; the node could not be asked how it applies it (%v)", o.Node.Name, err)
+	case plan.Reboot:
+		log.Warningf("%s: the configuration changes; reboots", o.Node.Name)
+	default:
+		log.Infof("%s: the configuration changes; applies live", o.Node.Name)
+	}
 }
 
 // Update applies the configuration.

@@ -2,6 +2,8 @@ package lifecycle
 
 import (
 	"testing"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/redact"
 )
 
 // TestSameConfig: a configuration written with other field order or quoting (another machinery
@@ -23,5 +25,23 @@ func TestSameConfig(t *testing.T) {
 
 	if sameConfig("not: [yaml", "not: [yaml ") {
 		t.Error("two unreadable configurations are reported equal")
+	}
+}
+
+// The reboot reason names the v1alpha1 fields Talos does not change live, not the ones it does.
+func TestRebootReason(t *testing.T) {
+	t.Parallel()
+
+	changes := []redact.Change{
+		{Document: "v1alpha1", Paths: []string{".machine.network.nameservers", ".machine.env", ".machine.files", ".cluster.network"}},
+		{Document: "ResolverConfig", Paths: []string{".nameservers"}},
+	}
+
+	if got, want := rebootReason("v1.11.6", changes), "Talos v1.11.6 applies a change of .machine.env, .machine.files only with a reboot"; got != want {
+		t.Errorf("rebootReason = %q, want %q", got, want)
+	}
+
+	if got := rebootReason("v1.11.6", changes[1:]); got != "the node answers that it needs one" {
+		t.Errorf("rebootReason of live changes only = %q", got)
 	}
 }

@@ -63,21 +63,30 @@ func runningConfig(ctx context.Context, c *client.Client, n Node) (string, error
 }
 
 // PlanConfig asks the node, without changing anything, how it would apply o.Config (AUTO mode).
-func PlanConfig(ctx context.Context, o ConfigOptions) (ConfigPlan, error) {
+// With running, it also reads the configuration and the Talos version the node runs (Running,
+// Version); without, it only asks (Details, Reboot, Unchanged).
+func PlanConfig(ctx context.Context, o ConfigOptions, running bool) (ConfigPlan, error) {
 	c, err := o.Access.Talos(ctx, o.Node.Address)
 	if err != nil {
 		return ConfigPlan{}, err
 	}
 	defer c.Close() //nolint:errcheck
 
-	running, err := runningConfig(ctx, c, o.Node)
-	if err != nil {
-		return ConfigPlan{}, err
-	}
+	var plan ConfigPlan
 
-	version, err := c.Version(ctx)
-	if err != nil {
-		return ConfigPlan{}, fmt.Errorf("reading the Talos version of %s: %w", o.Node.Name, err)
+	if running {
+		if plan.Running, err = runningConfig(ctx, c, o.Node); err != nil {
+			return ConfigPlan{}, err
+		}
+
+		version, err := c.Version(ctx)
+		if err != nil {
+			return ConfigPlan{}, fmt.Errorf("reading the Talos version of %s: %w", o.Node.Name, err)
+		}
+
+		for _, m := range version.GetMessages() {
+			plan.Version = m.GetVersion().GetTag()
+		}
 	}
 
 	resp, err := c.ApplyConfiguration(ctx, &machineapi.ApplyConfigurationRequest{
@@ -87,12 +96,8 @@ func PlanConfig(ctx context.Context, o ConfigOptions) (ConfigPlan, error) {
 		return ConfigPlan{}, fmt.Errorf("node %s refuses the new configuration: %w", o.Node.Name, err)
 	}
 
-	plan := planOf(resp)
-	plan.Running = running
-
-	for _, m := range version.GetMessages() {
-		plan.Version = m.GetVersion().GetTag()
-	}
+	asked := planOf(resp)
+	plan.Reboot, plan.Unchanged, plan.Details = asked.Reboot, asked.Unchanged, asked.Details
 
 	return plan, nil
 }

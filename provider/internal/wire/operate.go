@@ -358,5 +358,9 @@ func (b operation) rollout(cps []spec.Node, cpsInTurn bool, register func(n spec
 // redactedOf is a configuration with every secret value replaced by its fingerprint: not secret,
 // so a preview shows its line diff.
 func redactedOf(cfg pulumi.StringOutput) pulumi.StringOutput {
+	if !lifecycle.ConfigDiffs() {
+		return pulumi.String("").ToStringOutput()
+	}
+
 	return pulumi.Unsecret(cfg.ApplyT(redact.Config)).(pulumi.StringOutput)
 }
