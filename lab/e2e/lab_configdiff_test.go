@@ -119,7 +119,7 @@ func TestConfigurationDiffAndDrift(t *testing.T) {
 			t.Errorf("%s: the redacted configuration has no fingerprint:\n%s", node, c.RedactedAfter)
 		}
 
-		if want := node + ": configuration changes: v1alpha1: .machine.sysctls; applies live"; !strings.Contains(strings.Join(c.Messages, "\n"), want) {
+		if want := node + `: configuration changes: v1alpha1: .machine.sysctls: (none) → {net.core.somaxconn: "65535"}; applies live`; !strings.Contains(strings.Join(c.Messages, "\n"), want) {
 			t.Errorf("%s: the preview does not say %q: %v", node, want, c.Messages)
 		}
 	}

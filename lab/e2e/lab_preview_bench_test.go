@@ -136,8 +136,9 @@ func BenchmarkDiffPreview(b *testing.B) {
 				b.Fatalf("preview %s diffs: %v\n%s", mode, err, out)
 			}
 
-			if want := map[string]string{"with": "configuration changes: ", "without": "the configuration changes; applies live"}[mode]; strings.Count(out, want) != 9 {
-				b.Fatalf("the preview %s diffs does not say %q for each of 9 nodes:\n%s", mode, want, out)
+			want := map[string]string{"with": "configuration changes: ", "without": "the configuration changes; applies live"}[mode]
+			if strings.Count(out, "-node-config update [diff: ") != 9 || !strings.Contains(out, want) {
+				b.Fatalf("the preview %s diffs does not update 9 node configurations saying %q:\n%s", mode, want, out)
 			}
 
 			return time.Since(start)

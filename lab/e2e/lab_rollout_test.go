@@ -176,7 +176,7 @@ func rebootingConfigChange(t *testing.T, e *env, l *lab.Lab, p *lab.Pulumi, vms 
 
 	preview := mustRun(t, p, "preview")
 	for name := range labNodes(t, l) {
-		if !strings.Contains(preview, name+": configuration changes: v1alpha1: .machine.env; reboots: Talos v1.11.6 applies a change of .machine.env only with a reboot") {
+		if !strings.Contains(preview, name+": configuration changes: v1alpha1: .machine.env: (none) → {GRPC_GO_LOG_SEVERITY_LEVEL: error}; reboots: Talos v1.11.6 applies a change of .machine.env only with a reboot") {
 			t.Errorf("the preview does not warn that %s needs a reboot:\n%s", name, preview)
 		}
 	}

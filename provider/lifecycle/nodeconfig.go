@@ -182,7 +182,7 @@ func rebootReason(version string, changes []redact.Change) string {
 			continue
 		}
 
-		for _, path := range c.Paths {
+		for _, path := range c.Paths() {
 			if !slices.ContainsFunc(liveFields, func(live string) bool { return path == live || strings.HasPrefix(path, live+".") }) {
 				fields = append(fields, path)
 			}

@@ -33,8 +33,8 @@ func TestRebootReason(t *testing.T) {
 	t.Parallel()
 
 	changes := []redact.Change{
-		{Document: "v1alpha1", Paths: []string{".machine.network.nameservers", ".machine.env", ".machine.files", ".cluster.network"}},
-		{Document: "ResolverConfig", Paths: []string{".nameservers"}},
+		{Document: "v1alpha1", Fields: []redact.Field{{Path: ".machine.network.nameservers"}, {Path: ".machine.env"}, {Path: ".machine.files"}, {Path: ".cluster.network"}}},
+		{Document: "ResolverConfig", Fields: []redact.Field{{Path: ".nameservers"}}},
 	}
 
 	if got, want := rebootReason("v1.11.6", changes), "Talos v1.11.6 applies a change of .machine.env, .machine.files only with a reboot"; got != want {

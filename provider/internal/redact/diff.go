@@ -27,20 +27,50 @@ type Change struct {
 	Document string
 	// Added and Removed say the whole document comes or goes.
 	Added, Removed bool
-	// Paths are the changed fields (".machine.network.nameservers"), a list as a whole.
-	Paths []string
+	// Fields are the changed fields.
+	Fields []Field
 }
 
-// String is "ResolverConfig: .nameservers", "+ HostnameConfig" or "- HostnameConfig".
+// Field is one changed field: its path (".machine.network.nameservers"; a list as a whole) and,
+// when short enough for one line, its old and new value in YAML flow style ("(none)" when absent).
+type Field struct {
+	Path, Old, New string
+}
+
+// String is ".machine.network.nameservers: [1.1.1.1] → [9.9.9.9]", or the path alone.
+func (f Field) String() string {
+	if f.Old == "" || f.New == "" {
+		return f.Path
+	}
+
+	return f.Path + ": " + f.Old + " → " + f.New
+}
+
+// Paths are the changed fields' paths.
+func (c Change) Paths() []string {
+	out := make([]string, len(c.Fields))
+	for i, f := range c.Fields {
+		out[i] = f.Path
+	}
+
+	return out
+}
+
+// String is "ResolverConfig: .nameservers: [...] → [...]", "+ HostnameConfig" or "- HostnameConfig".
 func (c Change) String() string {
 	switch {
 	case c.Added:
 		return "+ " + c.Document
 	case c.Removed:
 		return "- " + c.Document
-	default:
-		return c.Document + ": " + strings.Join(c.Paths, ", ")
 	}
+
+	fields := make([]string, len(c.Fields))
+	for i, f := range c.Fields {
+		fields[i] = f.String()
+	}
+
+	return c.Document + ": " + strings.Join(fields, ", ")
 }
 
 // Changes lists the documents and fields that differ between two renderings of a machine
@@ -65,8 +95,8 @@ func Changes(a, b string) ([]Change, error) {
 			continue
 		}
 
-		if paths := changedPaths(old, after[name], ""); len(paths) > 0 {
-			out = append(out, Change{Document: name, Paths: paths})
+		if fields := changedFields(old, after[name], ""); len(fields) > 0 {
+			out = append(out, Change{Document: name, Fields: fields})
 		}
 	}
 
@@ -115,33 +145,60 @@ func documents(s string) (map[string]*yaml.Node, []string, error) {
 	return byName, order, nil
 }
 
-// changedPaths are the paths under which a and b differ: mappings are compared key by key,
+// changedFields are the fields under which a and b differ: mappings are compared key by key,
 // anything else (scalars, lists) as a whole.
-func changedPaths(a, b *yaml.Node, at string) []string {
-	if a.Kind != yaml.MappingNode || b.Kind != yaml.MappingNode {
-		if same(a, b) {
+func changedFields(a, b *yaml.Node, at string) []Field {
+	if a == nil || b == nil || a.Kind != yaml.MappingNode || b.Kind != yaml.MappingNode {
+		if a != nil && b != nil && same(a, b) {
 			return nil
 		}
 
-		return []string{orRoot(at)}
+		return []Field{{Path: orRoot(at), Old: flow(a), New: flow(b)}}
 	}
 
 	av, bv := fields(a), fields(b)
 
-	var out []string
+	var out []Field
 
 	for _, k := range slices.Sorted(maps.Keys(union(av, bv))) {
-		x, y := av[k], bv[k]
-
-		switch {
-		case x == nil || y == nil:
-			out = append(out, at+"."+k)
-		default:
-			out = append(out, changedPaths(x, y, at+"."+k)...)
-		}
+		out = append(out, changedFields(av[k], bv[k], at+"."+k)...)
 	}
 
 	return out
+}
+
+// maxValue is the longest value a Field shows.
+const maxValue = 80
+
+// flow is n in YAML flow style on one line, "(none)" for nil, "" when longer than maxValue.
+func flow(n *yaml.Node) string {
+	if n == nil {
+		return "(none)"
+	}
+
+	c := flowCopy(n)
+
+	b, err := yaml.Marshal(c)
+	if s := strings.TrimSpace(string(b)); err == nil && len(s) <= maxValue && !strings.Contains(s, "\n") {
+		return s
+	}
+
+	return ""
+}
+
+// flowCopy is a copy of n with every collection in flow style.
+func flowCopy(n *yaml.Node) *yaml.Node {
+	c := *n
+	if c.Kind == yaml.MappingNode || c.Kind == yaml.SequenceNode {
+		c.Style = yaml.FlowStyle
+	}
+
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, e := range n.Content {
+		c.Content[i] = flowCopy(e)
+	}
+
+	return &c
 }
 
 func orRoot(p string) string {

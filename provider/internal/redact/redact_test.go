@@ -162,6 +162,15 @@ func TestConfigIsStableAndARotatedSecretChangesOnlyItsFingerprint(t *testing.T) 
 	if !strings.Contains(diff, want) || strings.Count(diff, "\n-") != 1 {
 		t.Fatalf("the diff of a rotated token:\n%s", diff)
 	}
+
+	changes, err := Changes(a, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if got, want := Summary(changes), "v1alpha1: .machine.token: "+Fingerprint(bundle().TrustdToken)+" → "+Fingerprint(rotated.TrustdToken); got != want {
+		t.Errorf("the change of a rotated token: %q, want %q", got, want)
+	}
 }
 
 func TestFingerprint(t *testing.T) {
@@ -201,17 +210,18 @@ func TestChangesNameTheDocumentAndPaths(t *testing.T) {
 	for _, c := range []struct{ contract, before, after, want string }{
 		{
 			"v1.10", "machine: {network: {nameservers: [1.1.1.1]}}", "machine: {network: {nameservers: [9.9.9.9]}}",
-			"v1alpha1: .machine.network.nameservers",
+			"v1alpha1: .machine.network.nameservers: [1.1.1.1] → [9.9.9.9]",
 		},
 		{
 			"v1.12", "apiVersion: v1alpha1\nkind: ResolverConfig\nnameservers: [{address: 1.1.1.1}]\n",
 			"apiVersion: v1alpha1\nkind: ResolverConfig\nnameservers: [{address: 9.9.9.9}]\n",
-			"ResolverConfig: .nameservers",
+			"ResolverConfig: .nameservers: [{address: 1.1.1.1}] → [{address: 9.9.9.9}]",
 		},
 		{
 			"v1.12", "machine: {install: {image: factory.talos.dev/installer/aaaa:v1.12.0}}",
 			"machine: {install: {image: factory.talos.dev/installer/bbbb:v1.12.0}}\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: \"off\"\nhostname: cp-1\n",
-			"v1alpha1: .machine.install.image; HostnameConfig: .auto, .hostname",
+			"v1alpha1: .machine.install.image: factory.talos.dev/installer/aaaa:v1.12.0 → factory.talos.dev/installer/bbbb:v1.12.0; " +
+				"HostnameConfig: .auto: stable → 'off', .hostname: (none) → cp-1",
 		},
 	} {
 		changes, err := Changes(render(c.contract, c.before), render(c.contract, c.after))
