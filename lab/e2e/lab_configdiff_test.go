@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -89,10 +91,12 @@ func previewConfigs(t *testing.T, p *lab.Pulumi) (configPreview, string) {
 
 // TestConfigurationDiffAndDrift changes a configuration patch of a running cluster: the preview
 // (text and JSON) shows each node's redacted configuration before and after, the patched field
-// and "applies live", and nothing of the cluster's secrets. Then a node's configuration is changed
-// behind the stack's back through its Talos API: the preview shows drift on exactly that node,
-// `refresh` records what it runs, the next `up` applies the declared configuration again and the
-// preview after is clean. No text shown (previews, up, refresh, the exported state) holds a secret.
+// and "applies live". A registry password from secret stack config is added, then rotated: the
+// preview shows its old and new fingerprints. The Talos version changes. Then a node's
+// configuration is changed behind the stack's back through its Talos API: the preview shows drift
+// on exactly that node, `refresh` records what it runs, the next `up` applies the declared
+// configuration again and the preview after is clean. No text shown (previews with --diff and
+// --json, ups, the refresh, the exported state) holds a secret of the stack or either password.
 func TestConfigurationDiffAndDrift(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
 
@@ -130,6 +134,45 @@ func TestConfigurationDiffAndDrift(t *testing.T) {
 
 	texts["the up of a patch"] = mustRun(t, p, "up", "--yes", "--skip-preview")
 	mustRun(t, p, "preview", "--expect-no-changes")
+
+	// A rotated credential: a registry password from secret stack config, changed. The preview
+	// shows its fingerprints, old and new, never the passwords.
+	passwords := []string{"first-registry-password-111", "second-registry-password-222"}
+	mustRun(t, p, "config", "set", "--secret", "registryPassword", passwords[0])
+	editProgram(t, e, "config:\n", "config:\n  registryPassword:\n    type: string\n    secret: true\n")
+	editProgram(t, e, "              net.core.somaxconn: \"65535\"\n", "              net.core.somaxconn: \"65535\"\n"+
+		"        - |\n          machine:\n            registries:\n              config:\n                registry.example.com:\n"+
+		"                  auth:\n                    username: robot\n                    password: ${registryPassword}\n")
+	texts["the up of a registry password"] = mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	mustRun(t, p, "config", "set", "--secret", "registryPassword", passwords[1])
+	texts["preview --diff of a rotated password"] = mustRun(t, p, "preview", "--diff")
+	configs, js = previewConfigs(t, p)
+	texts["preview --json of a rotated password"] = js
+
+	rotated := ".machine.registries.config.registry.example.com.auth.password: " + fingerprint(passwords[0]) + " → " + fingerprint(passwords[1])
+	for _, node := range []string{"cp-1", "worker-2"} {
+		if msgs := strings.Join(configs["drift-"+node+"-node-config"].Messages, "\n"); !strings.Contains(msgs, rotated) {
+			t.Errorf("%s: the preview of a rotated password does not say %q:\n%s", node, rotated, msgs)
+		}
+	}
+
+	texts["the up of a rotated password"] = mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	// A Talos version: every node's installer image changes.
+	setTalosVersion(t, e, "v1.11.5", "v1.11.6")
+	texts["preview --diff of a version"] = mustRun(t, p, "preview", "--diff")
+	_, texts["preview --json of a version"] = previewConfigs(t, p)
+	texts["the up of a version"] = mustRun(t, p, "up", "--yes", "--skip-preview")
+	mustRun(t, p, "preview", "--expect-no-changes")
+
+	for where, text := range texts {
+		for _, pw := range passwords {
+			if strings.Contains(text, pw) {
+				t.Errorf("%s shows the registry password %q", where, pw)
+			}
+		}
+	}
 
 	// Behind the stack's back: worker-2 gets another sysctl through its Talos API.
 	c := stackTalosClient(t, p, l.Address(22))
@@ -216,4 +259,12 @@ func patchRunning(t *testing.T, c *client.Client, addr, patch string) {
 	if _, err := c.ApplyConfiguration(ctx, &machineapi.ApplyConfigurationRequest{Data: data, Mode: machineapi.ApplyConfigurationRequest_NO_REBOOT}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// fingerprint is how a secret value shows in a redacted configuration: the first 8 hex digits of
+// its SHA-256 (computed here as a user would check it).
+func fingerprint(v string) string {
+	sum := sha256.Sum256([]byte(v))
+
+	return fmt.Sprintf("<redacted sha256:%x>", sum[:4])
 }
