@@ -87,6 +87,25 @@ func upPreviewDestroy(t *testing.T, l *lab.Lab, p *lab.Pulumi, logLevel int) {
 	}
 
 	texts["the up of a nameserver change"] = mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	// A Talos version change: every node's installer image changes, and the preview says each
+	// node reboots for it.
+	if err := p.SetConfig(ctx, map[string]lab.ConfigValue{"talosVersion": {Value: "v1.14.1"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	texts["preview --diff of a Talos version change"] = mustRun(t, p, "preview", "--diff")
+	configs, js = previewConfigs(t, p)
+	texts["preview --json of a Talos version change"] = js
+
+	for name, c := range configs {
+		if msgs := strings.Join(c.Messages, "\n"); !strings.Contains(msgs, "configuration changes: v1alpha1: .machine.install.image: ") ||
+			!strings.Contains(msgs, "reboots: the installer image changes to ") || !strings.Contains(c.RedactedAfter, ":v1.14.1") {
+			t.Errorf("%s: the preview of a Talos version change says %q", name, msgs)
+		}
+	}
+
+	texts["the up of a Talos version change"] = mustRun(t, p, "up", "--yes", "--skip-preview")
 	noSecretLeaks(t, p, texts)
 
 	if n := len(l.PVE.VMs()); n != 5 {

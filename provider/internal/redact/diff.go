@@ -167,8 +167,8 @@ func changedFields(a, b *yaml.Node, at string) []Field {
 	return out
 }
 
-// maxValue is the longest value a Field shows.
-const maxValue = 80
+// maxValue is the longest value a Field shows: an installer image with its schematic id fits.
+const maxValue = 120
 
 // flow is n in YAML flow style on one line, "(none)" for nil, "" when longer than maxValue.
 func flow(n *yaml.Node) string {
