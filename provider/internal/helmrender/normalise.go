@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/yamlnode"
 )
 
 // document is one object of the stream.
@@ -217,19 +219,8 @@ func encode(root *yaml.Node) (string, error) {
 	return b.String(), nil
 }
 
-func child(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-
-	return nil
-}
+// child is mapping m's value for key, or nil.
+var child = yamlnode.Child
 
 func scalar(m *yaml.Node, key string) string {
 	if n := child(m, key); n != nil && n.Kind == yaml.ScalarNode {

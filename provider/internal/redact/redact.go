@@ -34,6 +34,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"go.yaml.in/yaml/v4"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/yamlnode"
 )
 
 // Fingerprint is how secret value v shows.
@@ -269,19 +271,7 @@ func isSecret(obj *yaml.Node) bool {
 }
 
 // lookup is mapping m's value for key, or nil.
-func lookup(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-
-	return nil
-}
+var lookup = yamlnode.Child
 
 // guard replaces what is left of a hidden value in the rendered text: the value itself (in
 // another field), its base64 decoding, and the lines of a PEM body it holds.
