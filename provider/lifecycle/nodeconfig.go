@@ -282,7 +282,7 @@ func describePlan(ctx context.Context, o day2.ConfigOptions, recorded string) { 
 // a change of the redacted configuration, and the next `up` applies the declared one again. A node
 // that cannot be read keeps its state (the refresh says why).
 func (r *NodeConfig) Read(ctx context.Context, req infer.ReadRequest[NodeConfigArgs, NodeConfigState]) (infer.ReadResponse[NodeConfigArgs, NodeConfigState], error) {
-	out := infer.ReadResponse[NodeConfigArgs, NodeConfigState]{ID: req.ID, Inputs: req.Inputs, State: req.State}
+	out := infer.ReadResponse[NodeConfigArgs, NodeConfigState](req)
 
 	o, err := req.State.options(ctx)
 	if err != nil || o.Access.Talosconfig == "" {
