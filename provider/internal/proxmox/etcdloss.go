@@ -58,7 +58,7 @@ func (inv *Inventory) EtcdLoss(c *spec.Cluster) spec.DataLoss {
 }
 
 // instancePrefix starts the tag that names a VM instance (wire.Machines.Instance).
-const instancePrefix = "talos-i-"
+const instancePrefix = spec.InstanceTagPrefix
 
 // Instance is the instance tag of node's VM: the one it has (Proxmox holds it), else a new one
 // for the VM about to be created.

@@ -230,8 +230,17 @@ func checkTags(p *problems, path string, tags []string) {
 			}
 			p.errorf(fmt.Sprintf("%s[%d]", path, i), "%q is not a Proxmox tag; use lower-case letters, digits, '_', '-', '+' and '.'%s", t, hint)
 		}
+
+		// The component tags each VM it creates with "talos-i-<8 hex>", the instance it is
+		// (a replaced VM gets a new one): a user tag of that form would be taken for it.
+		if strings.HasPrefix(t, InstanceTagPrefix) {
+			p.errorf(fmt.Sprintf("%s[%d]", path, i), "%q: tags starting with %q name the VM's instance and are the component's own; choose another tag", t, InstanceTagPrefix)
+		}
 	}
 }
+
+// InstanceTagPrefix starts the tag that names a VM instance, which only the component sets.
+const InstanceTagPrefix = "talos-i-"
 
 // nodeTags are the VM's tags, sorted and unique as Proxmox stores them (anything else diffs
 // on every refresh).
