@@ -234,7 +234,9 @@ var badInputs = []badInput{
 	}, "nodes.cp-1.labels:", "proxmoxClusterName"},
 	{"upper-case tag", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.Tags = []string{"Prod"} }) }, "nodes.cp-1.tags[0]:", "\"prod\""},
 	{"bad default tag", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{Tags: []string{"a b"}} }, "nodeDefaults.tags[0]:", "tag"},
-	{"instance tag", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.Tags = []string{"talos-i-1234abcd"} }) }, "nodes.cp-1.tags[0]:", "instance"},
+	{"instance tag", func(a *TalosProxmoxClusterArgs) {
+		node(a, "cp-1", func(n *Node) { n.Tags = []string{"talos-i-1234abcd"} })
+	}, "nodes.cp-1.tags[0]:", "instance"},
 	{"bad nameserver", func(a *TalosProxmoxClusterArgs) { a.Network.Nameservers = []string{"dns.google"} }, "network.nameservers[0]:", "IP address"},
 	{"bad ntp server", func(a *TalosProxmoxClusterArgs) { a.Network.NtpServers = []string{"time server"} }, "network.ntpServers[0]:", "host name"},
 	{"bad pod subnet", func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = []string{"10.244.0.0"} }, "network.podSubnets[0]:", "CIDR"},
