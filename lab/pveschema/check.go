@@ -10,8 +10,10 @@ import (
 )
 
 // CheckRequest checks a request as PVE's API handler would before running it: the path matches
-// a template, the method exists, and params (the query and form parameters, without the path)
-// together with the path variables pass the method's parameter schema. The error is an *Error.
+// a template, the method exists, and params (the query and form parameters) together with the
+// path variables pass the method's parameter schema. As pve-http-server decodes parameters, an
+// empty value counts as not given; a parameter repeating a path variable must have its value.
+// The error is an *Error.
 func (s *Schema) CheckRequest(method, path string, params map[string][]string) error {
 	m, vars, e := s.endpoint("request", method, path)
 	if e != nil {
@@ -35,25 +37,48 @@ func (s *Schema) CheckRequest(method, path string, params map[string][]string) e
 		values[k] = v
 	}
 
-	for k, v := range params {
-		if _, ok := vars[k]; ok {
-			add(k, "parameter also given in the path")
+	given := make([]string, 0, len(params))
+	for k := range params {
+		given = append(given, k)
+	}
+
+	sort.Strings(given)
+
+	for _, k := range given {
+		// pve-http-server's decode_urlencoded: "k=" and "k" are undef, i.e. not given.
+		var vals []string
+
+		for _, v := range params[k] {
+			if v != "" {
+				vals = append(vals, v)
+			}
+		}
+
+		if len(vals) == 0 {
 			continue
 		}
 
-		if len(v) == 0 {
-			continue
-		}
-
-		if len(v) > 1 {
+		if len(vals) > 1 {
+			// decode_urlencoded makes an array of a repeated key: only array types take it.
 			sub, _, _ := schema.lookup(k)
 			if sub == nil || sub.typ != "array" {
-				add(k, "given %d times (PVE joins repeated values with NUL)", len(v))
+				add(k, "given %d times (PVE makes an array of it, which type '%s' does not take)", len(vals), typeOf(sub))
 				continue
 			}
 		}
 
-		values[k] = v[len(v)-1]
+		v := vals[len(vals)-1]
+
+		// pve-manager's PVE::HTTPServer: a parameter repeating a path variable must be equal.
+		if pv, ok := vars[k]; ok {
+			if pv != v {
+				add(k, "duplicate parameter (already defined in URI) with conflicting values!")
+			}
+
+			continue
+		}
+
+		values[k] = v
 	}
 
 	names := make([]string, 0, len(values))
@@ -503,4 +528,12 @@ func short(v any) string {
 	}
 
 	return s
+}
+
+func typeOf(p *prop) string {
+	if p == nil {
+		return "unknown"
+	}
+
+	return p.typ
 }

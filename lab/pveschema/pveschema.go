@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -170,7 +171,8 @@ func (s *Schema) Endpoints() []string {
 	return out
 }
 
-// Match finds the template path of a concrete path (e.g. /nodes/pve1/qemu/100/config →
+// Match finds the template path of a concrete path, given as sent (URL-escaped segments, with or
+// without the /api2/json prefix; an unescaped path works while no variable contains a "/") (e.g. /nodes/pve1/qemu/100/config →
 // /nodes/{node}/qemu/{vmid}/config) and its path variables. Literal segments win over
 // variables.
 func (s *Schema) Match(path string) (string, map[string]string, bool) {
@@ -224,9 +226,15 @@ func splitPath(p string) []string {
 	var segs []string
 
 	for _, s := range strings.Split(p, "/") {
-		if s != "" {
-			segs = append(segs, s)
+		if s == "" {
+			continue
 		}
+
+		if u, err := url.PathUnescape(s); err == nil {
+			s = u
+		}
+
+		segs = append(segs, s)
 	}
 
 	return segs
