@@ -1,0 +1,49 @@
+package pvefake
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pveschema"
+)
+
+// TestSchemaCheckOption runs the opt-in schema check (Options.Schema) over a Talos VM's
+// creation, configuration read and a bad request, for both schema versions.
+func TestSchemaCheckOption(t *testing.T) {
+	t.Parallel()
+
+	for _, v := range pveschema.Versions() {
+		sch, err := pveschema.Load(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		s := start(t, Options{Schema: sch})
+		c := newClient(t, s)
+
+		if _, err := s.AddFile("pve1", "local", "import/talos.qcow2", QCOW2Image(1<<30)); err != nil {
+			t.Fatal(err)
+		}
+
+		createTalosVM(t, c)
+		c.ok("GET", "nodes/pve1/qemu/100/config", nil)
+		c.ok("GET", "nodes/pve1/qemu/100/status/current", nil)
+		c.ok("GET", "cluster/resources", nil)
+
+		if got := s.SchemaViolations(); len(got) != 0 {
+			t.Errorf("PVE %s: violations %q", v, got)
+		}
+
+		c.do("POST", "nodes/pve1/qemu", form("vmid", "101", "frobnicate", "1"))
+
+		got := s.SchemaViolations()
+		if len(got) != 1 || !strings.Contains(got[0], "request POST /nodes/{node}/qemu: frobnicate: property is not defined") ||
+			!strings.Contains(got[0], "(fake answered 400)") {
+			t.Errorf("PVE %s: violations %q", v, got)
+		}
+
+		if req, resp := s.SchemaChecks(); req < 6 || resp < 5 {
+			t.Errorf("PVE %s: checked %d requests, %d responses", v, req, resp)
+		}
+	}
+}
