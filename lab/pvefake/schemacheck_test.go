@@ -47,3 +47,33 @@ func TestSchemaCheckOption(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterResourcesOmitStatusOnlyFields: /cluster/resources entries are extract_vm_stats and
+// extract_node_stats, without status/current's pid and running-qemu or /nodes' ssl_fingerprint
+// (found by the schema check in strict mode).
+func TestClusterResourcesOmitStatusOnlyFields(t *testing.T) {
+	t.Parallel()
+
+	s := start(t, Options{})
+	c := newClient(t, s)
+
+	if _, err := s.AddFile("pve1", "local", "import/talos.qcow2", QCOW2Image(1<<30)); err != nil {
+		t.Fatal(err)
+	}
+
+	createTalosVM(t, c)
+
+	upid := c.ok("POST", "nodes/pve1/qemu/100/status/start", nil).data().(string)
+	if exit := c.waitTask("pve1", upid); exit != "OK" {
+		t.Fatalf("start: %s", exit)
+	}
+
+	for _, e := range c.ok("GET", "cluster/resources", nil).dataList(t) {
+		m := e.(map[string]any)
+		for _, k := range []string{"pid", "running-qemu", "ssl_fingerprint"} {
+			if _, ok := m[k]; ok {
+				t.Errorf("%s has %s", m["id"], k)
+			}
+		}
+	}
+}
