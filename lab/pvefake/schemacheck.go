@@ -15,6 +15,7 @@ import (
 type schemaChecker struct {
 	schema *pveschema.Schema
 	report string // file the violations are appended to (PVEFAKE_SCHEMA_REPORT)
+	strict bool   // also report undeclared returned properties (PVEFAKE_SCHEMA_STRICT=1)
 
 	mu         sync.Mutex
 	requests   int
@@ -29,6 +30,9 @@ type schemaChecker struct {
 const (
 	SchemaEnv       = "PVEFAKE_SCHEMA"
 	SchemaReportEnv = "PVEFAKE_SCHEMA_REPORT"
+	// SchemaStrictEnv=1 also reports returned properties the schema does not list
+	// (pveschema.Schema.CheckResponseStrict).
+	SchemaStrictEnv = "PVEFAKE_SCHEMA_STRICT"
 )
 
 func newSchemaChecker(opts Options) (*schemaChecker, error) {
@@ -46,7 +50,7 @@ func newSchemaChecker(opts Options) (*schemaChecker, error) {
 		}
 	}
 
-	return &schemaChecker{schema: s, report: os.Getenv(SchemaReportEnv)}, nil
+	return &schemaChecker{schema: s, report: os.Getenv(SchemaReportEnv), strict: os.Getenv(SchemaStrictEnv) == "1"}, nil
 }
 
 func (c *schemaChecker) add(msg string) {
@@ -94,7 +98,12 @@ func (c *schemaChecker) checkResponse(method, path string, data any) {
 		return
 	}
 
-	if err := c.schema.CheckResponse(method, path, decoded); err != nil {
+	check := c.schema.CheckResponse
+	if c.strict {
+		check = c.schema.CheckResponseStrict
+	}
+
+	if err := check(method, path, decoded); err != nil {
 		c.add(err.Error())
 	}
 }
