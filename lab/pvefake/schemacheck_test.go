@@ -1,6 +1,7 @@
 package pvefake
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,6 +74,79 @@ func TestClusterResourcesOmitStatusOnlyFields(t *testing.T) {
 		for _, k := range []string{"pid", "running-qemu", "ssl_fingerprint"} {
 			if _, ok := m[k]; ok {
 				t.Errorf("%s has %s", m["id"], k)
+			}
+		}
+	}
+}
+
+// TestEveryRouteIsInPVESchema: each route the fake serves is a method of PVE's API in both
+// vendored schema versions.
+func TestEveryRouteIsInPVESchema(t *testing.T) {
+	t.Parallel()
+
+	s := start(t, Options{})
+	sample := strings.NewReplacer("{node}", "pve1", "{vmid}", "100", "{storage}", "local",
+		"{volume}", "local:iso%2Fx.iso", "{upid}", "UPID:pve1:1:2:3:x:y:root@pam:", "{type}", "pci",
+		"{poolid}", "p1")
+
+	for _, v := range pveschema.Versions() {
+		sch, err := pveschema.Load(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		endpoints := map[string]bool{}
+		for _, e := range sch.Endpoints() {
+			endpoints[e] = true
+		}
+
+		for _, key := range s.Routes() {
+			method, pattern, _ := strings.Cut(key, " ")
+
+			tmpl, _, ok := sch.Match(sample.Replace(pattern))
+			if !ok || !endpoints[method+" "+tmpl] {
+				t.Errorf("PVE %s has no %s (matched %q)", v, key, tmpl)
+			}
+		}
+	}
+}
+
+// TestRouteParamsAgainstPVESchema logs where a route's accepted parameters (the fake's own
+// allow-list) differ from PVE's schema.
+func TestRouteParamsAgainstPVESchema(t *testing.T) {
+	t.Parallel()
+
+	s := start(t, Options{})
+	sample := strings.NewReplacer("{node}", "pve1", "{vmid}", "100", "{storage}", "local",
+		"{volume}", "local:iso%2Fx.iso", "{upid}", "UPID:pve1:1:2:3:x:y:root@pam:", "{type}", "pci",
+		"{poolid}", "p1")
+
+	for _, v := range pveschema.Versions() {
+		sch, _ := pveschema.Load(v)
+
+		for _, rt := range s.routes {
+			if rt.params == nil {
+				continue
+			}
+
+			names, _ := sch.Parameters(rt.method, sample.Replace(rt.pattern))
+
+			var extra, missing []string
+
+			for _, p := range rt.params {
+				if !slices.Contains(names, p) {
+					extra = append(extra, p)
+				}
+			}
+
+			for _, n := range names {
+				if !slices.Contains(rt.params, n) && !strings.Contains(rt.pattern, "{"+n+"}") {
+					missing = append(missing, n)
+				}
+			}
+
+			if len(extra)+len(missing) > 0 {
+				t.Logf("PVE %s %s: fake accepts, PVE lacks %v; PVE has, fake rejects %v", v, rt.key(), extra, missing)
 			}
 		}
 	}

@@ -348,3 +348,24 @@ func walkAll(s *Schema, f func(*prop)) {
 		}
 	}
 }
+
+// Parameters lists the parameter names of a method (indexed ones as "net[n]"), path variables
+// included, sorted; ok is false when path or method is unknown.
+func (s *Schema) Parameters(method, path string) (names []string, ok bool) {
+	m, _, e := s.endpoint("request", method, path)
+	if e != nil || m.params == nil {
+		return nil, e == nil
+	}
+
+	for k := range m.params.properties {
+		names = append(names, k)
+	}
+
+	for k := range m.params.indexed {
+		names = append(names, k+"[n]")
+	}
+
+	sort.Strings(names)
+
+	return names, true
+}
