@@ -92,8 +92,12 @@ func (s *Server) getClusterResources(c *call) (any, *apiError) {
 			if tags := v.config["tags"]; tags != "" {
 				e["tags"] = tags // PVE 7.3+ lists a guest's tags, ';'-separated as stored
 			}
+			// extract_vm_stats (pve-manager's API2Tools) has no pid and running-qemu: those are
+			// status/current's
 			delete(e, "cpus")
 			delete(e, "qmpstatus")
+			delete(e, "pid")
+			delete(e, "running-qemu")
 
 			if p := s.poolOf(v.id); p != "" {
 				e["pool"] = p
@@ -105,7 +109,10 @@ func (s *Server) getClusterResources(c *call) (any, *apiError) {
 
 	if !filtered || typ == "node" {
 		nodes, _ := s.listNodes(c)
-		out = append(out, nodes.([]map[string]any)...)
+		for _, e := range nodes.([]map[string]any) {
+			delete(e, "ssl_fingerprint") // only GET /nodes adds it (pve-manager's API2/Nodes.pm)
+			out = append(out, e)
+		}
 	}
 
 	if !filtered || typ == "storage" {

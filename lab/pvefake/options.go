@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pveschema"
 )
 
 // Defaults for the zero values of Options.
@@ -88,6 +90,12 @@ type Options struct {
 	Latency time.Duration
 	// RouteLatency overrides Latency per route rule (see SetRouteLatency for the rule syntax).
 	RouteLatency map[string]time.Duration
+
+	// Schema, when set, checks every request the fake routes and every JSON answer it gives
+	// against PVE's API schema and collects the violations (SchemaViolations). It never changes
+	// an answer. Off by default (a spike); the environment variable PVEFAKE_SCHEMA=<version>
+	// turns it on for fakes started without it.
+	Schema *pveschema.Schema
 
 	// OnEvent receives VM lifecycle events, in order, on a goroutine of its own.
 	OnEvent func(Event)

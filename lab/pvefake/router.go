@@ -173,6 +173,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.countCall(key)
 
 	data, e := s.serve(r, rt, vars)
+
+	if s.schema != nil && (e == nil || e.Code != http.StatusUnauthorized) {
+		code := http.StatusOK
+		if e != nil {
+			code = e.Code
+		}
+
+		_ = r.ParseForm()
+		s.schema.checkRequest(r, escaped, code)
+
+		if e == nil {
+			s.schema.checkResponse(r.Method, escaped, data)
+		}
+	}
+
 	if e != nil {
 		s.opts.Logf("pvefake: %s %s -> %d %s", r.Method, display, e.Code, strings.TrimSpace(e.Message))
 		writeError(w, e)

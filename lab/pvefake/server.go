@@ -35,6 +35,7 @@ type Server struct {
 	events *eventQueue
 	fetch  *fetcher
 	routes []route
+	schema *schemaChecker // nil unless Options.Schema or PVEFAKE_SCHEMA
 
 	mu        sync.Mutex
 	nodes     []string
@@ -90,6 +91,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		taskPID:   0x2a3f0,
 	}
 	s.routes = s.routeTable()
+
+	if s.schema, err = newSchemaChecker(opts); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
 
 	for _, node := range opts.Nodes {
 		for _, st := range opts.Storages {
@@ -181,6 +187,10 @@ func (s *Server) Close() error {
 
 		s.wg.Wait()
 		s.events.close()
+
+		if s.schema != nil {
+			s.schema.summary()
+		}
 
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
