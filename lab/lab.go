@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/chartrepo"
@@ -19,6 +20,7 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/hostemu"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/kubecp"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pveschema"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
 )
 
@@ -40,7 +42,14 @@ type Options struct {
 	Kube func(*talosemu.KubeOptions)
 	// Logf receives the lab's log lines.
 	Logf func(format string, args ...any)
+	// PVEVersion is the Proxmox VE release whose official API schema (lab/pveschema) every
+	// request to the fake and every answer it gives is checked against: "9" (the default) or
+	// "8.4". Violations are collected (SchemaViolations), never answered differently.
+	PVEVersion string
 }
+
+// DefaultPVEVersion is the Proxmox VE release a lab checks its API traffic against by default.
+const DefaultPVEVersion = "9"
 
 // Lab is a running lab.
 type Lab struct {
@@ -117,6 +126,20 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 		Tokens:      map[string]string{tokenID: tokenSecret},
 		OnEvent:     ctrl.Handle,
 	}
+	if opts.PVEVersion == "" {
+		opts.PVEVersion = DefaultPVEVersion
+	}
+
+	schema, err := pveschema.Load(opts.PVEVersion)
+	if err != nil {
+		_ = factory.Close()
+		_ = chartRepo.Close()
+
+		return nil, fmt.Errorf("PVEVersion: %w", err)
+	}
+
+	pveOpts.Schema = schema
+
 	if opts.PVE != nil {
 		opts.PVE(&pveOpts)
 	}
@@ -211,3 +234,32 @@ func jsonList(v []string) string {
 func dhcpPool(subnet int) netip.Prefix {
 	return netip.MustParsePrefix(fmt.Sprintf("127.0.%d.128/25", subnet))
 }
+
+// knownSchemaDeviations are the places where Proxmox VE answers otherwise than its published
+// schema says, so the fake, which answers as Proxmox does, breaks the schema there on purpose:
+// each entry is a substring of the violation and the evidence.
+var knownSchemaDeviations = []struct{ violation, evidence string }{
+	{
+		"GET /cluster/nextid", "the schema returns an integer; pve-manager's PVE/API2/Cluster.pm nextid " +
+			"uses the id as a hash key and answers it as a JSON string (\"100\"), which bpg's client reads",
+	},
+}
+
+// SchemaViolations are the requests to the lab's Proxmox and its answers that break the official
+// API schema of Options.PVEVersion, less the known deviations of Proxmox from its own schema.
+func (l *Lab) SchemaViolations() []string {
+	var out []string
+
+	for _, v := range l.PVE.SchemaViolations() {
+		if !slices.ContainsFunc(knownSchemaDeviations, func(d struct{ violation, evidence string }) bool {
+			return strings.Contains(v, d.violation)
+		}) {
+			out = append(out, v)
+		}
+	}
+
+	return out
+}
+
+// PVEVersion is the Proxmox VE release the lab's API traffic is checked against.
+func (l *Lab) PVEVersion() string { return l.opts.PVEVersion }

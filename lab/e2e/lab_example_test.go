@@ -15,10 +15,24 @@ import (
 
 // TestYAMLExampleOnTheLab runs examples/yaml, unchanged, through the real CLI, our plugin, the
 // bridged bpg provider, the Proxmox VE fake and emulated Talos nodes: up; preview and refresh
-// show no changes; destroy leaves the fake with no VM and no downloaded file.
+// show no changes; destroy leaves the fake with no VM and no downloaded file. It runs against
+// the Proxmox VE API schema of both releases the lab knows (every request and answer checked).
 func TestYAMLExampleOnTheLab(t *testing.T) {
 	t.Parallel()
 
+	for _, v := range []struct {
+		pve    string
+		subnet int
+	}{{"9", 3}, {"8.4", 5}} {
+		t.Run("pve="+v.pve, func(t *testing.T) {
+			t.Parallel() // its own lab (subnet), Pulumi home and backend
+
+			yamlExample(t, lab.Options{Subnet: v.subnet, PVEVersion: v.pve})
+		})
+	}
+}
+
+func yamlExample(t *testing.T, opts lab.Options) {
 	e := newEnv(t)
 
 	program, err := os.ReadFile("../../examples/yaml/Pulumi.yaml")
@@ -30,7 +44,7 @@ func TestYAMLExampleOnTheLab(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l, p := onLab(t, e, lab.Options{Subnet: 3}, nil)
+	l, p := onLab(t, e, opts, nil)
 	ctx := t.Context()
 
 	out, logs := upWithLogs(t, p, 8)

@@ -71,6 +71,7 @@ func TestFleetOnTheLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Close)
+	watchSchema(t, l)
 
 	// The component runs inside the fleet program; its lifecycle resources (upgrades, health gate)
 	// are served by the talos-proxmox plugin, as for the Automation API example.

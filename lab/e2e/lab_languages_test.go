@@ -25,6 +25,7 @@ func onLab(tb testing.TB, e *env, opts lab.Options, program func(*lab.Lab) strin
 		tb.Fatal(err)
 	}
 	tb.Cleanup(l.Close)
+	watchSchema(tb, l)
 
 	if program != nil {
 		if err := os.WriteFile(filepath.Join(e.dir, "Pulumi.yaml"), []byte(program(l)), 0o644); err != nil {

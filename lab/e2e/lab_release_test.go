@@ -204,6 +204,7 @@ func releaseStack(t *testing.T, e *env, subnet int, install func(*lab.Pulumi)) *
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Close)
+	watchSchema(t, l)
 
 	mustRun(t, p, "stack", "init", "lab")
 
