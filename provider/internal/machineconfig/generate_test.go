@@ -156,3 +156,13 @@ func TestStrategicForm(t *testing.T) {
 		}
 	}
 }
+
+// A refused JSON patch's suggested strategic merge shows a password it sets as a fingerprint.
+func TestRefusedPatchSuggestionHidesSecrets(t *testing.T) {
+	t.Parallel()
+
+	form := strategicForm(`[{"op": "add", "path": "/machine/registries/config/r.example.com/auth/password", "value": "hunter2-patch-password"}]`)
+	if strings.Contains(form, "hunter2-patch-password") || !strings.Contains(form, "password: <redacted sha256:") || !strings.Contains(form, "r.example.com") {
+		t.Fatalf("the suggestion: %q", form)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/redact"
 )
 
 // strategicForm writes a JSON patch (RFC 6902) as the strategic merge patch that does the same,
@@ -67,5 +69,12 @@ func strategicForm(text string) string {
 		return ""
 	}
 
-	return string(out)
+	// The suggestion is printed in an error: a password or key the patch sets shows as its
+	// fingerprint, as in a preview's configuration diff.
+	shown, err := redact.YAML(string(out))
+	if err != nil {
+		return ""
+	}
+
+	return shown
 }

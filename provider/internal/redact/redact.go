@@ -109,6 +109,28 @@ func Manifests(contents string) (string, error) {
 	return r.guard(out), nil
 }
 
+// YAML renders any YAML with the values of keys named like secrets, PEM blocks and URL passwords
+// replaced by fingerprints (layers 2 and 4, for text that is no whole machine configuration, e.g.
+// a patch quoted in an error message).
+func YAML(text string) (string, error) {
+	docs, err := decodeAll([]byte(text))
+	if err != nil {
+		return "", err
+	}
+
+	r := &redactor{}
+	for _, d := range docs {
+		r.walk(d, "", true)
+	}
+
+	out, err := encodeAll(docs)
+	if err != nil {
+		return "", err
+	}
+
+	return r.guard(out), nil
+}
+
 // redactor replaces secret values in YAML trees and remembers them for the last pass.
 type redactor struct {
 	secrets []string

@@ -1,4 +1,4 @@
-package redact
+package redact_test
 
 import (
 	"encoding/base64"
@@ -11,6 +11,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/machineconfig"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/redact"
 )
 
 var bundle = sync.OnceValue(func() machineconfig.Secrets {
@@ -108,7 +109,7 @@ func TestConfigHidesEverySecretAndShowsTheRest(t *testing.T) {
 	t.Parallel()
 
 	for _, contract := range []string{"v1.10", "v1.12", "v1.14"} {
-		out, err := Config(generate(t, contract, bundle(), secretPatch))
+		out, err := redact.Config(generate(t, contract, bundle(), secretPatch))
 		if err != nil {
 			t.Fatalf("%s: %v", contract, err)
 		}
@@ -120,10 +121,10 @@ func TestConfigHidesEverySecretAndShowsTheRest(t *testing.T) {
 		}
 
 		for _, want := range []string{
-			"https://10.0.0.10:6443", "registry.example.com", "username: robot", "proxyuser:" + Fingerprint("proxy-password-42"),
-			"name: settings", "mode: fast", "password: " + Fingerprint("inline-db-password-987"),
-			"key: " + Fingerprint(bundle().Certs["os"].Key), "crt: " + Fingerprint(bundle().Certs["os"].Cert),
-			"token: " + Fingerprint(bundle().TrustdToken),
+			"https://10.0.0.10:6443", "registry.example.com", "username: robot", "proxyuser:" + redact.Fingerprint("proxy-password-42"),
+			"name: settings", "mode: fast", "password: " + redact.Fingerprint("inline-db-password-987"),
+			"key: " + redact.Fingerprint(bundle().Certs["os"].Key), "crt: " + redact.Fingerprint(bundle().Certs["os"].Cert),
+			"token: " + redact.Fingerprint(bundle().TrustdToken),
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s: the redacted configuration does not show %q:\n%s", contract, want, out)
@@ -135,12 +136,12 @@ func TestConfigHidesEverySecretAndShowsTheRest(t *testing.T) {
 func TestConfigIsStableAndARotatedSecretChangesOnlyItsFingerprint(t *testing.T) {
 	t.Parallel()
 
-	a, err := Config(generate(t, "v1.12", bundle()))
+	a, err := redact.Config(generate(t, "v1.12", bundle()))
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	b, _ := Config(generate(t, "v1.12", bundle()))
+	b, _ := redact.Config(generate(t, "v1.12", bundle()))
 	if a != b {
 		t.Fatal("two renderings of one configuration differ")
 	}
@@ -148,27 +149,27 @@ func TestConfigIsStableAndARotatedSecretChangesOnlyItsFingerprint(t *testing.T) 
 	rotated := bundle()
 	rotated.TrustdToken = "abcdef.0123456789abcdef"
 
-	c, err := Config(generate(t, "v1.12", rotated))
+	c, err := redact.Config(generate(t, "v1.12", rotated))
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	diff, err := Diff(a, c)
+	diff, err := redact.Diff(a, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	want := "-    token: " + Fingerprint(bundle().TrustdToken) + "\n+    token: " + Fingerprint(rotated.TrustdToken)
+	want := "-    token: " + redact.Fingerprint(bundle().TrustdToken) + "\n+    token: " + redact.Fingerprint(rotated.TrustdToken)
 	if !strings.Contains(diff, want) || strings.Count(diff, "\n-") != 1 {
 		t.Fatalf("the diff of a rotated token:\n%s", diff)
 	}
 
-	changes, err := Changes(a, c)
+	changes, err := redact.Changes(a, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	if got, want := Summary(changes), "v1alpha1: .machine.token: "+Fingerprint(bundle().TrustdToken)+" → "+Fingerprint(rotated.TrustdToken); got != want {
+	if got, want := redact.Summary(changes), "v1alpha1: .machine.token: "+redact.Fingerprint(bundle().TrustdToken)+" → "+redact.Fingerprint(rotated.TrustdToken); got != want {
 		t.Errorf("the change of a rotated token: %q, want %q", got, want)
 	}
 }
@@ -177,7 +178,7 @@ func TestFingerprint(t *testing.T) {
 	t.Parallel()
 
 	// printf %s hunter2 | sha256sum → f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7
-	if got := Fingerprint("hunter2"); got != "<redacted sha256:f52fbd32>" {
+	if got := redact.Fingerprint("hunter2"); got != "<redacted sha256:f52fbd32>" {
 		t.Fatalf("Fingerprint = %s", got)
 	}
 }
@@ -185,7 +186,7 @@ func TestFingerprint(t *testing.T) {
 func TestManifestsHideSecretData(t *testing.T) {
 	t.Parallel()
 
-	out, err := Manifests("apiVersion: v1\nkind: Secret\nmetadata: {name: a}\ndata: {token: c2VjcmV0LXRva2VuLXZhbHVlLTE=}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: {token: visible}\n")
+	out, err := redact.Manifests("apiVersion: v1\nkind: Secret\nmetadata: {name: a}\ndata: {token: c2VjcmV0LXRva2VuLXZhbHVlLTE=}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: {token: visible}\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestChangesNameTheDocumentAndPaths(t *testing.T) {
 	t.Parallel()
 
 	render := func(contract, patch string) string {
-		out, err := Config(generate(t, contract, bundle(), patch))
+		out, err := redact.Config(generate(t, contract, bundle(), patch))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,12 +225,12 @@ func TestChangesNameTheDocumentAndPaths(t *testing.T) {
 				"HostnameConfig: .auto: stable → 'off', .hostname: (none) → cp-1",
 		},
 	} {
-		changes, err := Changes(render(c.contract, c.before), render(c.contract, c.after))
+		changes, err := redact.Changes(render(c.contract, c.before), render(c.contract, c.after))
 		if err != nil {
 			t.Fatal(err)
 		}
 
-		if got := Summary(changes); got != c.want {
+		if got := redact.Summary(changes); got != c.want {
 			t.Errorf("%s: changes %q, want %q", c.contract, got, c.want)
 		}
 	}
