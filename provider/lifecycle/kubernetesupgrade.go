@@ -23,6 +23,7 @@ type KubernetesUpgradeArgs struct {
 	ClusterNodes
 	KubernetesVersion string `pulumi:"kubernetesVersion" doc:"The Kubernetes version the cluster runs: a change moves one minor up at a time."`
 	Timeout           string `pulumi:"timeout" doc:"How long each component on each node may take (a duration)."`
+	CheckReady        bool   `pulumi:"checkReady,optional" doc:"Require each Node to be Ready once its kubelet moves (false for a cluster without a CNI)."`
 }
 
 // KubernetesUpgradeState is the version the cluster runs (with the inputs it was reached with).
@@ -94,6 +95,7 @@ func (r *KubernetesUpgrade) Update(ctx context.Context, req infer.UpdateRequest[
 		To:            in.KubernetesVersion,
 		Timeout:       timeout,
 		Progress:      log.InfoStatus,
+		CheckReady:    in.CheckReady,
 	})
 	if err != nil {
 		return infer.UpdateResponse[KubernetesUpgradeState]{}, fmt.Errorf("upgrading Kubernetes to %s (done so far: %s; "+

@@ -43,6 +43,9 @@ type KubernetesUpgradeOptions struct {
 	// Timeout bounds each wait (one component on one node).
 	Timeout  time.Duration
 	Progress Progress
+	// CheckReady requires each Node to be Ready once its kubelet reports the new version (false
+	// for a cluster without a CNI, whose Nodes are never Ready).
+	CheckReady bool
 }
 
 // KubernetesUpgradeResult says what moved.
@@ -156,7 +159,7 @@ func UpgradeKubernetes(ctx context.Context, o KubernetesUpgradeOptions) (Kuberne
 		}
 
 		if err := poll(ctx, o.Timeout, fmt.Sprintf("the kubelet of %s to report %s", n.Name, to), o.Progress, func(ctx context.Context) error {
-			return kubeletReports(ctx, kube, n.Name, to)
+			return kubeletReports(ctx, kube, n.Name, to, o.CheckReady)
 		}); err != nil {
 			return res, err
 		}
@@ -338,8 +341,8 @@ func mirrorPodRuns(ctx context.Context, kube kubernetes.Interface, name, node, i
 	return nil
 }
 
-// kubeletReports checks that the Node reports kubeletVersion version and is Ready.
-func kubeletReports(ctx context.Context, kube kubernetes.Interface, name, version string) error {
+// kubeletReports checks that the Node reports kubeletVersion version and, with ready, is Ready.
+func kubeletReports(ctx context.Context, kube kubernetes.Interface, name, version string, ready bool) error {
 	node, err := NodeReady(ctx, kube, name)
 	if node == nil {
 		return err
@@ -347,6 +350,10 @@ func kubeletReports(ctx context.Context, kube kubernetes.Interface, name, versio
 
 	if got := node.Status.NodeInfo.KubeletVersion; got != version {
 		return fmt.Errorf("node %s reports kubelet %s", name, got)
+	}
+
+	if !ready {
+		return nil
 	}
 
 	return err

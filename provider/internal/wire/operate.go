@@ -259,6 +259,7 @@ func (b operation) reconfigure(workers, cps pulumi.StringMap, order []spec.Node,
 	lifecycle.Set(in, &a.Workers, workers)
 	lifecycle.Set(in, &a.KubernetesVersion, pulumi.String(c.KubernetesVersion))
 	lifecycle.Set(in, &a.Timeout, pulumi.String(c.Upgrade.Timeout.String()))
+	lifecycle.Set(in, &a.CheckReady, pulumi.Bool(c.Health.RequireNodesReady))
 
 	k8s, err := lifecycle.KubernetesUpgradeKind.Register(b.s.Ctx, b.s.child("kubernetes"), in, b.s.parent(), b.self, pulumi.DependsOn(append(slices.Clone(upgrades), r.Ready...)))
 	if err != nil {

@@ -35,6 +35,10 @@ export class KubernetesUpgrade extends pulumi.CustomResource {
     }
 
     /**
+     * Require each Node to be Ready once its kubelet moves (false for a cluster without a CNI).
+     */
+    declare public readonly checkReady: pulumi.Output<boolean | undefined>;
+    /**
      * Control planes, hostname to IP.
      */
     declare public readonly controlPlanes: pulumi.Output<{[key: string]: string}>;
@@ -88,6 +92,7 @@ export class KubernetesUpgrade extends pulumi.CustomResource {
             if (args?.workers === undefined && !opts.urn) {
                 throw new Error("Missing required property 'workers'");
             }
+            resourceInputs["checkReady"] = args?.checkReady;
             resourceInputs["controlPlanes"] = args?.controlPlanes;
             resourceInputs["kubeconfig"] = args?.kubeconfig ? pulumi.secret(args.kubeconfig) : undefined;
             resourceInputs["kubernetesVersion"] = args?.kubernetesVersion;
@@ -95,6 +100,7 @@ export class KubernetesUpgrade extends pulumi.CustomResource {
             resourceInputs["timeout"] = args?.timeout;
             resourceInputs["workers"] = args?.workers;
         } else {
+            resourceInputs["checkReady"] = undefined /*out*/;
             resourceInputs["controlPlanes"] = undefined /*out*/;
             resourceInputs["kubeconfig"] = undefined /*out*/;
             resourceInputs["kubernetesVersion"] = undefined /*out*/;
@@ -113,6 +119,10 @@ export class KubernetesUpgrade extends pulumi.CustomResource {
  * The set of arguments for constructing a KubernetesUpgrade resource.
  */
 export interface KubernetesUpgradeArgs {
+    /**
+     * Require each Node to be Ready once its kubelet moves (false for a cluster without a CNI).
+     */
+    checkReady?: pulumi.Input<boolean | undefined>;
     /**
      * Control planes, hostname to IP.
      */

@@ -16,6 +16,8 @@ import (
 type KubernetesUpgrade struct {
 	pulumi.CustomResourceState
 
+	// Require each Node to be Ready once its kubelet moves (false for a cluster without a CNI).
+	CheckReady pulumi.BoolPtrOutput `pulumi:"checkReady"`
 	// Control planes, hostname to IP.
 	ControlPlanes pulumi.StringMapOutput `pulumi:"controlPlanes"`
 	// Admin kubeconfig of the cluster.
@@ -99,6 +101,8 @@ func (KubernetesUpgradeState) ElementType() reflect.Type {
 }
 
 type kubernetesUpgradeArgs struct {
+	// Require each Node to be Ready once its kubelet moves (false for a cluster without a CNI).
+	CheckReady *bool `pulumi:"checkReady"`
 	// Control planes, hostname to IP.
 	ControlPlanes map[string]string `pulumi:"controlPlanes"`
 	// Admin kubeconfig of the cluster.
@@ -115,6 +119,8 @@ type kubernetesUpgradeArgs struct {
 
 // The set of arguments for constructing a KubernetesUpgrade resource.
 type KubernetesUpgradeArgs struct {
+	// Require each Node to be Ready once its kubelet moves (false for a cluster without a CNI).
+	CheckReady pulumi.BoolPtrInput
 	// Control planes, hostname to IP.
 	ControlPlanes pulumi.StringMapInput
 	// Admin kubeconfig of the cluster.
@@ -214,6 +220,11 @@ func (o KubernetesUpgradeOutput) ToKubernetesUpgradeOutput() KubernetesUpgradeOu
 
 func (o KubernetesUpgradeOutput) ToKubernetesUpgradeOutputWithContext(ctx context.Context) KubernetesUpgradeOutput {
 	return o
+}
+
+// Require each Node to be Ready once its kubelet moves (false for a cluster without a CNI).
+func (o KubernetesUpgradeOutput) CheckReady() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *KubernetesUpgrade) pulumi.BoolPtrOutput { return v.CheckReady }).(pulumi.BoolPtrOutput)
 }
 
 // Control planes, hostname to IP.

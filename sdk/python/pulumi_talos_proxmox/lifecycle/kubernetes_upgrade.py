@@ -24,7 +24,8 @@ class KubernetesUpgradeArgs:
                  kubernetes_version: pulumi.Input[_builtins.str],
                  talosconfig: pulumi.Input[_builtins.str],
                  timeout: pulumi.Input[_builtins.str],
-                 workers: pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]]):
+                 workers: pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]],
+                 check_ready: pulumi.Input[Optional[_builtins.bool]] = None):
         """
         The set of arguments for constructing a KubernetesUpgrade resource.
 
@@ -34,6 +35,7 @@ class KubernetesUpgradeArgs:
         :param pulumi.Input[_builtins.str] talosconfig: Talos client configuration of the cluster.
         :param pulumi.Input[_builtins.str] timeout: How long each component on each node may take (a duration).
         :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] workers: Workers, hostname to IP.
+        :param pulumi.Input[_builtins.bool] check_ready: Require each Node to be Ready once its kubelet moves (false for a cluster without a CNI).
         """
         pulumi.set(__self__, "control_planes", control_planes)
         pulumi.set(__self__, "kubeconfig", kubeconfig)
@@ -41,6 +43,8 @@ class KubernetesUpgradeArgs:
         pulumi.set(__self__, "talosconfig", talosconfig)
         pulumi.set(__self__, "timeout", timeout)
         pulumi.set(__self__, "workers", workers)
+        if check_ready is not None:
+            pulumi.set(__self__, "check_ready", check_ready)
 
     @_builtins.property
     @pulumi.getter(name="controlPlanes")
@@ -114,6 +118,18 @@ class KubernetesUpgradeArgs:
     def workers(self, value: pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]]):
         pulumi.set(self, "workers", value)
 
+    @_builtins.property
+    @pulumi.getter(name="checkReady")
+    def check_ready(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Require each Node to be Ready once its kubelet moves (false for a cluster without a CNI).
+        """
+        return pulumi.get(self, "check_ready")
+
+    @check_ready.setter
+    def check_ready(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "check_ready", value)
+
 
 @pulumi.type_token("talos-proxmox:lifecycle:KubernetesUpgrade")
 class KubernetesUpgrade(pulumi.CustomResource):
@@ -121,6 +137,7 @@ class KubernetesUpgrade(pulumi.CustomResource):
     def __init__(__self__,
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
+                 check_ready: pulumi.Input[Optional[_builtins.bool]] = None,
                  control_planes: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  kubernetes_version: pulumi.Input[Optional[_builtins.str]] = None,
@@ -133,6 +150,7 @@ class KubernetesUpgrade(pulumi.CustomResource):
 
         :param str resource_name: The name of the resource.
         :param pulumi.ResourceOptions opts: Options for the resource.
+        :param pulumi.Input[_builtins.bool] check_ready: Require each Node to be Ready once its kubelet moves (false for a cluster without a CNI).
         :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] control_planes: Control planes, hostname to IP.
         :param pulumi.Input[_builtins.str] kubeconfig: Admin kubeconfig of the cluster.
         :param pulumi.Input[_builtins.str] kubernetes_version: The Kubernetes version the cluster runs: a change moves one minor up at a time.
@@ -164,6 +182,7 @@ class KubernetesUpgrade(pulumi.CustomResource):
     def _internal_init(__self__,
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
+                 check_ready: pulumi.Input[Optional[_builtins.bool]] = None,
                  control_planes: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  kubernetes_version: pulumi.Input[Optional[_builtins.str]] = None,
@@ -179,6 +198,7 @@ class KubernetesUpgrade(pulumi.CustomResource):
                 raise TypeError('__props__ is only valid when passed in combination with a valid opts.id to get an existing resource')
             __props__ = KubernetesUpgradeArgs.__new__(KubernetesUpgradeArgs)
 
+            __props__.__dict__["check_ready"] = check_ready
             if control_planes is None and not opts.urn:
                 raise TypeError("Missing required property 'control_planes'")
             __props__.__dict__["control_planes"] = control_planes
@@ -221,6 +241,7 @@ class KubernetesUpgrade(pulumi.CustomResource):
 
         __props__ = KubernetesUpgradeArgs.__new__(KubernetesUpgradeArgs)
 
+        __props__.__dict__["check_ready"] = None
         __props__.__dict__["control_planes"] = None
         __props__.__dict__["kubeconfig"] = None
         __props__.__dict__["kubernetes_version"] = None
@@ -228,6 +249,14 @@ class KubernetesUpgrade(pulumi.CustomResource):
         __props__.__dict__["timeout"] = None
         __props__.__dict__["workers"] = None
         return KubernetesUpgrade(resource_name, opts=opts, __props__=__props__)
+
+    @_builtins.property
+    @pulumi.getter(name="checkReady")
+    def check_ready(self) -> pulumi.Output[Optional[_builtins.bool]]:
+        """
+        Require each Node to be Ready once its kubelet moves (false for a cluster without a CNI).
+        """
+        return pulumi.get(self, "check_ready")
 
     @_builtins.property
     @pulumi.getter(name="controlPlanes")
