@@ -213,6 +213,14 @@ func (s *Server) serve(r *http.Request, rt *route, vars map[string]string) (any,
 		}
 
 		c.user = user
+
+		s.mu.Lock()
+		e = s.checkAPIPermissions(c, r.Method, r.URL.EscapedPath(), "/"+strings.Join(splitPath(c.r.URL.Path), "/"))
+		s.mu.Unlock()
+
+		if e != nil {
+			return nil, e
+		}
 	}
 
 	if rt.params != nil {
