@@ -38,9 +38,23 @@ func (s *Server) authenticate(r *http.Request) (string, *apiError) {
 			return "", unauthorized(fmt.Sprintf("invalid API token ID '%s'", id))
 		}
 
-		want, ok := s.opts.Tokens[id]
-		if !ok {
+		s.mu.Lock()
+		u, t := s.access.token(id)
+
+		var want string
+		if t != nil {
+			want = t.secret
+		}
+
+		enabled := u != nil && u.enable
+		s.mu.Unlock()
+
+		if t == nil {
 			return "", unauthorized(fmt.Sprintf("no such token '%s' for user '%s'", name, user))
+		}
+
+		if !enabled {
+			return "", unauthorized(fmt.Sprintf("user '%s' is disabled", user))
 		}
 
 		if subtle.ConstantTimeCompare([]byte(want), []byte(secret)) != 1 {
@@ -76,7 +90,16 @@ func (s *Server) createTicket(c *call) (any, *apiError) {
 		user += "@" + realm
 	}
 
-	want, ok := s.opts.Users[user]
+	s.mu.Lock()
+	u := s.access.users[user]
+	ok := u != nil && u.enable && u.password != ""
+
+	var want string
+	if ok {
+		want = u.password
+	}
+	s.mu.Unlock()
+
 	if !ok || subtle.ConstantTimeCompare([]byte(want), []byte(password)) != 1 {
 		return nil, unauthorized("authentication failure")
 	}

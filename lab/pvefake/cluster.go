@@ -83,6 +83,10 @@ func (s *Server) getClusterResources(c *call) (any, *apiError) {
 
 	if !filtered || typ == "vm" {
 		for _, v := range s.sortedVMs() {
+			if !s.can(c.user, fmt.Sprintf("/vms/%d", v.id), false, "VM.Audit") {
+				continue
+			}
+
 			e := s.vmStatus(v)
 			e["id"] = fmt.Sprintf("qemu/%d", v.id)
 			e["type"] = "qemu"
@@ -99,7 +103,7 @@ func (s *Server) getClusterResources(c *call) (any, *apiError) {
 			delete(e, "pid")
 			delete(e, "running-qemu")
 
-			if p := s.poolOf(v.id); p != "" {
+			if p := s.poolOf(v.id); p != "" && s.can(c.user, "/pool/"+p, false, "Pool.Audit") {
 				e["pool"] = p
 			}
 
@@ -118,6 +122,10 @@ func (s *Server) getClusterResources(c *call) (any, *apiError) {
 	if !filtered || typ == "storage" {
 		for _, n := range s.nodes {
 			for _, st := range s.storagesOn(n) {
+				if !s.can(c.user, "/storage/"+st.cfg.ID, false, "Datastore.Audit") {
+					continue
+				}
+
 				out = append(out, map[string]any{
 					"id": "storage/" + n + "/" + st.cfg.ID, "type": "storage", "storage": st.cfg.ID, "node": n,
 					"status": "available", "plugintype": st.cfg.Type, "content": strings.Join(st.cfg.Content, ","),
@@ -188,6 +196,10 @@ func (s *Server) listPools(c *call) (any, *apiError) {
 
 	out := []map[string]any{}
 	for _, p := range s.sortedPools() {
+		if !s.can(c.user, "/pool/"+p.id, false, "Pool.Audit") {
+			continue
+		}
+
 		out = append(out, map[string]any{"poolid": p.id, "comment": p.comment})
 	}
 

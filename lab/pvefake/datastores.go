@@ -38,6 +38,10 @@ func (s *Server) listNodeStorages(c *call) (any, *apiError) {
 	out := []map[string]any{}
 
 	for _, st := range s.storagesOn(node) {
+		if !s.can(c.user, "/storage/"+st.cfg.ID, true, "Datastore.Audit", "Datastore.AllocateSpace") {
+			continue
+		}
+
 		if byID && st.cfg.ID != only {
 			continue
 		}

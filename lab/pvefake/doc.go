@@ -84,8 +84,14 @@
 //
 // # Simplified (by choice)
 //
-//   - No permissions beyond PVE's root-only options (hostpci by id, args, arch need the root@pam
-//     user itself, not a token); no HA, replication, snapshots, migration, clone, templates'
+//   - Permissions are PVE's (access.go, perm.go): users, API tokens with privilege separation,
+//     built-in and custom roles, ACLs with propagation, NoAccess and pool inheritance; every
+//     routed method runs its schema "permissions" check, and the handlers the product uses run
+//     qemu-server's, pve-storage's and pve-manager's own checks (VM create/update options,
+//     storages, PCI mappings, bridges; list filters). The default token root@pam!lab has no
+//     privilege separation, so root@pam's privileges. Options.Access seeds users, tokens,
+//     roles and ACLs; /access serves users, tokens, roles, acl and permissions. Groups, realms
+//     other than pam/pve, token expiry and TFA are not modelled. No HA, replication, snapshots, migration, clone, templates'
 //     linked clones, move_disk, LXC, firewall, SDN, pending changes (config changes apply at
 //     once, also on running VMs), locks, config digests checks, storage capacity limits.
 //   - Parameter checks cover names, integer/boolean/number types, a few enums, drive and NIC

@@ -66,6 +66,10 @@ type Options struct {
 	Tokens map[string]string
 	// Users maps "user@realm" to a password for ticket logins (POST /access/ticket).
 	Users map[string]string
+	// Access seeds users, API tokens (with privilege separation), custom roles and ACLs.
+	// Permissions are enforced as PVE enforces them for every user and token; root@pam and
+	// its tokens without privilege separation (Tokens, DefaultTokenID) may do everything.
+	Access *Access
 	// Storages exist on every node (default DefaultStorages()).
 	Storages []Storage
 	// SharedStorages exist once and are visible on all nodes.

@@ -213,6 +213,14 @@ func (s *Server) serve(r *http.Request, rt *route, vars map[string]string) (any,
 		}
 
 		c.user = user
+
+		s.mu.Lock()
+		e = s.checkAPIPermissions(c, r.Method, r.URL.EscapedPath(), "/"+strings.Join(splitPath(c.r.URL.Path), "/"))
+		s.mu.Unlock()
+
+		if e != nil {
+			return nil, e
+		}
 	}
 
 	if rt.params != nil {
@@ -270,6 +278,24 @@ func (s *Server) routeTable() []route {
 	return []route{
 		newRoute("POST", "/access/ticket", s.createTicket, "username", "password", "realm", "otp", "tfa-challenge", "new-format").public(),
 		newRoute("GET", "/version", s.getVersion),
+		newRoute("GET", "/access/users", s.listUsers, "enabled", "full"),
+		newRoute("POST", "/access/users", s.createUser, "userid", "password", "comment", "email", "enable", "expire",
+			"firstname", "lastname", "groups", "keys"),
+		newRoute("GET", "/access/users/{userid}", s.getUser),
+		newRoute("PUT", "/access/users/{userid}", s.updateUser, "append", "comment", "email", "enable", "expire",
+			"firstname", "lastname", "groups", "keys"),
+		newRoute("DELETE", "/access/users/{userid}", s.deleteUser),
+		newRoute("POST", "/access/users/{userid}/token/{tokenid}", s.createToken, "comment", "expire", "privsep"),
+		newRoute("GET", "/access/users/{userid}/token/{tokenid}", s.getToken),
+		newRoute("DELETE", "/access/users/{userid}/token/{tokenid}", s.deleteToken),
+		newRoute("GET", "/access/roles", s.listRoles),
+		newRoute("POST", "/access/roles", s.createRole, "roleid", "privs"),
+		newRoute("GET", "/access/roles/{roleid}", s.getRole),
+		newRoute("PUT", "/access/roles/{roleid}", s.updateRole, "privs", "append"),
+		newRoute("DELETE", "/access/roles/{roleid}", s.deleteRole),
+		newRoute("GET", "/access/acl", s.readACL),
+		newRoute("PUT", "/access/acl", s.updateACL, "path", "roles", "users", "groups", "tokens", "delete", "propagate"),
+		newRoute("GET", "/access/permissions", s.getPermissions, "path", "userid"),
 		newRoute("GET", "/cluster/nextid", s.getNextID, "vmid"),
 		newRoute("GET", "/cluster/resources", s.getClusterResources, "type"),
 		newRoute("GET", "/pools", s.listPools, "poolid", "type"),

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pveschema"
 )
 
 // Server is a running Proxmox VE API fake.
@@ -36,6 +38,8 @@ type Server struct {
 	fetch  *fetcher
 	routes []route
 	schema *schemaChecker // nil unless Options.Schema or PVEFAKE_SCHEMA
+	// permSchema holds the "permissions" of every method (Options.Schema or the version's).
+	permSchema *pveschema.Schema
 
 	mu        sync.Mutex
 	nodes     []string
@@ -45,6 +49,7 @@ type Server struct {
 	tasks     map[string]*task
 	guestAddr map[int]guestAddress
 	calls     map[string]int
+	access    *accessState
 	counter   uint64 // feeds generated ids
 	taskPID   int
 	closed    bool
@@ -91,6 +96,16 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		taskPID:   0x2a3f0,
 	}
 	s.routes = s.routeTable()
+
+	if s.access, err = newAccess(opts); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+
+	if s.permSchema, err = permSchema(opts); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
 
 	if s.schema, err = newSchemaChecker(opts); err != nil {
 		_ = ln.Close()

@@ -234,6 +234,10 @@ func (s *Server) listContent(c *call) (any, *apiError) {
 			continue
 		}
 
+		if s.checkVolumeAccess(c.user, 0, st.volid(v)) != nil {
+			continue
+		}
+
 		out = append(out, st.contentEntry(v))
 	}
 
@@ -267,6 +271,10 @@ func (s *Server) getContent(c *call) (any, *apiError) {
 	defer s.mu.Unlock()
 
 	st, v, e := s.lookupVolume(c)
+	if e == nil {
+		e = s.checkVolumeAccess(c.user, 0, st.volid(v))
+	}
+
 	if e != nil {
 		return nil, e
 	}
@@ -279,8 +287,22 @@ func (s *Server) getContent(c *call) (any, *apiError) {
 func (s *Server) deleteContent(c *call) (any, *apiError) {
 	s.mu.Lock()
 	node, _, e := s.lookupStorage(c)
+
+	var vol *volume
 	if e == nil {
-		_, _, e = s.lookupVolume(c)
+		_, vol, e = s.lookupVolume(c)
+	}
+
+	if e == nil {
+		// Content.pm delete: backups need AllocateSpace and VM.Backup, the rest Allocate
+		sid := c.vars["storage"]
+		if vtype, owner := volumeType(vol.name); vtype == "backup" && owner != 0 {
+			if e = s.check(c.user, "/storage/"+sid, "Datastore.AllocateSpace"); e == nil {
+				e = s.check(c.user, fmt.Sprintf("/vms/%d", owner), "VM.Backup")
+			}
+		} else {
+			e = s.check(c.user, "/storage/"+sid, "Datastore.Allocate")
+		}
 	}
 	s.mu.Unlock()
 

@@ -49,8 +49,12 @@ func (s *Server) listTasks(c *call) (any, *apiError) {
 
 	var picked []*task
 
+	auditor := s.can(c.user, "/nodes/"+c.vars["node"], false, "Sys.Audit")
+
 	for _, t := range s.tasks {
 		switch {
+		case !auditor && !ownsTask(t, c.user):
+			continue
 		case t.node != c.vars["node"],
 			source == "archive" && t.running,
 			source == "active" && !t.running,

@@ -195,6 +195,12 @@ func (s *Server) getTaskStatus(c *call) (any, *apiError) {
 		return nil, e
 	}
 
+	if !ownsTask(t, c.user) {
+		if e := s.check(c.user, "/nodes/"+t.node, "Sys.Audit"); e != nil {
+			return nil, e
+		}
+	}
+
 	if !t.running {
 		if e := s.faults.statusFailure(c.route, t.typ); e != nil {
 			return nil, e
@@ -236,6 +242,12 @@ func (s *Server) getTaskLog(c *call) (any, *apiError) {
 		return nil, e
 	}
 
+	if !ownsTask(t, c.user) {
+		if e := s.check(c.user, "/nodes/"+t.node, "Sys.Audit"); e != nil {
+			return nil, e
+		}
+	}
+
 	start, limit := 0, 50
 	if v, ok := c.param("start"); ok {
 		start, _ = strconv.Atoi(v)
@@ -264,6 +276,12 @@ func (s *Server) deleteTask(c *call) (any, *apiError) {
 	t, e := s.lookupTask(c)
 	if e != nil {
 		return nil, e
+	}
+
+	if !ownsTask(t, c.user) {
+		if e := s.check(c.user, "/nodes/"+t.node, "Sys.Modify"); e != nil {
+			return nil, e
+		}
 	}
 
 	if t.running && t.timer != nil && t.timer.Stop() {

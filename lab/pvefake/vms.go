@@ -63,7 +63,7 @@ func checkPrivileges(user string, params map[string]string) *apiError {
 	for _, k := range slices.Sorted(maps.Keys(params)) {
 		switch {
 		case strings.HasPrefix(k, "hostpci") && !strings.Contains(params[k], "mapping="):
-			return errf("only root can set '%s' config for real devices", k)
+			return errf("only root can set '%s' config for non-mapped devices", k)
 		case k == "args" || k == "arch":
 			return errf("only root can set '%s' config", k)
 		}
@@ -184,8 +184,9 @@ func (s *Server) createVM(c *call) (any, *apiError) {
 
 // checkCreate runs PVE's synchronous create checks. Callers hold s.mu.
 func (s *Server) checkCreate(c *call, node string, vmid int, params map[string]string) *apiError {
-	if p, ok := params["pool"]; ok && s.pools[p] == nil {
-		return errf("pool '%s' does not exist", p)
+	// pool existence, VM.Allocate, storages, config options, PCI mappings, bridges
+	if e := s.checkCreatePerms(c.user, vmid, params); e != nil {
+		return e
 	}
 
 	if e := checkPrivileges(c.user, params); e != nil {
@@ -326,7 +327,8 @@ func (s *Server) listVMs(c *call) (any, *apiError) {
 	out := []map[string]any{}
 
 	for _, v := range s.sortedVMs() {
-		if v.node == node {
+		// vmlist: only VMs with VM.Audit
+		if v.node == node && s.can(c.user, fmt.Sprintf("/vms/%d", v.id), false, "VM.Audit") {
 			out = append(out, s.vmStatus(v))
 		}
 	}

@@ -114,8 +114,8 @@ func TestVMCreateChecks(t *testing.T) {
 		{form("vmid", "100"), 500, "VM 100 already exists on node 'pve1'"},
 		{form("vmid", "101", "scsi0", "nope:8"), 500, "storage 'nope' does not exist"},
 		{form("vmid", "101", "scsi0", "local:8"), 400, "Parameter verification failed."},
-		{form("vmid", "101", "pool", "p1"), 500, "pool 'p1' does not exist"},
-		{form("vmid", "101", "hostpci0", "host=0000:01:00.0"), 500, "only root can set 'hostpci0' config for real devices"},
+		{form("vmid", "101", "pool", "p1"), 403, "Permission check failed (pool 'p1' does not exist)"},
+		{form("vmid", "101", "hostpci0", "host=0000:01:00.0"), 500, "only root can set 'hostpci0' config for non-mapped devices"},
 		{form("vmid", "101", "name", "not a name"), 400, "Parameter verification failed."},
 	}
 

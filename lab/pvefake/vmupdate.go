@@ -18,6 +18,10 @@ func (s *Server) updateVMConfigSync(c *call) (any, *apiError) {
 	defer s.mu.Unlock()
 
 	v, e := s.lookupVM(c)
+	if e == nil {
+		e = s.checkUpdatePerms(c.user, v, params)
+	}
+
 	if e != nil {
 		return nil, e
 	}
@@ -38,6 +42,9 @@ func (s *Server) updateVMConfigAsync(c *call) (any, *apiError) {
 
 	s.mu.Lock()
 	v, e := s.lookupVM(c)
+	if e == nil {
+		e = s.checkUpdatePerms(c.user, v, params)
+	}
 	s.mu.Unlock()
 
 	if e != nil {

@@ -72,6 +72,9 @@ type method struct {
 	template string
 	params   *prop
 	returns  *prop
+	// perms is the method's "permissions" object as PVE's schema has it (nil when absent).
+	perms      map[string]any
+	allowToken bool
 }
 
 var (
@@ -136,6 +139,14 @@ func Load(version string) (*Schema, error) {
 				if m.returns, err = buildProp(r); err != nil {
 					return nil, fmt.Errorf("pveschema: %s %s returns: %w", name, path, err)
 				}
+			}
+
+			if p, ok := info["permissions"].(map[string]any); ok {
+				m.perms = p
+			}
+
+			if a, ok := info["allowtoken"].(float64); ok && a != 0 {
+				m.allowToken = true
 			}
 
 			ms[name] = m
@@ -368,4 +379,18 @@ func (s *Schema) Parameters(method, path string) (names []string, ok bool) {
 	sort.Strings(names)
 
 	return names, true
+}
+
+// Permissions is what PVE checks before it runs a method: the method's "permissions" object
+// (e.g. {"check": ["perm", "/vms/{vmid}", ["VM.Audit"]]} or {"user": "all"}; nil when the schema
+// has none, which PVE treats as root@pam only), whether API tokens may call it ("allowtoken"),
+// the template path and the concrete path's variables. ok is false for an unknown path or
+// method.
+func (s *Schema) Permissions(method, path string) (perms map[string]any, allowToken bool, template string, vars map[string]string, ok bool) {
+	m, vars, e := s.endpoint("request", method, path)
+	if e != nil {
+		return nil, false, "", nil, false
+	}
+
+	return m.perms, m.allowToken, m.template, vars, true
 }

@@ -316,3 +316,24 @@ func TestPerlPatterns(t *testing.T) {
 		}
 	}
 }
+
+func TestPermissions(t *testing.T) {
+	s, err := Load("9")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	perms, allow, tmpl, vars, ok := s.Permissions("DELETE", "/api2/json/nodes/pve1/qemu/100")
+	if !ok || !allow || tmpl != "/nodes/{node}/qemu/{vmid}" || vars["vmid"] != "100" {
+		t.Fatalf("got %v %v %q %v %v", perms, allow, tmpl, vars, ok)
+	}
+
+	check, _ := perms["check"].([]any)
+	if len(check) != 3 || check[0] != "perm" || check[1] != "/vms/{vmid}" {
+		t.Fatalf("check = %v", perms)
+	}
+
+	if _, allow, _, _, _ := s.Permissions("POST", "/access/ticket"); allow {
+		t.Fatal("POST /access/ticket allows tokens")
+	}
+}
