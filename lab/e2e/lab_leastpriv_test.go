@@ -1,0 +1,147 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
+)
+
+// The role docs/install.md documents, per PVE major version, and the paths it is granted on for
+// the lab's cluster: hosts pve1 to pve3, VM disks on local-lvm, the image on local, bridge vmbr0,
+// the PCI mapping gpu.
+const leastPrivRole = "TalosProxmox"
+
+// leastPrivileges is the TalosProxmox role of docs/install.md (with PCI mappings).
+func leastPrivileges(pve9 bool) []string {
+	agent := "VM.GuestAgent.Audit"
+	if !pve9 {
+		agent = "VM.Monitor"
+	}
+
+	return []string{
+		"VM.Allocate", "VM.Audit", "VM.Config.CPU", "VM.Config.Memory", "VM.Config.Disk", "VM.Config.Network",
+		"VM.Config.HWType", "VM.Config.Options", "VM.PowerMgmt", agent,
+		"Datastore.AllocateSpace", "Datastore.AllocateTemplate", "Datastore.Allocate",
+		"Sys.AccessNetwork", "SDN.Use", "Mapping.Use",
+	}
+}
+
+// leastPrivPaths are the ACL paths of docs/install.md for the lab (propagate on each).
+func leastPrivPaths(l *lab.Lab) []string {
+	paths := []string{"/vms", "/storage/local", "/storage/local-lvm", "/sdn/zones/localnetwork/vmbr0", "/mapping/pci/gpu"}
+	for _, h := range l.Hosts() {
+		paths = append(paths, "/nodes/"+h)
+	}
+
+	return paths
+}
+
+const (
+	leastPrivUser   = "talos@pve"
+	leastPrivToken  = "talos@pve!pulumi"
+	leastPrivSecret = "7c0a5d52-31b4-4b38-9a3b-least-priv"
+)
+
+// leastPrivAccess seeds the fake with the user talos@pve and its privilege separated token
+// talos@pve!pulumi, both holding privs (the role) on every path of leastPrivPaths: a token's
+// privileges are the intersection of its own ACLs and its user's.
+func leastPrivAccess(hosts []string, privs []string) func(*pvefake.Options) {
+	return func(o *pvefake.Options) {
+		paths := []string{"/vms", "/storage/local", "/storage/local-lvm", "/sdn/zones/localnetwork/vmbr0", "/mapping/pci/gpu"}
+		for _, h := range hosts {
+			paths = append(paths, "/nodes/"+h)
+		}
+
+		a := &pvefake.Access{
+			Users:  []pvefake.User{{ID: leastPrivUser}},
+			Tokens: []pvefake.Token{{ID: leastPrivToken, Secret: leastPrivSecret, Privsep: true}},
+			Roles:  []pvefake.Role{{ID: leastPrivRole, Privs: privs}},
+		}
+
+		for _, p := range paths {
+			for _, who := range []string{leastPrivUser, leastPrivToken} {
+				a.ACL = append(a.ACL, pvefake.ACL{Path: p, Role: leastPrivRole, UGID: who, Propagate: true})
+			}
+		}
+
+		o.Access = a
+	}
+}
+
+// leastPrivCluster is haCluster with the guest agent in the image and the GPU mapping on
+// worker-2: every privilege of the role is used.
+func leastPrivCluster(l *lab.Lab, name, version string) string {
+	program := haCluster(l, name, version)
+	program = strings.Replace(program, "        factoryUrl: ${factoryUrl}\n",
+		"        factoryUrl: ${factoryUrl}\n        extensions: [siderolabs/qemu-guest-agent]\n", 1)
+
+	return strings.Replace(program, fmt.Sprintf("worker-2: {hostNode: pve2, role: worker, ip: %s}", l.Address(22)),
+		fmt.Sprintf("worker-2: {hostNode: pve2, role: worker, ip: %s, pciDevices: [{mapping: gpu}]}", l.Address(22)), 1)
+}
+
+func leastPrivConfig() map[string]lab.ConfigValue {
+	return map[string]lab.ConfigValue{"proxmoxve:apiToken": {Value: leastPrivToken + "=" + leastPrivSecret, Secret: true}}
+}
+
+// TestLeastPrivilegeLifecycle: a privilege separated token holding exactly the documented role on
+// exactly the documented paths creates the cluster, upgrades Talos, removes a worker (with its
+// PCI device) and destroys it all, and Proxmox refuses none of its calls.
+func TestLeastPrivilegeLifecycle(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home and backend
+
+	e := newEnv(t)
+
+	hosts := []string{"pve1", "pve2", "pve3"}
+	l, p := onLab(t, e, lab.Options{Subnet: 83, PVE: leastPrivAccess(hosts, leastPrivileges(true))}, func(l *lab.Lab) string {
+		return leastPrivCluster(l, "leastpriv", "v1.11.5")
+	})
+
+	if err := p.SetConfig(t.Context(), leastPrivConfig()); err != nil {
+		t.Fatal(err)
+	}
+
+	denied := func(step string) {
+		t.Helper()
+
+		if d := l.PVE.Denied(); len(d) > 0 {
+			t.Fatalf("%s: Proxmox refused %d calls of the least-privilege token:\n%s", step, len(d), strings.Join(d, "\n"))
+		}
+	}
+
+	mustRun(t, p, "preview")
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+	denied("up")
+
+	setTalosVersion(t, e, "v1.11.5", "v1.11.6")
+	mustRun(t, p, "up", "--yes")
+	denied("the Talos upgrade")
+
+	dropNode(t, e, l, "worker-2", 22)
+	mustRun(t, p, "up", "--yes")
+	denied("removing worker-2")
+
+	if n := len(l.PVE.VMs()); n != 4 {
+		t.Errorf("%d VMs after removing worker-2, want 4", n)
+	}
+
+	mustRun(t, p, "destroy", "--yes")
+	denied("destroy")
+
+	if vms := l.PVE.VMs(); len(vms) != 0 {
+		t.Errorf("after destroy: VMs %v", vms)
+	}
+
+	for _, h := range hosts {
+		for _, st := range []string{"local", "local-lvm"} {
+			if vols := l.PVE.Volumes(h, st); len(vols) != 0 {
+				t.Errorf("after destroy: volumes on %s/%s: %v", h, st, vols)
+			}
+		}
+	}
+
+}
