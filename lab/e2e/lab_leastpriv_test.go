@@ -4,6 +4,11 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -144,4 +149,74 @@ func TestLeastPrivilegeLifecycle(t *testing.T) {
 		}
 	}
 
+}
+
+// setRole rewrites the TalosProxmox role's privileges through the API, as root.
+func setRole(t *testing.T, l *lab.Lab, privs []string) {
+	t.Helper()
+
+	body := url.Values{"privs": {strings.Join(privs, ",")}}
+	req := httptest.NewRequest(http.MethodPut, "/api2/json/access/roles/"+leastPrivRole, strings.NewReader(body.Encode()))
+	req.Header.Set("Authorization", "PVEAPIToken="+l.APIToken())
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+
+	w := httptest.NewRecorder()
+	l.PVE.ServeHTTP(w, req)
+
+	if w.Code != http.StatusOK {
+		t.Fatalf("setting the role: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestEachPrivilegeIsNeeded: with any one privilege taken out of the role, the preview fails
+// before anything is created, naming that privilege and every path it is missing on; with the
+// whole role it passes. One lab and one stack for every privilege, on PVE 9 and PVE 8.4.
+func TestEachPrivilegeIsNeeded(t *testing.T) {
+	t.Parallel() // its own labs (subnets), Pulumi home and backend
+
+	for _, tc := range []struct {
+		version string
+		subnet  int
+	}{{"9", 84}, {"8.4", 85}} {
+		t.Run("PVE "+tc.version, func(t *testing.T) {
+			e := newEnv(t)
+
+			hosts := []string{"pve1", "pve2", "pve3"}
+			role := leastPrivileges(tc.version == "9")
+			l, p := onLab(t, e, lab.Options{Subnet: tc.subnet, PVEVersion: tc.version, PVE: leastPrivAccess(hosts, role)},
+				func(l *lab.Lab) string { return leastPrivCluster(l, "eachpriv", "v1.11.5") })
+
+			if err := p.SetConfig(t.Context(), leastPrivConfig()); err != nil {
+				t.Fatal(err)
+			}
+
+			mustRun(t, p, "preview")
+
+			for _, priv := range role {
+				t.Run(priv, func(t *testing.T) {
+					setRole(t, l, slices.DeleteFunc(slices.Clone(role), func(p string) bool { return p == priv }))
+					defer setRole(t, l, role)
+
+					out, err := p.Run(t.Context(), "preview")
+					if err == nil {
+						t.Fatalf("the preview passed without %s:\n%s", priv, out)
+					}
+
+					re := regexp.MustCompile(`proxmoxve:apiToken: the token ` + regexp.QuoteMeta(leastPrivToken) + ` lacks [^;]*\b` +
+						regexp.QuoteMeta(priv) + ` \([^)]*\)[^;]* on (/\S+);`)
+					if re.FindStringSubmatch(out) == nil {
+						t.Errorf("the preview without %s does not name it with a path:\n%s", priv, out)
+					}
+
+					if len(l.PVE.VMs()) != 0 {
+						t.Errorf("a VM exists after the preview without %s", priv)
+					}
+				})
+			}
+
+			if d := l.PVE.Denied(); len(d) > 0 {
+				t.Errorf("the previews made calls Proxmox refused (the check must come first):\n%s", strings.Join(d, "\n"))
+			}
+		})
+	}
 }
