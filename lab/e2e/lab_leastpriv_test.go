@@ -126,7 +126,7 @@ func TestLeastPrivilegeLifecycle(t *testing.T) {
 	mustRun(t, p, "up", "--yes")
 	denied("the Talos upgrade")
 
-	dropNode(t, e, l, "worker-2", 22)
+	editProgram(t, e, fmt.Sprintf("        worker-2: {hostNode: pve2, role: worker, ip: %s, pciDevices: [{mapping: gpu}]}\n", l.Address(22)), "")
 	mustRun(t, p, "up", "--yes")
 	denied("removing worker-2")
 
