@@ -36,16 +36,6 @@ func leastPrivileges(pve9 bool) []string {
 	}
 }
 
-// leastPrivPaths are the ACL paths of docs/install.md for the lab (propagate on each).
-func leastPrivPaths(l *lab.Lab) []string {
-	paths := []string{"/vms", "/storage/local", "/storage/local-lvm", "/sdn/zones/localnetwork/vmbr0", "/mapping/pci/gpu"}
-	for _, h := range l.Hosts() {
-		paths = append(paths, "/nodes/"+h)
-	}
-
-	return paths
-}
-
 const (
 	leastPrivUser   = "talos@pve"
 	leastPrivToken  = "talos@pve!pulumi"
