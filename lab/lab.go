@@ -51,6 +51,9 @@ type Options struct {
 // DefaultPVEVersion is the Proxmox VE release a lab checks its API traffic against by default.
 const DefaultPVEVersion = "9"
 
+// pveReleases is the release GET /version reports per PVEVersion: those of the vendored schemas.
+var pveReleases = map[string]string{"9": "9.1.3", "8.4": "8.4.1"}
+
 // Lab is a running lab.
 type Lab struct {
 	// Charts is a Helm chart repository serving the Cilium chart (from its Go module) and the
@@ -139,6 +142,9 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	}
 
 	pveOpts.Schema = schema
+	// GET /version and the privilege names (VM.Monitor before 9, VM.GuestAgent.* from 9) follow
+	// the schema's release: PVE 9's schema checks PVE 9's privileges.
+	pveOpts.Version = pveReleases[opts.PVEVersion]
 
 	if opts.PVE != nil {
 		opts.PVE(&pveOpts)

@@ -335,3 +335,31 @@ func TestBuiltinRoles(t *testing.T) {
 		}
 	}
 }
+
+// TestMappingListFilteredAndDeniedRecorded: GET /cluster/mapping/pci lists only the mappings the
+// caller may audit, use or modify (pve-manager's Cluster/Mapping/PCI.pm); every 403 is recorded.
+func TestMappingListFilteredAndDeniedRecorded(t *testing.T) {
+	t.Parallel()
+
+	s := startAccess(t, "9.1.3", &Access{
+		Tokens: []Token{{ID: "talos@pve!ab", Secret: limitedSecret, Privsep: false}},
+		ACL:    []ACL{{Path: "/vms", Role: "PVEVMAdmin", UGID: "talos@pve", Propagate: true}},
+	})
+	c := tokenClient(t, s, "talos@pve!ab", limitedSecret)
+
+	if got := c.ok("GET", "/cluster/mapping/pci", nil).dataList(t); len(got) != 0 {
+		t.Errorf("without Mapping.* the list shows %v", got)
+	}
+
+	s.access.setACL("/mapping/pci/gpu", "talos@pve", "PVEMappingUser", true)
+
+	if got := c.ok("GET", "/cluster/mapping/pci", nil).dataList(t); len(got) != 1 {
+		t.Errorf("with Mapping.Use the list shows %v", got)
+	}
+
+	denied(t, c.do("GET", "/nodes/pve1/storage/local/content", nil), "Permission check failed (/storage/local, Datastore.Audit|Datastore.AllocateSpace)")
+
+	if d := s.Denied(); len(d) != 1 || d[0] != "GET /nodes/pve1/storage/local/content: Permission check failed (/storage/local, Datastore.Audit|Datastore.AllocateSpace)" {
+		t.Errorf("Denied() = %q", d)
+	}
+}

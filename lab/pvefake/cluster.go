@@ -235,7 +235,16 @@ func (s *Server) listMappings(c *call) (any, *apiError) {
 
 	_, check := c.param("check-node")
 
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
 	for i, id := range s.opts.PCIMappings {
+		// pve-manager's Cluster/Mapping/PCI.pm index lists only the mappings the caller may
+		// audit, use or modify
+		if !s.can(c.user, "/mapping/pci/"+id, true, "Mapping.Modify", "Mapping.Use", "Mapping.Audit") {
+			continue
+		}
+
 		var entries []string
 		for _, n := range s.nodes {
 			entries = append(entries, fmt.Sprintf("id=10de:2204,iommugroup=%d,node=%s,path=0000:0%d:00.0", 10+i, n, i+1))

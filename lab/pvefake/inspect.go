@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -133,6 +134,15 @@ func (s *Server) Calls() map[string]int {
 	defer s.mu.Unlock()
 
 	return maps.Clone(s.calls)
+}
+
+// Denied lists every call the fake refused with 403 (a failed permission check), as
+// "<METHOD> <path>: <message>", in order.
+func (s *Server) Denied() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	return slices.Clone(s.denied)
 }
 
 // CallCount returns the number of calls to one route key.

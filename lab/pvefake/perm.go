@@ -715,9 +715,7 @@ func (s *Server) checkUpdatePerms(user string, v *vm, params map[string]string) 
 
 	var deletes []string
 
-	for _, d := range strings.FieldsFunc(params["delete"], func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
-		deletes = append(deletes, d)
-	}
+	deletes = append(deletes, strings.FieldsFunc(params["delete"], func(r rune) bool { return r == ',' || r == ';' || r == ' ' })...)
 
 	conf := map[string]string{}
 

@@ -190,6 +190,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if e != nil {
 		s.opts.Logf("pvefake: %s %s -> %d %s", r.Method, display, e.Code, strings.TrimSpace(e.Message))
+
+		if e.Code == http.StatusForbidden {
+			s.mu.Lock()
+			s.denied = append(s.denied, r.Method+" "+display+": "+strings.TrimSpace(e.Message))
+			s.mu.Unlock()
+		}
+
 		writeError(w, e)
 
 		return

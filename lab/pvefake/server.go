@@ -49,6 +49,7 @@ type Server struct {
 	tasks     map[string]*task
 	guestAddr map[int]guestAddress
 	calls     map[string]int
+	denied    []string // every 403 answered: "<METHOD> <path>: <message>"
 	access    *accessState
 	counter   uint64 // feeds generated ids
 	taskPID   int

@@ -103,9 +103,7 @@ func (s *Schema) CheckRequest(method, path string, params map[string][]string) e
 			continue
 		}
 
-		for _, v := range checkParam(sub, values[k], k) {
-			vs = append(vs, v)
-		}
+		vs = append(vs, checkParam(sub, values[k], k)...)
 	}
 
 	req := make([]string, 0)

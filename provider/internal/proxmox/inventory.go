@@ -20,6 +20,7 @@ import (
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/pveclient"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/retry"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
@@ -324,7 +325,54 @@ func Check(ctx *pulumi.Context, c *spec.Cluster, specErr error, opts []pulumi.Re
 		return []error{err}, nil
 	}
 
-	return problems, inv
+	privs, hidden := privilegeProblems(ctx, c, inv, opts)
+
+	return withoutHidden(problems, privs, hidden), inv
+}
+
+// privilegeProblems checks the caller's privileges (checkPrivileges) with the credentials of the
+// children's proxmoxve provider. Privileges that cannot be read are a warning, not a problem: the
+// calls themselves will say what Proxmox refuses. hidden tells the inventory problems the missing
+// privileges explain.
+func privilegeProblems(ctx *pulumi.Context, c *spec.Cluster, inv *Inventory, opts []pulumi.ResourceOption) (problems []error, hidden func(error) bool) {
+	none := func(error) bool { return false }
+
+	if inv == nil || len(inv.Nodes) == 0 {
+		return nil, none
+	}
+
+	creds := proxmoxCredentials(ctx, opts)
+	if !creds.Usable() {
+		_ = ctx.Log.Debug("no Proxmox credentials the component can use itself: the privilege check is skipped", nil)
+		return nil, none
+	}
+
+	api, err := pveclient.New(creds)
+	if err != nil {
+		_ = ctx.Log.Warn(fmt.Sprintf("the component's privileges on Proxmox were not checked: %v", err), nil)
+		return nil, none
+	}
+
+	vmIDs, _, _ := AssignVMIDs(c, inv)
+
+	wait, cancel := context.WithTimeout(ctx.Context(), permissionsTimeout)
+	defer cancel()
+
+	problems, hidden, err = checkPrivileges(wait, api, creds, c, vmIDs)
+	if err != nil {
+		_ = ctx.Log.Warn(fmt.Sprintf("the component's privileges on Proxmox were not checked (%v); a privilege it lacks will "+
+			"fail the call that needs it (the privileges it needs: docs/install.md)", err), nil)
+
+		return nil, none
+	}
+
+	return problems, hidden
+}
+
+// withoutHidden is problems without those hidden explains, then privs.
+func withoutHidden(problems []error, privs []error, hidden func(error) bool) []error {
+	out := slices.DeleteFunc(slices.Clone(problems), hidden)
+	return append(out, privs...)
 }
 
 // IsNew reports whether Proxmox holds no VM of the cluster (by its tags), so its secrets are

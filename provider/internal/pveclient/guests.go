@@ -147,3 +147,31 @@ func (c *Client) WaitTask(ctx context.Context, node, upid string) error {
 
 	return err
 }
+
+// Version is the Proxmox VE release the API runs (GET /version), e.g. "9.1.3".
+func (c *Client) Version(ctx context.Context) (string, error) {
+	var v struct {
+		Version string `json:"version"`
+	}
+	if err := c.get(ctx, "/version", nil, &v); err != nil {
+		return "", err
+	}
+
+	return v.Version, nil
+}
+
+// Permissions are the caller's effective privileges on path (GET /access/permissions?path=…):
+// for an API token its own, privilege separation included; for root@pam every privilege.
+func (c *Client) Permissions(ctx context.Context, path string) (map[string]bool, error) {
+	var all map[string]map[string]any
+	if err := c.get(ctx, "/access/permissions", url.Values{"path": {path}}, &all); err != nil {
+		return nil, err
+	}
+
+	out := map[string]bool{}
+	for priv := range all[path] {
+		out[priv] = true
+	}
+
+	return out, nil
+}

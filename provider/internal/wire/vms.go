@@ -120,8 +120,10 @@ func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[st
 //     at a time, by their NodeUpgrade (Operate).
 //   - every disk's speed block: the proxmoxve provider defaults it to zeros but reads disks back
 //     without one, so every disk would show a diff on every preview. The component never sets it.
+//   - the CD-ROM drive: VMs made before it was set empty keep the host's drive (it holds nothing
+//     the nodes read) rather than each being updated, which would need VM.Config.CDROM.
 func vmIgnoredPaths(disks int) []string {
-	paths := []string{"disks[0].fileId", "disks[0].importFrom"}
+	paths := []string{"disks[0].fileId", "disks[0].importFrom", "cdrom"}
 	for i := range disks {
 		paths = append(paths, fmt.Sprintf("disks[%d].speed", i))
 	}
@@ -222,6 +224,10 @@ func vmArgs(c *spec.Cluster, p plan.VM, image *download.File, vmid int, instance
 		// Talos without the guest agent ignores ACPI shutdown requests slowly; a destroyed
 		// node is stopped, not shut down.
 		StopOnDestroy: pulumi.Bool(true),
+		// An empty CD-ROM drive: the proxmoxve provider's default is the host's physical drive
+		// ("cdrom"), which Proxmox lets only users with Sys.Console on / attach (qemu-server's
+		// check_storage_access); the nodes boot from their disk.
+		Cdrom: vm.VirtualMachineCdromArgs{FileId: pulumi.String("none")},
 	}
 
 	if len(pcis) > 0 {
