@@ -97,8 +97,9 @@ type Options struct {
 
 	// Schema, when set, checks every request the fake routes and every JSON answer it gives
 	// against PVE's API schema and collects the violations (SchemaViolations). It never changes
-	// an answer. Off by default (a spike); the environment variable PVEFAKE_SCHEMA=<version>
-	// turns it on for fakes started without it.
+	// an answer. Every lab sets it (lab.Options.PVEVersion) and its e2e tests fail on a
+	// violation; a fake started on its own checks nothing unless the environment variable
+	// PVEFAKE_SCHEMA=<version> turns it on.
 	Schema *pveschema.Schema
 
 	// OnEvent receives VM lifecycle events, in order, on a goroutine of its own.

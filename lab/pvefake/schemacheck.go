@@ -10,8 +10,8 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pveschema"
 )
 
-// schemaChecker runs Options.Schema on every request and answer (a spike: opt-in, not on by
-// default). Violations are collected, never answered: the fake serves as it would without it.
+// schemaChecker runs Options.Schema on every request and answer. Violations are collected,
+// never answered: the fake serves as it would without it.
 type schemaChecker struct {
 	schema *pveschema.Schema
 	report string // file the violations are appended to (PVEFAKE_SCHEMA_REPORT)
@@ -26,7 +26,7 @@ type schemaChecker struct {
 // SchemaEnv names the environment variable that turns the schema check on for fakes started
 // without Options.Schema: a version pveschema.Load accepts ("8.4", "9"). SchemaReportEnv names a
 // file each violation is appended to, one per line. Both are for running existing test suites
-// under the check (a spike; see Options.Schema).
+// under the check (see Options.Schema).
 const (
 	SchemaEnv       = "PVEFAKE_SCHEMA"
 	SchemaReportEnv = "PVEFAKE_SCHEMA_REPORT"
