@@ -145,7 +145,9 @@ fuzz: ## Fuzz input validation for FUZZTIME
 
 .PHONY: e2e
 e2e: toolchain kube versitygw provider lab ## Tests through the real Pulumi CLI, the built plugin and the lab (RUN=<regexp> for some)
-	$(GO) -C lab test -count=1 -timeout 40m -parallel 3 -tags e2e $(if $(RUN),-run '$(RUN)') ./e2e/...
+	@mkdir -p .cache && rm -f .cache/e2e-summary.txt
+	TALOS_E2E_SUMMARY=$(CURDIR)/.cache/e2e-summary.txt $(GO) -C lab test -count=1 -timeout 40m -parallel 3 -tags e2e $(if $(RUN),-run '$(RUN)') ./e2e/...
+	@cat .cache/e2e-summary.txt 2>/dev/null || true
 
 .PHONY: test
 test: tools provider lab lint unit lab-unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
