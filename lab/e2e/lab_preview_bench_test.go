@@ -69,35 +69,51 @@ func BenchmarkPreview(b *testing.B) {
 			stacks[prog] = p
 		}
 
-		took := map[string][]time.Duration{}
-
-		b.StartTimer()
-
-		for range previewRuns {
-			for _, prog := range []string{"component", "handwritten"} {
+		compareMedians(b, "preview ratio", "no-op preview", [2]side{{"component", "component", "component"}, {"handwritten", "hand-written", "handwritten"}},
+			func(prog string) time.Duration {
 				start := time.Now()
 
 				if err := run(stacks[prog], prog, "preview"); err != nil {
 					b.Fatal(err)
 				}
 
-				took[prog] = append(took[prog], time.Since(start))
-			}
-		}
-
-		b.StopTimer()
-
-		comp, hand := median(took["component"]), median(took["handwritten"])
-		ratio := comp.Seconds() / hand.Seconds()
-
-		fmt.Printf("preview ratio: %.2f\n", ratio)
-		b.Logf("no-op preview, median of %d: component %s %v, hand-written %s %v", previewRuns,
-			comp.Round(time.Millisecond), took["component"], hand.Round(time.Millisecond), took["handwritten"])
-		b.ReportMetric(comp.Seconds(), "s/preview-component")
-		b.ReportMetric(hand.Seconds(), "s/preview-handwritten")
-		b.ReportMetric(ratio, "x-handwritten")
-		b.StartTimer()
+				return time.Since(start)
+			})
 	}
+}
+
+// side is one of the two runs compareMedians compares: its key, how the log names it, and the
+// suffix of its time metric ("s/preview-<metric>").
+type side struct{ key, name, metric string }
+
+// compareMedians times run of each side previewRuns times, alternating, and reports the ratio of
+// the first side's median to the second's: printed as "<label>: <x>" (what `make bench` shows),
+// logged with every time, and as metrics ("x-<second side's metric>" for the ratio).
+func compareMedians(b *testing.B, label, what string, sides [2]side, run func(key string) time.Duration) {
+	b.Helper()
+
+	took := map[string][]time.Duration{}
+
+	b.StartTimer()
+
+	for range previewRuns {
+		for _, s := range sides {
+			took[s.key] = append(took[s.key], run(s.key))
+		}
+	}
+
+	b.StopTimer()
+
+	first, second := median(took[sides[0].key]), median(took[sides[1].key])
+	ratio := first.Seconds() / second.Seconds()
+
+	fmt.Printf("%s: %.2f\n", label, ratio)
+	b.Logf("%s, median of %d: %s %s %v, %s %s %v", what, previewRuns,
+		sides[0].name, first.Round(time.Millisecond), took[sides[0].key], sides[1].name, second.Round(time.Millisecond), took[sides[1].key])
+	b.ReportMetric(first.Seconds(), "s/preview-"+sides[0].metric)
+	b.ReportMetric(second.Seconds(), "s/preview-"+sides[1].metric)
+	b.ReportMetric(ratio, "x-"+sides[1].metric)
+	b.StartTimer()
 }
 
 func median(d []time.Duration) time.Duration {
@@ -126,7 +142,6 @@ func BenchmarkDiffPreview(b *testing.B) {
 		editProgram(b, e, "        gateway: "+l.Address(1)+"\n", "        gateway: "+l.Address(1)+"\n        nameservers: [1.1.1.1, 8.8.8.8]\n")
 
 		modes := map[string]*lab.Pulumi{"with": p, "without": {Bin: p.Bin, Dir: p.Dir, Env: append(slices.Clone(p.Env), "TALOS_PROXMOX_CONFIG_DIFF=off")}}
-		took := map[string][]time.Duration{}
 
 		preview := func(mode string) time.Duration {
 			start := time.Now()
@@ -147,25 +162,7 @@ func BenchmarkDiffPreview(b *testing.B) {
 		preview("with") // untimed: warms what a user's second preview finds warm too
 		preview("without")
 
-		b.StartTimer()
-
-		for range previewRuns {
-			for _, mode := range []string{"with", "without"} {
-				took[mode] = append(took[mode], preview(mode))
-			}
-		}
-
-		b.StopTimer()
-
-		with, without := median(took["with"]), median(took["without"])
-		ratio := with.Seconds() / without.Seconds()
-
-		fmt.Printf("diff preview ratio: %.2f\n", ratio)
-		b.Logf("preview of a change on 9 nodes, median of %d: with diffs %s %v, without %s %v", previewRuns,
-			with.Round(time.Millisecond), took["with"], without.Round(time.Millisecond), took["without"])
-		b.ReportMetric(with.Seconds(), "s/preview-with-diffs")
-		b.ReportMetric(without.Seconds(), "s/preview-without")
-		b.ReportMetric(ratio, "x-without")
-		b.StartTimer()
+		compareMedians(b, "diff preview ratio", "preview of a change on 9 nodes",
+			[2]side{{"with", "with diffs", "with-diffs"}, {"without", "without", "without"}}, preview)
 	}
 }
