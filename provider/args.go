@@ -37,6 +37,7 @@ type TalosProxmoxClusterArgs struct {
 	ManifestSync                   *ManifestSync           `pulumi:"manifestSync,optional"`
 	EtcdBackup                     *EtcdBackup             `pulumi:"etcdBackup,optional"`
 	Recovery                       *Recovery               `pulumi:"recovery,optional"`
+	Secrets                        *Secrets                `pulumi:"secrets,optional"`
 	AllowDataLoss                  *bool                   `pulumi:"allowDataLoss,optional"`
 }
 

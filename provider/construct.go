@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -61,9 +62,12 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	// At preview nothing is created: while Proxmox is asked, the children that do not depend on
 	// its answer (image, downloads, secrets) are registered, so the engine works through them
 	// meanwhile. At `up` nothing is registered before every problem, Proxmox' included, is known.
+	//
+	// A cluster to adopt (secrets.bundle) starts after Proxmox and its nodes were asked: its
+	// secrets keep the configuration contract its nodes run.
 	var early *started
-	if ctx.DryRun() && renderErr == nil {
-		early, err = start(ctx, name, c, opts)
+	if ctx.DryRun() && renderErr == nil && c.Secrets == nil {
+		early, err = start(ctx, name, c, pass, "", opts)
 	}
 
 	inv := <-inventoryDone
@@ -110,8 +114,31 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		return nil, err
 	}
 
+	// A running cluster to adopt is read (its VMs from Proxmox, its nodes through their Talos
+	// API with the bundle) before anything is registered: a bundle of another cluster, or a VM
+	// the declaration would shrink or strip of a disk, fails here. Adopted, it is not new, and it
+	// keeps the Kubernetes version it runs unless kubernetesVersion says otherwise.
+	adopted, err := checkAdoption(ctx, c, inv.inv, plan.Build(c), opts)
+	if err != nil {
+		return nil, err
+	}
+
+	if len(adopted.adoptees) > 0 {
+		fresh = false
+
+		if adopted.kubernetes != "" && adopted.kubernetes != c.KubernetesVersion {
+			if c, err = c.RunningKubernetes(adopted.kubernetes); err != nil {
+				return nil, err
+			}
+
+			if helm, helmWarnings, err = validateAndRender(ctx.Context(), c, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+
 	if early == nil {
-		if early, err = start(ctx, name, c, opts); err != nil {
+		if early, err = start(ctx, name, c, pass, adopted.contract, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -179,7 +206,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		}
 	}
 
-	machines, err := wire.VirtualMachines(s, early.plan, early.downloads, vmIDs, inv.inv, proxmox.NewVMGuard(ctx, comp, cluster.Name, opts),
+	machines, err := wire.VirtualMachines(s, early.plan, early.downloads, vmIDs, inv.inv, adopted.adoptees, proxmox.NewVMGuard(ctx, comp, cluster.Name, opts),
 		configs.Checked, snapshotFirst, self)
 	if err != nil {
 		return nil, err
@@ -245,8 +272,9 @@ type started struct {
 
 // start registers the component (after every input was checked) with the spec's warnings, the
 // lifecycle provider (its plugin then starts while the rest is wired), the image, its downloads
-// and the machine secrets.
-func start(ctx *pulumi.Context, name string, c *spec.Cluster, opts []pulumi.ResourceOption) (*started, error) {
+// and the machine secrets: generated, or secrets.bundle's (an adopted cluster's, keeping contract,
+// the one its nodes run, or the spec's when "").
+func start(ctx *pulumi.Context, name string, c *spec.Cluster, pass wire.PassThrough, contract string, opts []pulumi.ResourceOption) (*started, error) {
 	comp := &TalosProxmoxCluster{}
 	if err := ctx.RegisterComponentResource(ClusterToken, name, comp, opts...); err != nil {
 		return nil, err
@@ -273,7 +301,13 @@ func start(ctx *pulumi.Context, name string, c *spec.Cluster, opts []pulumi.Reso
 		return nil, err
 	}
 
-	secrets, err := wire.MachineSecrets(s)
+	var secrets *wire.Secrets
+	if c.Secrets != nil {
+		secrets, err = wire.AdoptedSecrets(s, pass, cmp.Or(contract, c.ConfigContract), self)
+	} else {
+		secrets, err = wire.MachineSecrets(s)
+	}
+
 	if err != nil {
 		return nil, err
 	}

@@ -170,6 +170,20 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 		}
 	}
 
+	if sec := a.Secrets; sec != nil {
+		in.Secrets = &spec.SecretsInput{Bundle: spec.KnownPatch("")}
+		pass.SecretsBundle = sec.Bundle
+
+		if sec.Bundle != nil {
+			s, known, err := await.Known[string](ctx.Context(), sec.Bundle.ToStringOutput())
+			if err != nil {
+				return in, fmt.Errorf("secrets.bundle: %w", err)
+			}
+
+			in.Secrets.Bundle = spec.Patch{Text: s, Known: known}
+		}
+	}
+
 	in.AllowDataLoss = a.AllowDataLoss != nil && *a.AllowDataLoss
 
 	for _, h := range a.HelmCharts {

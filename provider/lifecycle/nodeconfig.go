@@ -34,6 +34,7 @@ type NodeConfigArgs struct {
 	// property as the old output against the new input, so the redacted form is an input too.
 	RedactedConfiguration string `pulumi:"redactedConfiguration,optional" doc:"The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows."`
 	CheckReady            bool   `pulumi:"checkReady" doc:"Require the Node to be Ready after a reboot."`
+	Adopted               bool   `pulumi:"adopted,optional" doc:"The node was configured before the component knew it (an adopted cluster): the first configuration is applied only where it differs from what the node runs."`
 	Timeout               string `pulumi:"timeout" doc:"How long each wait may take (a duration)."`
 }
 
@@ -65,9 +66,46 @@ func (a NodeConfigArgs) options(ctx context.Context) (day2.ConfigOptions, error)
 	}, err
 }
 
-// Create records the configuration the Talos provider applied to the new node.
-func (r *NodeConfig) Create(_ context.Context, req infer.CreateRequest[NodeConfigArgs]) (infer.CreateResponse[NodeConfigState], error) {
-	return infer.CreateResponse[NodeConfigState]{ID: req.Inputs.Node, Output: req.Inputs}, nil
+// Create records the configuration the Talos provider applied to the new node. An adopted
+// node's configuration was applied by whatever made the cluster: it is read, and the declared
+// one applied only where it differs (the preview says what changes, and whether live).
+func (r *NodeConfig) Create(ctx context.Context, req infer.CreateRequest[NodeConfigArgs]) (infer.CreateResponse[NodeConfigState], error) {
+	resp := infer.CreateResponse[NodeConfigState]{ID: req.Inputs.Node, Output: req.Inputs}
+	if !req.Inputs.Adopted {
+		return resp, nil
+	}
+
+	o, err := req.Inputs.options(ctx)
+	if err != nil {
+		return resp, err
+	}
+
+	if req.DryRun {
+		if o.Access.Talosconfig != "" && o.Config != "" {
+			describePlan(ctx, o, "")
+		}
+
+		return resp, nil
+	}
+
+	running, err := readRunning(ctx, o)
+	if err != nil {
+		return resp, fmt.Errorf("reading the configuration the adopted node %s runs: %w", o.Node.Name, err)
+	}
+
+	if sameConfig(running, o.Config) {
+		p.GetLogger(ctx).Infof("%s: adopted: runs the declared configuration already; nothing applied", o.Node.Name)
+		return resp, nil
+	}
+
+	_, summary, _ := redactedDiff(running, o.Config, "running on "+o.Node.Name, "declared")
+	p.GetLogger(ctx).Infof("%s: adopted: applying the declared configuration (%s)", o.Node.Name, summary)
+
+	if _, err := r.Update(ctx, infer.UpdateRequest[NodeConfigArgs, NodeConfigState]{Inputs: req.Inputs}); err != nil {
+		return resp, err
+	}
+
+	return resp, nil
 }
 
 // Diff shows an update when the declared configuration differs from what the node runs: a

@@ -46,6 +46,7 @@ var kinds = []struct {
 	{infer.Resource(&ClientCredentials{}), ClientCredentialsKind, reflect.TypeFor[ClientCredentialsState]()},
 	{infer.Resource(&EtcdSnapshot{}), EtcdSnapshotKind, reflect.TypeFor[EtcdSnapshotState]()},
 	{infer.Resource(&EtcdBootstrap{}), EtcdBootstrapKind, reflect.TypeFor[EtcdBootstrapState]()},
+	{infer.Resource(&AdoptedSecrets{}), AdoptedSecretsKind, reflect.TypeFor[AdoptedSecretsState]()},
 }
 
 // resourceSpec is what the tests read of a resource in the schema.

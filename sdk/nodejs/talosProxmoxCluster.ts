@@ -112,6 +112,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["nodes"] = args?.nodes;
             resourceInputs["proxmoxClusterName"] = args?.proxmoxClusterName;
             resourceInputs["recovery"] = args?.recovery;
+            resourceInputs["secrets"] = args?.secrets;
             resourceInputs["talosVersion"] = args?.talosVersion;
             resourceInputs["upgrade"] = args?.upgrade;
             resourceInputs["vip"] = args?.vip;
@@ -241,6 +242,10 @@ export interface TalosProxmoxClusterArgs {
      * Restore etcd from a snapshot when the cluster has none running.
      */
     recovery?: inputs.RecoveryArgs;
+    /**
+     * The Talos secrets of a cluster that runs already (made by Terraform/OpenTofu, talosctl or another Pulumi program), to adopt it: its nodes' VMs are imported, not created, and configured only where their configuration differs (see docs/adopt.md). Without it the component generates the cluster's secrets.
+     */
+    secrets?: inputs.SecretsArgs;
     /**
      * Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with, and Kubernetes the version it runs (see `kubernetesVersion`). Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports, and only to a minor that runs the cluster's Kubernetes version (both checked at preview). See docs/operations.md.
      */

@@ -176,3 +176,19 @@ func NotAfter(talosconfig, kubecfg string) (time.Time, error) {
 
 	return first, nil
 }
+
+// AdminCertificate issues a Talos API admin client certificate from the Talos API CA, valid for
+// validity from now, as base64 PEM (the form of the talos provider's client configuration).
+func AdminCertificate(osCA CertAndKey, now time.Time, validity time.Duration) (CertAndKey, error) {
+	ca, err := pair("Talos API CA", osCA)
+	if err != nil {
+		return CertAndKey{}, err
+	}
+
+	crt, err := secrets.NewAdminCertificateAndKey(now, ca, role.MakeSet(role.Admin), validity)
+	if err != nil {
+		return CertAndKey{}, fmt.Errorf("issuing the Talos API client certificate: %w", err)
+	}
+
+	return CertAndKey{Cert: base64.StdEncoding.EncodeToString(crt.Crt), Key: base64.StdEncoding.EncodeToString(crt.Key)}, nil
+}

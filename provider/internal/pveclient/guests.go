@@ -175,3 +175,26 @@ func (c *Client) Permissions(ctx context.Context, path string) (map[string]bool,
 
 	return out, nil
 }
+
+// VMConfig returns VM vmid's configuration on node (GET /nodes/{node}/qemu/{vmid}/config), each
+// value as Proxmox writes it in the VM's configuration file ("virtio=BC:24:11:…,bridge=vmbr0").
+func (c *Client) VMConfig(ctx context.Context, node string, vmid int) (map[string]string, error) {
+	var raw map[string]any
+	if err := c.get(ctx, fmt.Sprintf("/nodes/%s/qemu/%d/config", url.PathEscape(node), vmid), nil, &raw); err != nil {
+		return nil, err
+	}
+
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		switch v := v.(type) {
+		case string:
+			out[k] = v
+		case float64:
+			out[k] = strconv.FormatFloat(v, 'f', -1, 64)
+		default:
+			out[k] = fmt.Sprint(v)
+		}
+	}
+
+	return out, nil
+}

@@ -24,6 +24,7 @@ func Build(in Input) (*Cluster, error) {
 	buildHelm(&p, in, c)
 	buildDay2(&p, in, c)
 	buildBackup(&p, in, c)
+	buildSecrets(&p, in, c)
 	checkPatches(&p, "configPatches", in.ConfigPatches)
 	checkPatches(&p, "controlPlaneConfigPatches", in.ControlPlaneConfigPatches)
 	checkPatches(&p, "workerConfigPatches", in.WorkerConfigPatches)

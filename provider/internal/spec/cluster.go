@@ -67,6 +67,8 @@ type Cluster struct {
 	// EtcdBackup is nil without etcdBackup, Recovery nil without recovery.
 	EtcdBackup *EtcdBackup
 	Recovery   *Recovery
+	// Secrets is nil without secrets: the cluster gets secrets of its own.
+	Secrets *Secrets
 	// AllowDataLoss accepts plans that leave the cluster without its etcd data.
 	AllowDataLoss bool
 	// Warnings are problems that do not stop the deployment.

@@ -35,6 +35,7 @@ type Input struct {
 	ManifestSync              ManifestSyncInput
 	EtcdBackup                *EtcdBackupInput
 	Recovery                  *RecoveryInput
+	Secrets                   *SecretsInput
 	AllowDataLoss             bool
 }
 

@@ -26,6 +26,8 @@ type PassThrough struct {
 	ManifestContents []pulumi.StringInput
 	// AgeIdentity is recovery.ageIdentity (a secret; nil when unset).
 	AgeIdentity pulumi.StringInput
+	// SecretsBundle is secrets.bundle (a secret; nil when unset).
+	SecretsBundle pulumi.StringInput
 }
 
 // Configs is what CheckConfigs returns: what the VMs wait for, and how every node's

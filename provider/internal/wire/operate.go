@@ -233,9 +233,8 @@ func setAccess[A any](in *lifecycle.Inputs[A], a *lifecycle.ClusterAccess, r *Ru
 // setTalosCA sets the Talos API CA a lifecycle resource issues its own client certificates from
 // (the key as a secret).
 func setTalosCA[A any](in *lifecycle.Inputs[A], a *lifecycle.TalosCA, secrets *Secrets) {
-	certs := secrets.Resource.MachineSecrets.Certs()
-	lifecycle.Set(in, &a.OsCaCertificate, certs.Os().Cert())
-	lifecycle.Set(in, &a.OsCaKey, pulumi.ToSecret(certs.Os().Key()).(pulumi.StringOutput))
+	lifecycle.Set(in, &a.OsCaCertificate, secrets.OSCA.Cert)
+	lifecycle.Set(in, &a.OsCaKey, secrets.OSCA.Key)
 }
 
 // setNodeRef sets how a per-node lifecycle resource finds its node.
@@ -278,6 +277,11 @@ func (b operation) reconfigure(workers, cps pulumi.StringMap, order []spec.Node,
 		lifecycle.Set(in, &a.ControlPlanes, cps)
 		lifecycle.Set(in, &a.Configuration, pulumi.ToSecret(r.ConfigOf[n.Name]).(pulumi.StringOutput))
 		lifecycle.Set(in, &a.RedactedConfiguration, redactedOf(r.ConfigOf[n.Name]))
+
+		if b.m.Adopted(n.Name) {
+			lifecycle.Set(in, &a.Adopted, pulumi.Bool(true))
+		}
+
 		lifecycle.Set(in, &a.CheckReady, pulumi.Bool(c.Health.RequireNodesReady))
 		lifecycle.Set(in, &a.Timeout, pulumi.String(c.Upgrade.Timeout.String()))
 

@@ -29,7 +29,7 @@ type Running struct {
 // leaves no control plane in place, or recovery asks for one; see bootstrap) and the kubeconfig.
 func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, backup *Backup, pass PassThrough, self Lifecycle) (*Running, error) {
 	c := s.Cluster
-	cc := secrets.Resource.ClientConfiguration
+	cc := secrets.Client
 	endpointURL := m.Addresses.EndpointURL(c)
 
 	r := &Running{Applies: map[string]pulumi.Resource{}, ConfigOf: map[string]pulumi.StringOutput{}, Endpoint: endpointURL}
@@ -38,8 +38,20 @@ func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, backup *Back
 		cfg := configs.Of(n, m.Addresses)
 		ip := m.Addresses[n.Name]
 
+		r.Configs = append(r.Configs, cfg)
+		r.ConfigOf[n.Name] = cfg
+
+		// An adopted node runs the configuration it was given before the component knew it: its
+		// NodeConfig applies the generated one only where it differs (Operate).
+		if m.Adopted(n.Name) {
+			r.Applies[n.Name] = m.VMs[n.Name]
+			continue
+		}
+
 		apply, err := machine.NewConfigurationApply(s.Ctx, s.child(n.Name+"-config"), &machine.ConfigurationApplyArgs{
-			ClientConfiguration:       cc,
+			ClientConfiguration: machine.ClientConfigurationArgs{
+				CaCertificate: cc.CA, ClientCertificate: cc.Cert, ClientKey: cc.Key,
+			},
 			MachineConfigurationInput: cfg,
 			Node:                      ip,
 			Endpoint:                  ip,
@@ -60,8 +72,6 @@ func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, backup *Back
 		}
 
 		r.Applies[n.Name] = apply
-		r.Configs = append(r.Configs, cfg)
-		r.ConfigOf[n.Name] = cfg
 	}
 
 	first := m.Addresses[c.BootstrapNode().Name]
@@ -81,9 +91,9 @@ func Talos(s Scope, secrets *Secrets, m *Machines, configs Configs, backup *Back
 
 	kubeconfig, err := cluster.NewKubeconfig(s.Ctx, s.child("kubeconfig"), &cluster.KubeconfigArgs{
 		ClientConfiguration: cluster.KubeconfigClientConfigurationArgs{
-			CaCertificate:     cc.CaCertificate(),
-			ClientCertificate: cc.ClientCertificate(),
-			ClientKey:         cc.ClientKey(),
+			CaCertificate:     cc.CA,
+			ClientCertificate: cc.Cert,
+			ClientKey:         cc.Key,
 		},
 		Node:     first,
 		Endpoint: first,
@@ -168,14 +178,12 @@ func bootstrapEtcd(s Scope, m *Machines, r *Running, backup *Backup, pass PassTh
 // and renewed within credentials.renewBefore of their expiry (lifecycle.ClientCredentials).
 func clientCredentials(s Scope, secrets *Secrets, addrs Addresses, endpointURL pulumi.StringOutput, self Lifecycle) (*lifecycle.CredentialsOutputs, error) {
 	c := s.Cluster
-	certs := secrets.Resource.MachineSecrets.Certs()
-
 	in, a := lifecycle.ClientCredentialsKind.Inputs()
 	lifecycle.Set(in, &a.ClusterName, pulumi.String(c.Name))
 	lifecycle.Set(in, &a.Endpoint, endpointURL)
 	setTalosCA(in, &a.TalosCA, secrets)
-	lifecycle.Set(in, &a.KubernetesCaCertificate, certs.K8s().Cert())
-	lifecycle.Set(in, &a.KubernetesCaKey, pulumi.ToSecret(certs.K8s().Key()).(pulumi.StringOutput))
+	lifecycle.Set(in, &a.KubernetesCaCertificate, secrets.KubernetesCA.Cert)
+	lifecycle.Set(in, &a.KubernetesCaKey, secrets.KubernetesCA.Key)
 	lifecycle.Set(in, &a.TalosEndpoints, addrs.Of(c.ControlPlanes()))
 	lifecycle.Set(in, &a.TalosNodes, addrs.Of(c.Nodes))
 	lifecycle.Set(in, &a.Validity, pulumi.String(c.Credentials.Validity.String()))

@@ -23,6 +23,15 @@ type Machines struct {
 	Addresses Addresses
 	// instances are the nodes' VM instances (see Instance), by node name.
 	instances map[string]string
+	// adopted are the nodes whose VMs the component adopted (proxmox.Adoptee), by node name.
+	adopted map[string]proxmox.Adoptee
+}
+
+// Adopted tells whether node n runs on a VM the component adopted: its first configuration was
+// applied before the component knew it, so it gets none from the talos provider.
+func (m *Machines) Adopted(n string) bool {
+	_, ok := m.adopted[n]
+	return ok
 }
 
 // Instance are the options that bind a resource about node n to its VM: replaced with it, and
@@ -56,12 +65,15 @@ func (m *Machines) Instances(nodes []string) map[string]string {
 //
 // The VMs also wait for after (the etcd snapshot of this `up`, when one is taken before a VM is
 // replaced).
+//
+// The VMs of adoptees (an adopted cluster's; proxmox.Adoptee) are imported by the `up` that adopts
+// them, not created, and keep the settings the component does not declare (adoptedIgnoredPaths).
 func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[string]int, inv *proxmox.Inventory,
-	guard *proxmox.VMGuard, checked pulumi.ResourceArrayOutput, after []pulumi.Resource, self Lifecycle,
+	adoptees map[string]proxmox.Adoptee, guard *proxmox.VMGuard, checked pulumi.ResourceArrayOutput, after []pulumi.Resource, self Lifecycle,
 ) (*Machines, error) {
 	m := &Machines{
 		VMs: map[string]pulumi.Resource{}, VMIDs: map[string]pulumi.IntOutput{}, Addresses: Addresses{},
-		instances: map[string]string{},
+		instances: map[string]string{}, adopted: adoptees,
 	}
 
 	for _, v := range p.VMs {
@@ -70,25 +82,44 @@ func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[st
 			vmid = vmIDs[v.Node.Name]
 		}
 
-		hooks, err := guard.Hooks(v.Node, vmid, s.child(v.Node.Name))
-		if err != nil {
-			return nil, errorf("registering the VM guard of node %s: %w", v.Node.Name, err)
-		}
-
 		instance := inv.Instance(s.Cluster.Name, v.Node.Name)
 		m.instances[v.Node.Name] = instance
 
-		machine, err := vm.NewVirtualMachine(s.Ctx, s.child(v.Node.Name), vmArgs(s.Cluster, v, files[v.Download], vmid, instance),
+		args := vmArgs(s.Cluster, v, files[v.Download], vmid, instance)
+		ignored := vmIgnoredPaths(len(v.Disks))
+
+		var opts []pulumi.ResourceOption
+
+		if a, ok := adoptees[v.Node.Name]; ok {
+			args.VmId = pulumi.Int(a.VMID)
+			args.Tags = pulumi.ToStringArray(append(withInstance(v.Node.Tags, instance), proxmox.AdoptedTag))
+			ignored = append(ignored, adoptedIgnoredPaths(len(v.Disks))...)
+
+			if a.Import {
+				opts = append(opts, pulumi.Import(pulumi.ID(a.ImportID())))
+			}
+		} else {
+			// The guard clears what an interrupted create of the component's own VM left; an
+			// adopted VM is never created (nor cleared) by it.
+			hooks, err := guard.Hooks(v.Node, vmid, s.child(v.Node.Name))
+			if err != nil {
+				return nil, errorf("registering the VM guard of node %s: %w", v.Node.Name, err)
+			}
+
+			opts = hooks
+		}
+
+		machine, err := vm.NewVirtualMachine(s.Ctx, s.child(v.Node.Name), args,
 			append([]pulumi.ResourceOption{
 				s.parent(),
 				// A replacement VM keeps the node's address and its VM id, so the old one must
 				// go first.
 				pulumi.DeleteBeforeReplace(true),
-				pulumi.IgnoreChanges(vmIgnoredPaths(len(v.Disks))),
+				pulumi.IgnoreChanges(ignored),
 				// No VM before every node's configuration is known to be valid (CheckConfigs).
 				pulumi.DependsOnInputs(checked),
 				pulumi.DependsOn(after),
-			}, hooks...)...,
+			}, opts...)...,
 		)
 		if err != nil {
 			return nil, errorf("registering the VM of node %s: %w", v.Node.Name, err)
@@ -126,6 +157,26 @@ func vmIgnoredPaths(disks int) []string {
 	paths := []string{"disks[0].fileId", "disks[0].importFrom", "cdrom"}
 	for i := range disks {
 		paths = append(paths, fmt.Sprintf("disks[%d].speed", i))
+	}
+
+	return paths
+}
+
+// adoptedIgnoredPaths are the settings an adopted VM keeps as it was made (by Terraform, talosctl's
+// users, another program): the component does not expose them, and its own choices for them
+// (firmware, machine type, CPU type, disk cache and discard, the cloud-init drive, …) would change
+// a running node's hardware — some only with a reboot — just because it was adopted. What the node
+// declares (name, host, CPU cores, memory, disks' sizes and datastores, NIC bridge, VLAN and MAC,
+// tags, PCI devices) is applied, and shown at preview (proxmox.VMDifferences).
+func adoptedIgnoredPaths(disks int) []string {
+	paths := []string{
+		"description", "machine", "bios", "scsiHardware", "operatingSystem", "cpu.type", "cpu.sockets", "memory.floating",
+		"agent", "networkDevices[0].model", "initialization", "onBoot", "efiDisk",
+	}
+	for i := range disks {
+		for _, f := range []string{"fileFormat", "discard", "ssd", "iothread", "serial"} {
+			paths = append(paths, fmt.Sprintf("disks[%d].%s", i, f))
+		}
 	}
 
 	return paths

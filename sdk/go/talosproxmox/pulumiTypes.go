@@ -3040,6 +3040,146 @@ func (o RecoveryPtrOutput) FromSnapshot() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
+// An existing cluster's Talos secrets. With them the component adopts the cluster they belong to: a declared node whose VM exists (matched by `vmId`, else by the VM's name on `hostNode`) and was not made by the component is imported as it is; the bootstrap is recorded, never run; a node's configuration is applied only where the one the component generates differs from what the node runs, shown in the preview as a redacted diff.
+type Secrets struct {
+	// The secrets bundle (a secret): the YAML `talosctl gen secrets` writes, the JSON of the Terraform talos provider's `talos_machine_secrets.machine_secrets`, or the Pulumi talos provider's `machineSecrets` output. Checked at preview: a missing or broken field is named, and a bundle whose CA is not the running cluster's is refused before anything changes.
+	Bundle string `pulumi:"bundle"`
+}
+
+// SecretsInput is an input type that accepts SecretsArgs and SecretsOutput values.
+// You can construct a concrete instance of `SecretsInput` via:
+//
+//	SecretsArgs{...}
+type SecretsInput interface {
+	pulumi.Input
+
+	ToSecretsOutput() SecretsOutput
+	ToSecretsOutputWithContext(context.Context) SecretsOutput
+}
+
+// An existing cluster's Talos secrets. With them the component adopts the cluster they belong to: a declared node whose VM exists (matched by `vmId`, else by the VM's name on `hostNode`) and was not made by the component is imported as it is; the bootstrap is recorded, never run; a node's configuration is applied only where the one the component generates differs from what the node runs, shown in the preview as a redacted diff.
+type SecretsArgs struct {
+	// The secrets bundle (a secret): the YAML `talosctl gen secrets` writes, the JSON of the Terraform talos provider's `talos_machine_secrets.machine_secrets`, or the Pulumi talos provider's `machineSecrets` output. Checked at preview: a missing or broken field is named, and a bundle whose CA is not the running cluster's is refused before anything changes.
+	Bundle pulumi.StringInput `pulumi:"bundle"`
+}
+
+func (SecretsArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*Secrets)(nil)).Elem()
+}
+
+func (i SecretsArgs) ToSecretsOutput() SecretsOutput {
+	return i.ToSecretsOutputWithContext(context.Background())
+}
+
+func (i SecretsArgs) ToSecretsOutputWithContext(ctx context.Context) SecretsOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(SecretsOutput)
+}
+
+func (i SecretsArgs) ToSecretsPtrOutput() SecretsPtrOutput {
+	return i.ToSecretsPtrOutputWithContext(context.Background())
+}
+
+func (i SecretsArgs) ToSecretsPtrOutputWithContext(ctx context.Context) SecretsPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(SecretsOutput).ToSecretsPtrOutputWithContext(ctx)
+}
+
+// SecretsPtrInput is an input type that accepts SecretsArgs, SecretsPtr and SecretsPtrOutput values.
+// You can construct a concrete instance of `SecretsPtrInput` via:
+//
+//	        SecretsArgs{...}
+//
+//	or:
+//
+//	        nil
+type SecretsPtrInput interface {
+	pulumi.Input
+
+	ToSecretsPtrOutput() SecretsPtrOutput
+	ToSecretsPtrOutputWithContext(context.Context) SecretsPtrOutput
+}
+
+type secretsPtrType SecretsArgs
+
+func SecretsPtr(v *SecretsArgs) SecretsPtrInput {
+	return (*secretsPtrType)(v)
+}
+
+func (*secretsPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**Secrets)(nil)).Elem()
+}
+
+func (i *secretsPtrType) ToSecretsPtrOutput() SecretsPtrOutput {
+	return i.ToSecretsPtrOutputWithContext(context.Background())
+}
+
+func (i *secretsPtrType) ToSecretsPtrOutputWithContext(ctx context.Context) SecretsPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(SecretsPtrOutput)
+}
+
+// An existing cluster's Talos secrets. With them the component adopts the cluster they belong to: a declared node whose VM exists (matched by `vmId`, else by the VM's name on `hostNode`) and was not made by the component is imported as it is; the bootstrap is recorded, never run; a node's configuration is applied only where the one the component generates differs from what the node runs, shown in the preview as a redacted diff.
+type SecretsOutput struct{ *pulumi.OutputState }
+
+func (SecretsOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*Secrets)(nil)).Elem()
+}
+
+func (o SecretsOutput) ToSecretsOutput() SecretsOutput {
+	return o
+}
+
+func (o SecretsOutput) ToSecretsOutputWithContext(ctx context.Context) SecretsOutput {
+	return o
+}
+
+func (o SecretsOutput) ToSecretsPtrOutput() SecretsPtrOutput {
+	return o.ToSecretsPtrOutputWithContext(context.Background())
+}
+
+func (o SecretsOutput) ToSecretsPtrOutputWithContext(ctx context.Context) SecretsPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v Secrets) *Secrets {
+		return &v
+	}).(SecretsPtrOutput)
+}
+
+// The secrets bundle (a secret): the YAML `talosctl gen secrets` writes, the JSON of the Terraform talos provider's `talos_machine_secrets.machine_secrets`, or the Pulumi talos provider's `machineSecrets` output. Checked at preview: a missing or broken field is named, and a bundle whose CA is not the running cluster's is refused before anything changes.
+func (o SecretsOutput) Bundle() pulumi.StringOutput {
+	return o.ApplyT(func(v Secrets) string { return v.Bundle }).(pulumi.StringOutput)
+}
+
+type SecretsPtrOutput struct{ *pulumi.OutputState }
+
+func (SecretsPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**Secrets)(nil)).Elem()
+}
+
+func (o SecretsPtrOutput) ToSecretsPtrOutput() SecretsPtrOutput {
+	return o
+}
+
+func (o SecretsPtrOutput) ToSecretsPtrOutputWithContext(ctx context.Context) SecretsPtrOutput {
+	return o
+}
+
+func (o SecretsPtrOutput) Elem() SecretsOutput {
+	return o.ApplyT(func(v *Secrets) Secrets {
+		if v != nil {
+			return *v
+		}
+		var ret Secrets
+		return ret
+	}).(SecretsOutput)
+}
+
+// The secrets bundle (a secret): the YAML `talosctl gen secrets` writes, the JSON of the Terraform talos provider's `talos_machine_secrets.machine_secrets`, or the Pulumi talos provider's `machineSecrets` output. Checked at preview: a missing or broken field is named, and a bundle whose CA is not the running cluster's is refused before anything changes.
+func (o SecretsPtrOutput) Bundle() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Secrets) *string {
+		if v == nil {
+			return nil
+		}
+		return &v.Bundle
+	}).(pulumi.StringPtrOutput)
+}
+
 // How running nodes are upgraded when `talosVersion` or the image's schematic changes.
 type Upgrade struct {
 	// Allow `talosVersion` to go back to an older release. Default: false.
@@ -3444,6 +3584,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceArrayInput)(nil)).Elem(), PciDeviceArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RecoveryInput)(nil)).Elem(), RecoveryArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RecoveryPtrInput)(nil)).Elem(), RecoveryArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*SecretsInput)(nil)).Elem(), SecretsArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*SecretsPtrInput)(nil)).Elem(), SecretsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*UpgradeInput)(nil)).Elem(), UpgradeArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*UpgradePtrInput)(nil)).Elem(), UpgradeArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*VmIdRangeInput)(nil)).Elem(), VmIdRangeArgs{})
@@ -3481,6 +3623,8 @@ func init() {
 	pulumi.RegisterOutputType(PciDeviceArrayOutput{})
 	pulumi.RegisterOutputType(RecoveryOutput{})
 	pulumi.RegisterOutputType(RecoveryPtrOutput{})
+	pulumi.RegisterOutputType(SecretsOutput{})
+	pulumi.RegisterOutputType(SecretsPtrOutput{})
 	pulumi.RegisterOutputType(UpgradeOutput{})
 	pulumi.RegisterOutputType(UpgradePtrOutput{})
 	pulumi.RegisterOutputType(VmIdRangeOutput{})

@@ -111,6 +111,8 @@ type talosProxmoxClusterArgs struct {
 	ProxmoxClusterName *string `pulumi:"proxmoxClusterName"`
 	// Restore etcd from a snapshot when the cluster has none running.
 	Recovery *Recovery `pulumi:"recovery"`
+	// The Talos secrets of a cluster that runs already (made by Terraform/OpenTofu, talosctl or another Pulumi program), to adopt it: its nodes' VMs are imported, not created, and configured only where their configuration differs (see docs/adopt.md). Without it the component generates the cluster's secrets.
+	Secrets *Secrets `pulumi:"secrets"`
 	// Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with, and Kubernetes the version it runs (see `kubernetesVersion`). Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports, and only to a minor that runs the cluster's Kubernetes version (both checked at preview). See docs/operations.md.
 	TalosVersion string `pulumi:"talosVersion"`
 	// How running nodes are upgraded when `talosVersion` or the schematic changes.
@@ -171,6 +173,8 @@ type TalosProxmoxClusterArgs struct {
 	ProxmoxClusterName *string
 	// Restore etcd from a snapshot when the cluster has none running.
 	Recovery *RecoveryArgs
+	// The Talos secrets of a cluster that runs already (made by Terraform/OpenTofu, talosctl or another Pulumi program), to adopt it: its nodes' VMs are imported, not created, and configured only where their configuration differs (see docs/adopt.md). Without it the component generates the cluster's secrets.
+	Secrets *SecretsArgs
 	// Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with, and Kubernetes the version it runs (see `kubernetesVersion`). Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports, and only to a minor that runs the cluster's Kubernetes version (both checked at preview). See docs/operations.md.
 	TalosVersion string
 	// How running nodes are upgraded when `talosVersion` or the schematic changes.

@@ -5,6 +5,11 @@ import * as pulumi from "@pulumi/pulumi";
 import * as utilities from "../utilities";
 
 // Export members:
+export { AdoptedSecretsArgs } from "./adoptedSecrets";
+export type AdoptedSecrets = import("./adoptedSecrets").AdoptedSecrets;
+export const AdoptedSecrets: typeof import("./adoptedSecrets").AdoptedSecrets = null as any;
+utilities.lazyLoad(exports, ["AdoptedSecrets"], () => require("./adoptedSecrets"));
+
 export { ClientCredentialsArgs } from "./clientCredentials";
 export type ClientCredentials = import("./clientCredentials").ClientCredentials;
 export const ClientCredentials: typeof import("./clientCredentials").ClientCredentials = null as any;
@@ -70,6 +75,8 @@ const _module = {
     version: utilities.getVersion(),
     construct: (name: string, type: string, urn: string): pulumi.Resource => {
         switch (type) {
+            case "talos-proxmox:lifecycle:AdoptedSecrets":
+                return new AdoptedSecrets(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:ClientCredentials":
                 return new ClientCredentials(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:ClusterHealth":

@@ -39,6 +39,10 @@ export class NodeConfig extends pulumi.CustomResource {
      */
     declare public readonly address: pulumi.Output<string>;
     /**
+     * The node was configured before the component knew it (an adopted cluster): the first configuration is applied only where it differs from what the node runs.
+     */
+    declare public readonly adopted: pulumi.Output<boolean | undefined>;
+    /**
      * Require the Node to be Ready after a reboot.
      */
     declare public readonly checkReady: pulumi.Output<boolean>;
@@ -114,6 +118,7 @@ export class NodeConfig extends pulumi.CustomResource {
                 throw new Error("Missing required property 'timeout'");
             }
             resourceInputs["address"] = args?.address;
+            resourceInputs["adopted"] = args?.adopted;
             resourceInputs["checkReady"] = args?.checkReady;
             resourceInputs["configuration"] = args?.configuration ? pulumi.secret(args.configuration) : undefined;
             resourceInputs["controlPlane"] = args?.controlPlane;
@@ -125,6 +130,7 @@ export class NodeConfig extends pulumi.CustomResource {
             resourceInputs["timeout"] = args?.timeout;
         } else {
             resourceInputs["address"] = undefined /*out*/;
+            resourceInputs["adopted"] = undefined /*out*/;
             resourceInputs["checkReady"] = undefined /*out*/;
             resourceInputs["configuration"] = undefined /*out*/;
             resourceInputs["controlPlane"] = undefined /*out*/;
@@ -150,6 +156,10 @@ export interface NodeConfigArgs {
      * The node's IP address.
      */
     address: pulumi.Input<string>;
+    /**
+     * The node was configured before the component knew it (an adopted cluster): the first configuration is applied only where it differs from what the node runs.
+     */
+    adopted?: pulumi.Input<boolean | undefined>;
     /**
      * Require the Node to be Ready after a reboot.
      */

@@ -434,6 +434,16 @@ export interface RecoveryArgs {
 }
 
 /**
+ * An existing cluster's Talos secrets. With them the component adopts the cluster they belong to: a declared node whose VM exists (matched by `vmId`, else by the VM's name on `hostNode`) and was not made by the component is imported as it is; the bootstrap is recorded, never run; a node's configuration is applied only where the one the component generates differs from what the node runs, shown in the preview as a redacted diff.
+ */
+export interface SecretsArgs {
+    /**
+     * The secrets bundle (a secret): the YAML `talosctl gen secrets` writes, the JSON of the Terraform talos provider's `talos_machine_secrets.machine_secrets`, or the Pulumi talos provider's `machineSecrets` output. Checked at preview: a missing or broken field is named, and a bundle whose CA is not the running cluster's is refused before anything changes.
+     */
+    bundle: pulumi.Input<string>;
+}
+
+/**
  * How running nodes are upgraded when `talosVersion` or the image's schematic changes.
  */
 export interface UpgradeArgs {

@@ -34,6 +34,7 @@ _utilities.register(
   "mod": "lifecycle",
   "fqn": "pulumi_talos_proxmox.lifecycle",
   "classes": {
+   "talos-proxmox:lifecycle:AdoptedSecrets": "AdoptedSecrets",
    "talos-proxmox:lifecycle:ClientCredentials": "ClientCredentials",
    "talos-proxmox:lifecycle:ClusterHealth": "ClusterHealth",
    "talos-proxmox:lifecycle:EtcdBootstrap": "EtcdBootstrap",

@@ -43,6 +43,8 @@ __all__ = [
     'PciDeviceArgsDict',
     'RecoveryArgs',
     'RecoveryArgsDict',
+    'SecretsArgs',
+    'SecretsArgsDict',
     'UpgradeArgs',
     'UpgradeArgsDict',
     'VmIdRangeArgs',
@@ -1955,6 +1957,39 @@ class RecoveryArgs:
     @from_snapshot.setter
     def from_snapshot(self, value: pulumi.Input[Optional[_builtins.str]]):
         pulumi.set(self, "from_snapshot", value)
+
+
+class SecretsArgsDict(TypedDict):
+    """
+    An existing cluster's Talos secrets. With them the component adopts the cluster they belong to: a declared node whose VM exists (matched by `vmId`, else by the VM's name on `hostNode`) and was not made by the component is imported as it is; the bootstrap is recorded, never run; a node's configuration is applied only where the one the component generates differs from what the node runs, shown in the preview as a redacted diff.
+    """
+    bundle: pulumi.Input[_builtins.str]
+    """
+    The secrets bundle (a secret): the YAML `talosctl gen secrets` writes, the JSON of the Terraform talos provider's `talos_machine_secrets.machine_secrets`, or the Pulumi talos provider's `machineSecrets` output. Checked at preview: a missing or broken field is named, and a bundle whose CA is not the running cluster's is refused before anything changes.
+    """
+
+@pulumi.input_type
+class SecretsArgs:
+    def __init__(__self__, *,
+                 bundle: pulumi.Input[_builtins.str]):
+        """
+        An existing cluster's Talos secrets. With them the component adopts the cluster they belong to: a declared node whose VM exists (matched by `vmId`, else by the VM's name on `hostNode`) and was not made by the component is imported as it is; the bootstrap is recorded, never run; a node's configuration is applied only where the one the component generates differs from what the node runs, shown in the preview as a redacted diff.
+
+        :param pulumi.Input[_builtins.str] bundle: The secrets bundle (a secret): the YAML `talosctl gen secrets` writes, the JSON of the Terraform talos provider's `talos_machine_secrets.machine_secrets`, or the Pulumi talos provider's `machineSecrets` output. Checked at preview: a missing or broken field is named, and a bundle whose CA is not the running cluster's is refused before anything changes.
+        """
+        pulumi.set(__self__, "bundle", bundle)
+
+    @_builtins.property
+    @pulumi.getter
+    def bundle(self) -> pulumi.Input[_builtins.str]:
+        """
+        The secrets bundle (a secret): the YAML `talosctl gen secrets` writes, the JSON of the Terraform talos provider's `talos_machine_secrets.machine_secrets`, or the Pulumi talos provider's `machineSecrets` output. Checked at preview: a missing or broken field is named, and a bundle whose CA is not the running cluster's is refused before anything changes.
+        """
+        return pulumi.get(self, "bundle")
+
+    @bundle.setter
+    def bundle(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "bundle", value)
 
 
 class UpgradeArgsDict(TypedDict):

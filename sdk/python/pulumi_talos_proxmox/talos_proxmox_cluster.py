@@ -45,6 +45,7 @@ class TalosProxmoxClusterArgs:
                  node_defaults: Optional['NodeDefaultsArgs'] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
                  recovery: Optional['RecoveryArgs'] = None,
+                 secrets: Optional['SecretsArgs'] = None,
                  upgrade: Optional['UpgradeArgs'] = None,
                  vip: Optional[_builtins.str] = None,
                  vm_id_range: Optional['VmIdRangeArgs'] = None,
@@ -76,6 +77,7 @@ class TalosProxmoxClusterArgs:
         :param 'NodeDefaultsArgs' node_defaults: Values applied to every node that does not set its own.
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
         :param 'RecoveryArgs' recovery: Restore etcd from a snapshot when the cluster has none running.
+        :param 'SecretsArgs' secrets: The Talos secrets of a cluster that runs already (made by Terraform/OpenTofu, talosctl or another Pulumi program), to adopt it: its nodes' VMs are imported, not created, and configured only where their configuration differs (see docs/adopt.md). Without it the component generates the cluster's secrets.
         :param 'UpgradeArgs' upgrade: How running nodes are upgraded when `talosVersion` or the schematic changes.
         :param _builtins.str vip: Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
         :param 'VmIdRangeArgs' vm_id_range: Where the VM ids of nodes without `vmId` come from. Default: 800000 to 899999. A node's id is derived from the cluster and node names (the first free id from a hash of both), and a node whose VM exists keeps its id, so a create that is retried after a failure reuses the same id and can never make a second VM.
@@ -126,6 +128,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "proxmox_cluster_name", proxmox_cluster_name)
         if recovery is not None:
             pulumi.set(__self__, "recovery", recovery)
+        if secrets is not None:
+            pulumi.set(__self__, "secrets", secrets)
         if upgrade is not None:
             pulumi.set(__self__, "upgrade", upgrade)
         if vip is not None:
@@ -425,6 +429,18 @@ class TalosProxmoxClusterArgs:
 
     @_builtins.property
     @pulumi.getter
+    def secrets(self) -> Optional['SecretsArgs']:
+        """
+        The Talos secrets of a cluster that runs already (made by Terraform/OpenTofu, talosctl or another Pulumi program), to adopt it: its nodes' VMs are imported, not created, and configured only where their configuration differs (see docs/adopt.md). Without it the component generates the cluster's secrets.
+        """
+        return pulumi.get(self, "secrets")
+
+    @secrets.setter
+    def secrets(self, value: Optional['SecretsArgs']):
+        pulumi.set(self, "secrets", value)
+
+    @_builtins.property
+    @pulumi.getter
     def upgrade(self) -> Optional['UpgradeArgs']:
         """
         How running nodes are upgraded when `talosVersion` or the schematic changes.
@@ -501,6 +517,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  nodes: Optional[Mapping[str, Union['NodeArgs', 'NodeArgsDict']]] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
                  recovery: Optional[Union['RecoveryArgs', 'RecoveryArgsDict']] = None,
+                 secrets: Optional[Union['SecretsArgs', 'SecretsArgsDict']] = None,
                  talos_version: Optional[_builtins.str] = None,
                  upgrade: Optional[Union['UpgradeArgs', 'UpgradeArgsDict']] = None,
                  vip: Optional[_builtins.str] = None,
@@ -535,6 +552,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param Mapping[str, Union['NodeArgs', 'NodeArgsDict']] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum (checked at preview); then the node is reset and its Node deleted (see docs/operations.md).
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
         :param Union['RecoveryArgs', 'RecoveryArgsDict'] recovery: Restore etcd from a snapshot when the cluster has none running.
+        :param Union['SecretsArgs', 'SecretsArgsDict'] secrets: The Talos secrets of a cluster that runs already (made by Terraform/OpenTofu, talosctl or another Pulumi program), to adopt it: its nodes' VMs are imported, not created, and configured only where their configuration differs (see docs/adopt.md). Without it the component generates the cluster's secrets.
         :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with, and Kubernetes the version it runs (see `kubernetesVersion`). Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports, and only to a minor that runs the cluster's Kubernetes version (both checked at preview). See docs/operations.md.
         :param Union['UpgradeArgs', 'UpgradeArgsDict'] upgrade: How running nodes are upgraded when `talosVersion` or the schematic changes.
         :param _builtins.str vip: Optional shared virtual IP that Talos moves between healthy control planes (layer 2, same subnet as the nodes), giving a highly available API endpoint without a load balancer. It only answers once the cluster is bootstrapped; the component always talks to node addresses.
@@ -588,6 +606,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  nodes: Optional[Mapping[str, Union['NodeArgs', 'NodeArgsDict']]] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
                  recovery: Optional[Union['RecoveryArgs', 'RecoveryArgsDict']] = None,
+                 secrets: Optional[Union['SecretsArgs', 'SecretsArgsDict']] = None,
                  talos_version: Optional[_builtins.str] = None,
                  upgrade: Optional[Union['UpgradeArgs', 'UpgradeArgsDict']] = None,
                  vip: Optional[_builtins.str] = None,
@@ -631,6 +650,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["nodes"] = nodes
             __props__.__dict__["proxmox_cluster_name"] = proxmox_cluster_name
             __props__.__dict__["recovery"] = recovery
+            __props__.__dict__["secrets"] = secrets
             if talos_version is None and not opts.urn:
                 raise TypeError("Missing required property 'talos_version'")
             __props__.__dict__["talos_version"] = talos_version

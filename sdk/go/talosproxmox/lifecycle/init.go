@@ -21,6 +21,8 @@ func (m *module) Version() semver.Version {
 
 func (m *module) Construct(ctx *pulumi.Context, name, typ, urn string) (r pulumi.Resource, err error) {
 	switch typ {
+	case "talos-proxmox:lifecycle:AdoptedSecrets":
+		r = &AdoptedSecrets{}
 	case "talos-proxmox:lifecycle:ClientCredentials":
 		r = &ClientCredentials{}
 	case "talos-proxmox:lifecycle:ClusterHealth":

@@ -18,6 +18,8 @@ type NodeConfig struct {
 
 	// The node's IP address.
 	Address pulumi.StringOutput `pulumi:"address"`
+	// The node was configured before the component knew it (an adopted cluster): the first configuration is applied only where it differs from what the node runs.
+	Adopted pulumi.BoolPtrOutput `pulumi:"adopted"`
 	// Require the Node to be Ready after a reboot.
 	CheckReady pulumi.BoolOutput `pulumi:"checkReady"`
 	// The node's machine configuration.
@@ -122,6 +124,8 @@ func (NodeConfigState) ElementType() reflect.Type {
 type nodeConfigArgs struct {
 	// The node's IP address.
 	Address string `pulumi:"address"`
+	// The node was configured before the component knew it (an adopted cluster): the first configuration is applied only where it differs from what the node runs.
+	Adopted *bool `pulumi:"adopted"`
 	// Require the Node to be Ready after a reboot.
 	CheckReady bool `pulumi:"checkReady"`
 	// The node's machine configuration.
@@ -146,6 +150,8 @@ type nodeConfigArgs struct {
 type NodeConfigArgs struct {
 	// The node's IP address.
 	Address pulumi.StringInput
+	// The node was configured before the component knew it (an adopted cluster): the first configuration is applied only where it differs from what the node runs.
+	Adopted pulumi.BoolPtrInput
 	// Require the Node to be Ready after a reboot.
 	CheckReady pulumi.BoolInput
 	// The node's machine configuration.
@@ -256,6 +262,11 @@ func (o NodeConfigOutput) ToNodeConfigOutputWithContext(ctx context.Context) Nod
 // The node's IP address.
 func (o NodeConfigOutput) Address() pulumi.StringOutput {
 	return o.ApplyT(func(v *NodeConfig) pulumi.StringOutput { return v.Address }).(pulumi.StringOutput)
+}
+
+// The node was configured before the component knew it (an adopted cluster): the first configuration is applied only where it differs from what the node runs.
+func (o NodeConfigOutput) Adopted() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *NodeConfig) pulumi.BoolPtrOutput { return v.Adopted }).(pulumi.BoolPtrOutput)
 }
 
 // Require the Node to be Ready after a reboot.

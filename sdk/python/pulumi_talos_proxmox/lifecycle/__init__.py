@@ -6,6 +6,7 @@ import builtins as _builtins
 from .. import _utilities
 import typing
 # Export this package's modules as members:
+from .adopted_secrets import *
 from .client_credentials import *
 from .cluster_health import *
 from .etcd_bootstrap import *

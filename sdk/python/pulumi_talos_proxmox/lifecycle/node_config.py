@@ -28,6 +28,7 @@ class NodeConfigArgs:
                  node: pulumi.Input[_builtins.str],
                  talosconfig: pulumi.Input[_builtins.str],
                  timeout: pulumi.Input[_builtins.str],
+                 adopted: pulumi.Input[Optional[_builtins.bool]] = None,
                  redacted_configuration: pulumi.Input[Optional[_builtins.str]] = None):
         """
         The set of arguments for constructing a NodeConfig resource.
@@ -41,6 +42,7 @@ class NodeConfigArgs:
         :param pulumi.Input[_builtins.str] node: The node's hostname.
         :param pulumi.Input[_builtins.str] talosconfig: Talos client configuration of the cluster.
         :param pulumi.Input[_builtins.str] timeout: How long each wait may take (a duration).
+        :param pulumi.Input[_builtins.bool] adopted: The node was configured before the component knew it (an adopted cluster): the first configuration is applied only where it differs from what the node runs.
         :param pulumi.Input[_builtins.str] redacted_configuration: The machine configuration with every secret value replaced by its fingerprint (<redacted sha256:…>): what a preview's diff shows.
         """
         pulumi.set(__self__, "address", address)
@@ -52,6 +54,8 @@ class NodeConfigArgs:
         pulumi.set(__self__, "node", node)
         pulumi.set(__self__, "talosconfig", talosconfig)
         pulumi.set(__self__, "timeout", timeout)
+        if adopted is not None:
+            pulumi.set(__self__, "adopted", adopted)
         if redacted_configuration is not None:
             pulumi.set(__self__, "redacted_configuration", redacted_configuration)
 
@@ -164,6 +168,18 @@ class NodeConfigArgs:
         pulumi.set(self, "timeout", value)
 
     @_builtins.property
+    @pulumi.getter
+    def adopted(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        The node was configured before the component knew it (an adopted cluster): the first configuration is applied only where it differs from what the node runs.
+        """
+        return pulumi.get(self, "adopted")
+
+    @adopted.setter
+    def adopted(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "adopted", value)
+
+    @_builtins.property
     @pulumi.getter(name="redactedConfiguration")
     def redacted_configuration(self) -> pulumi.Input[Optional[_builtins.str]]:
         """
@@ -183,6 +199,7 @@ class NodeConfig(pulumi.CustomResource):
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
                  address: pulumi.Input[Optional[_builtins.str]] = None,
+                 adopted: pulumi.Input[Optional[_builtins.bool]] = None,
                  check_ready: pulumi.Input[Optional[_builtins.bool]] = None,
                  configuration: pulumi.Input[Optional[_builtins.str]] = None,
                  control_plane: pulumi.Input[Optional[_builtins.bool]] = None,
@@ -199,6 +216,7 @@ class NodeConfig(pulumi.CustomResource):
         :param str resource_name: The name of the resource.
         :param pulumi.ResourceOptions opts: Options for the resource.
         :param pulumi.Input[_builtins.str] address: The node's IP address.
+        :param pulumi.Input[_builtins.bool] adopted: The node was configured before the component knew it (an adopted cluster): the first configuration is applied only where it differs from what the node runs.
         :param pulumi.Input[_builtins.bool] check_ready: Require the Node to be Ready after a reboot.
         :param pulumi.Input[_builtins.str] configuration: The node's machine configuration.
         :param pulumi.Input[_builtins.bool] control_plane: Whether the node is a control plane.
@@ -234,6 +252,7 @@ class NodeConfig(pulumi.CustomResource):
                  resource_name: str,
                  opts: Optional[pulumi.ResourceOptions] = None,
                  address: pulumi.Input[Optional[_builtins.str]] = None,
+                 adopted: pulumi.Input[Optional[_builtins.bool]] = None,
                  check_ready: pulumi.Input[Optional[_builtins.bool]] = None,
                  configuration: pulumi.Input[Optional[_builtins.str]] = None,
                  control_plane: pulumi.Input[Optional[_builtins.bool]] = None,
@@ -255,6 +274,7 @@ class NodeConfig(pulumi.CustomResource):
             if address is None and not opts.urn:
                 raise TypeError("Missing required property 'address'")
             __props__.__dict__["address"] = address
+            __props__.__dict__["adopted"] = adopted
             if check_ready is None and not opts.urn:
                 raise TypeError("Missing required property 'check_ready'")
             __props__.__dict__["check_ready"] = check_ready
@@ -305,6 +325,7 @@ class NodeConfig(pulumi.CustomResource):
         __props__ = NodeConfigArgs.__new__(NodeConfigArgs)
 
         __props__.__dict__["address"] = None
+        __props__.__dict__["adopted"] = None
         __props__.__dict__["check_ready"] = None
         __props__.__dict__["configuration"] = None
         __props__.__dict__["control_plane"] = None
@@ -323,6 +344,14 @@ class NodeConfig(pulumi.CustomResource):
         The node's IP address.
         """
         return pulumi.get(self, "address")
+
+    @_builtins.property
+    @pulumi.getter
+    def adopted(self) -> pulumi.Output[Optional[_builtins.bool]]:
+        """
+        The node was configured before the component knew it (an adopted cluster): the first configuration is applied only where it differs from what the node runs.
+        """
+        return pulumi.get(self, "adopted")
 
     @_builtins.property
     @pulumi.getter(name="checkReady")
