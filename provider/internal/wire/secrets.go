@@ -48,7 +48,7 @@ func MachineSecrets(s Scope) (*Secrets, error) {
 	cc, certs := res.ClientConfiguration, res.MachineSecrets.Certs()
 
 	return &Secrets{
-		Resource: res,
+		Resource:     res,
 		Client:       ClientConfig{cc.CaCertificate(), cc.ClientCertificate(), secret(cc.ClientKey())},
 		OSCA:         CA{certs.Os().Cert(), secret(certs.Os().Key())},
 		KubernetesCA: CA{certs.K8s().Cert(), secret(certs.K8s().Key())},
@@ -100,7 +100,9 @@ func AdoptedSecrets(s Scope, pass PassThrough, contract string, self Lifecycle) 
 	}, nil
 }
 
-func secret(o pulumi.StringOutput) pulumi.StringOutput { return pulumi.ToSecret(o).(pulumi.StringOutput) }
+func secret(o pulumi.StringOutput) pulumi.StringOutput {
+	return pulumi.ToSecret(o).(pulumi.StringOutput)
+}
 
 func secretAny(o pulumi.AnyOutput) pulumi.AnyOutput { return pulumi.ToSecret(o).(pulumi.AnyOutput) }
 
