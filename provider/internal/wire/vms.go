@@ -172,6 +172,13 @@ func adoptedIgnoredPaths(disks int) []string {
 	paths := []string{
 		"description", "machine", "bios", "scsiHardware", "operatingSystem", "cpu.type", "cpu.sockets", "memory.floating",
 		"agent", "networkDevices[0].model", "initialization", "onBoot", "efiDisk",
+		// Settings the proxmoxve provider defaults when the program does not set them, and
+		// applies to a running VM only with a reboot (its watchdog block, say, which an imported
+		// VM made without one would otherwise get, rebooted).
+		"acpi", "amdSev", "audioDevice", "bootOrders", "hookScriptFileId", "hotplug", "keyboardLayout", "kvmArguments",
+		"numas", "rngs", "serialDevices", "smbios", "startup", "tabletDevice", "tpmState", "usbs", "vga", "virtiofs",
+		"watchdog", "protection", "poolId", "memory.hugepages", "memory.keepHugepages", "memory.shared",
+		"cpu.flags", "cpu.units", "cpu.architecture", "cpu.hotplugged", "cpu.limit", "cpu.numa", "cpu.affinity",
 	}
 	for i := range disks {
 		for _, f := range []string{"fileFormat", "discard", "ssd", "iothread", "serial"} {
