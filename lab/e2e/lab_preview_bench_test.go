@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -25,13 +24,7 @@ const previewRuns = 9
 // that must show no change. The previews alternate; the medians are compared. It prints
 // `preview ratio: <x>` (component / hand-written). Goal: ≤ 1.2. Run with `make bench`.
 func BenchmarkPreview(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "preview")
-	build := exec.CommandContext(b.Context(), "go", "build", "-o", bin, ".")
-	build.Dir = repoPath(b, "lab/e2e/testdata/preview")
-
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building the programs: %v\n%s", err, out)
-	}
+	bin := previewPrograms(b)
 
 	run := func(p *lab.Pulumi, prog, command string) error {
 		cmd := exec.CommandContext(b.Context(), bin, "-program", prog, "-workdir", p.Dir, "-stack", "lab", command)

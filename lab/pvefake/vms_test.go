@@ -194,6 +194,23 @@ func TestVMLifecycleEventsAgentAndDelete(t *testing.T) {
 		t.Fatalf("volumes left: %+v", vols)
 	}
 
+	// The call log counts VM creates and deletes by route, refused ones too (what the e2e tests
+	// read to tell that an `up` created or deleted no VM); the task list holds those that ran.
+	if creates, deletes := s.CallCount("POST /nodes/{node}/qemu"), s.CallCount("DELETE /nodes/{node}/qemu/{vmid}"); creates != 1 || deletes != 2 {
+		t.Fatalf("the call log counts %d VM creates and %d deletes, want 1 and 2 (one refused)", creates, deletes)
+	}
+
+	var tasks []string
+	for _, task := range s.Tasks() {
+		if task.Type == "qmcreate" || task.Type == "qmdestroy" {
+			tasks = append(tasks, task.Type)
+		}
+	}
+
+	if strings.Join(tasks, ",") != "qmcreate,qmdestroy" {
+		t.Fatalf("VM tasks = %v", tasks)
+	}
+
 	_ = s.Close() // drains the event queue
 
 	var types []string

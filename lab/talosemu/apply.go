@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -20,14 +21,40 @@ import (
 )
 
 // ApplyConfiguration loads, validates and stores a machine configuration, answering like the
-// maintenance server before the first configuration and like machined after it.
+// maintenance server before the first configuration and like machined after it. Every call is
+// counted (Applies, DryRunApplies) before anything can refuse it.
 func (s *machineService) ApplyConfiguration(_ context.Context, req *machineapi.ApplyConfigurationRequest) (*machineapi.ApplyConfigurationResponse, error) {
+	s.node.countApply(req.GetDryRun())
+
 	if s.node.snapshot().active == nil {
 		return s.node.applyInMaintenance(req)
 	}
 
 	return s.node.applyConfigured(req)
 }
+
+// applyCounts are a node's ApplyConfiguration calls so far, whatever their outcome.
+type applyCounts struct {
+	applies, dryRuns atomic.Int64
+}
+
+func (n *Node) countApply(dryRun bool) {
+	if dryRun {
+		n.applyCounts.dryRuns.Add(1)
+	} else {
+		n.applyCounts.applies.Add(1)
+	}
+}
+
+// Applies is how many ApplyConfiguration calls this node has served that were not dry runs, in
+// maintenance mode or authenticated, whatever their outcome (applied, staged, refused as invalid).
+// A call another node proxies here counts here, where the configuration would land. It counts
+// from the node's start: a VM started again is a new node, with a new boot id.
+func (n *Node) Applies() int { return int(n.applyCounts.applies.Load()) }
+
+// DryRunApplies is how many dry-run ApplyConfiguration calls this node has served (what a
+// preview asks a node about a configuration), whatever their outcome; Applies does not count them.
+func (n *Node) DryRunApplies() int { return int(n.applyCounts.dryRuns.Load()) }
 
 // applyInMaintenance is Talos' maintenance-mode apply: AUTO, REBOOT and TRY only; the reply
 // carries the warnings and no mode. The node then installs and comes back with mutual TLS.

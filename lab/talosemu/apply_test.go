@@ -245,3 +245,52 @@ func TestRebootMakesTheNodeBrieflyUnavailable(t *testing.T) {
 		t.Fatalf("Version after the reboot: %v", err)
 	}
 }
+
+// TestAppliesAreCounted: every ApplyConfiguration call a node serves counts, in maintenance mode
+// or authenticated, applied or refused; dry runs count apart.
+func TestAppliesAreCounted(t *testing.T) {
+	t.Parallel()
+
+	n := startNode(t, talosemu.Options{})
+	counts := func(what string, applies, dryRuns int) {
+		t.Helper()
+
+		if n.Applies() != applies || n.DryRunApplies() != dryRuns {
+			t.Fatalf("after %s: %d applies and %d dry runs, want %d and %d", what, n.Applies(), n.DryRunApplies(), applies, dryRuns)
+		}
+	}
+
+	counts("start", 0, 0)
+
+	_, err := insecureClient(t, n).ApplyConfiguration(nodeCtx(t, n), &machineapi.ApplyConfigurationRequest{
+		Data: []byte("machine: ["), Mode: machineapi.ApplyConfigurationRequest_AUTO,
+	})
+	if err == nil {
+		t.Fatal("a configuration that does not parse was applied")
+	}
+
+	counts("a refused apply in maintenance mode", 1, 0)
+
+	cfg := machineConfig(t, machine.TypeControlPlane, "cp-1")
+	install(t, n, cfg)
+	counts("the install", 2, 0)
+
+	live := machineConfig(t, machine.TypeControlPlane, "cp-1", kubeletVerbosity(2))
+	if _, err := apply(t, n, &machineapi.ApplyConfigurationRequest{Data: live, Mode: machineapi.ApplyConfigurationRequest_AUTO, DryRun: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	counts("a dry run", 2, 1)
+
+	if _, err := apply(t, n, &machineapi.ApplyConfigurationRequest{Data: live, Mode: machineapi.ApplyConfigurationRequest_NO_REBOOT}); err != nil {
+		t.Fatal(err)
+	}
+
+	counts("a live apply", 3, 1)
+
+	_, err = apply(t, n, &machineapi.ApplyConfigurationRequest{
+		Data: machineConfig(t, machine.TypeControlPlane, "cp-1", envFoo), Mode: machineapi.ApplyConfigurationRequest_NO_REBOOT,
+	})
+	wantCode(t, err, codes.InvalidArgument)
+	counts("an apply refused for needing a reboot", 4, 1)
+}

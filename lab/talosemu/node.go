@@ -78,6 +78,9 @@ type Node struct {
 	closeOnce  sync.Once
 	ownCluster bool // the cluster is this node's private one: Close closes it
 
+	// applyCounts count ApplyConfiguration calls (Applies, DryRunApplies).
+	applyCounts applyCounts
+
 	mu        sync.Mutex
 	phase     State           // never StateBootstrapped: that is derived from the cluster
 	active    *appliedConfig  // running configuration; nil in maintenance

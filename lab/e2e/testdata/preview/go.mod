@@ -7,6 +7,7 @@ require (
 	github.com/pulumi/pulumi/sdk/v3 v3.259.0
 	github.com/pulumiverse/pulumi-talos/sdk v0.7.1
 	github.com/talos-proxmox/pulumi-talos-proxmox/sdk/go v0.0.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
@@ -120,7 +121,6 @@ require (
 	google.golang.org/grpc v1.82.1 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 	lukechampine.com/frand v1.4.2 // indirect
 )
 

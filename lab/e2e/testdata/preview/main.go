@@ -1,9 +1,11 @@
-// Command preview runs BenchmarkPreview's two programs through the Automation API, inline (no
-// compile at every run, which the Go language host would otherwise do): `-program component`
-// is the 3-control-plane cluster through the component, `-program handwritten` the same cluster
-// written out with the proxmoxve and talos resources and invokes. Usage:
+// Command preview runs the lab's Go programs through the Automation API, inline (no compile at
+// every run, which the Go language host would otherwise do). BenchmarkPreview's two:
+// `-program component` is the 3-control-plane cluster through the component, `-program
+// handwritten` the same cluster written out with the proxmoxve and talos resources and invokes.
+// The adoption tests': `-program adoptsource`, a cluster made as the Terraform modules make
+// them, which a TalosProxmoxCluster then adopts (adoptsource.go). Usage:
 //
-//	preview -program component|handwritten -workdir DIR -stack NAME up|preview
+//	preview -program component|handwritten|adoptsource -workdir DIR -stack NAME up|preview
 //
 // The work directory holds Pulumi.yaml and the stack's configuration (the lab's); the
 // environment holds the Pulumi home, backend and passphrase. PREVIEW_VERBOSE=1 adds the
@@ -25,16 +27,16 @@ import (
 )
 
 func main() {
-	program := flag.String("program", "", "component or handwritten")
+	program := flag.String("program", "", "component, handwritten or adoptsource")
 	workdir := flag.String("workdir", ".", "the directory with Pulumi.yaml and the stack configuration")
 	stack := flag.String("stack", "lab", "the stack")
 	flag.Parse()
 
-	programs := map[string]pulumi.RunFunc{"component": component, "handwritten": handwritten}
+	programs := map[string]pulumi.RunFunc{"component": component, "handwritten": handwritten, "adoptsource": adoptSource}
 
 	run, ok := programs[*program]
 	if !ok || flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: preview -program component|handwritten -workdir DIR -stack NAME up|preview")
+		fmt.Fprintln(os.Stderr, "usage: preview -program component|handwritten|adoptsource -workdir DIR -stack NAME up|preview")
 		os.Exit(2)
 	}
 
