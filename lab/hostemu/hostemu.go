@@ -48,6 +48,9 @@ type Controller struct {
 	nodes    map[int]*talosemu.Node
 	clusters map[string]*talosemu.Cluster
 	disks    map[int]*talosemu.SystemDisk // what each VM's disk holds across power cycles
+	// joined is the cluster each VM's disk belongs to: a VM started again boots into the cluster
+	// it is installed in, whatever its tags say now (tags change; adopting a cluster retags it).
+	joined map[int]*talosemu.Cluster
 	dir      string                       // where the disks and etcd data live
 	leases   map[int]netip.Prefix
 	errs     []error
@@ -67,7 +70,7 @@ func New(ctx context.Context, opts Options) *Controller {
 	return &Controller{
 		ctx: ctx, opts: opts,
 		nodes: map[int]*talosemu.Node{}, clusters: map[string]*talosemu.Cluster{}, leases: map[int]netip.Prefix{},
-		disks: map[int]*talosemu.SystemDisk{},
+		disks: map[int]*talosemu.SystemDisk{}, joined: map[int]*talosemu.Cluster{},
 	}
 }
 
@@ -182,6 +185,7 @@ func (c *Controller) dropDisk(vmid int) {
 	c.mu.Lock()
 	d := c.disks[vmid]
 	delete(c.disks, vmid)
+	delete(c.joined, vmid)
 	c.mu.Unlock()
 
 	if d != nil {
@@ -366,10 +370,19 @@ func (c *Controller) lease(vmid int) (netip.Prefix, error) {
 }
 
 // cluster groups the nodes of one Talos cluster, so control planes join etcd and workers get
-// their certificates: VMs with the same tags, apart from talos, the role and the VM's own instance
-// tag (`talos-i-…`), belong together (the component tags every VM with `talos`, its role, the
-// cluster name and its instance).
+// their certificates: VMs with the same tags at their first boot, apart from talos, the role and
+// the VM's own instance tag (`talos-i-…`), belong together (the component tags every VM with
+// `talos`, its role, the cluster name and its instance). A VM started again boots into the
+// cluster its disk joined, as Talos on disk does, whatever its tags say by then.
 func (c *Controller) cluster(e pvefake.Event) *talosemu.Cluster {
+	c.mu.Lock()
+	joined := c.joined[e.VMID]
+	c.mu.Unlock()
+
+	if joined != nil {
+		return joined
+	}
+
 	var key []string
 	for _, t := range strings.Split(e.Config["tags"], ";") {
 		if t != "" && t != "talos" && t != "controlplane" && t != "worker" && !strings.HasPrefix(t, "talos-i-") {
@@ -386,6 +399,8 @@ func (c *Controller) cluster(e pvefake.Event) *talosemu.Cluster {
 	if c.clusters[k] == nil {
 		c.clusters[k] = talosemu.NewClusterWith(talosemu.ClusterOptions{Logf: c.opts.Logf, Kube: c.opts.Kube})
 	}
+
+	c.joined[e.VMID] = c.clusters[k]
 
 	return c.clusters[k]
 }

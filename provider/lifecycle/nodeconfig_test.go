@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"testing"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/redact"
 )
 
@@ -15,15 +16,15 @@ func TestSameConfig(t *testing.T) {
 	b := "cluster:\n  clusterName: 'lab'\nmachine:\n  sysctls: {b: \"2\", a: \"1\"}\n  type: worker\nversion: v1alpha1\n"
 	c := "version: v1alpha1\nmachine:\n  type: worker\n  sysctls:\n    a: \"1\"\n    b: \"3\"\ncluster:\n  clusterName: lab\n"
 
-	if !sameConfig(a, b) {
+	if !day2.SameConfig(a, b) {
 		t.Error("the same configuration, reordered, is reported as a change")
 	}
 
-	if sameConfig(a, c) {
+	if day2.SameConfig(a, c) {
 		t.Error("a changed sysctl is not reported")
 	}
 
-	if sameConfig("not: [yaml", "not: [yaml ") {
+	if day2.SameConfig("not: [yaml", "not: [yaml ") {
 		t.Error("two unreadable configurations are reported equal")
 	}
 }

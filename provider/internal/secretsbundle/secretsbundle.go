@@ -109,6 +109,8 @@ func Parse(text string) (machineconfig.Secrets, error) {
 
 // ParseShape is Parse that also says which shape the bundle was read as.
 func ParseShape(text string) (machineconfig.Secrets, Shape, error) {
+	text = unquoted(text)
+
 	tree, err := decode(text)
 	if err != nil {
 		return machineconfig.Secrets{}, Unknown, err
@@ -279,4 +281,16 @@ func bundleOf(v values) *secrets.Bundle {
 			K8sServiceAccount: &x509.PEMEncodedKey{Key: v.serviceAccountKey},
 		},
 	}
+}
+
+// unquoted is text without one layer of JSON string quoting: a bundle passed through a JSON
+// encoder once more (Pulumi YAML's fn::toJSON of the talosctl YAML, which a YAML program needs
+// for the JSON shapes, since it reads a JSON config value as an object) is read as the bundle.
+func unquoted(text string) string {
+	var s string
+	if t := strings.TrimSpace(text); strings.HasPrefix(t, `"`) && json.Unmarshal([]byte(t), &s) == nil {
+		return s
+	}
+
+	return text
 }

@@ -150,6 +150,16 @@ func TestEveryShapeReadsBackTheBundle(t *testing.T) {
 		}
 	}
 
+	// The talosctl YAML quoted as a JSON string (Pulumi YAML's fn::toJSON of a text) is read too.
+	quoted, err := json.Marshal(talosctlText(t, testBundle()))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if got, shape, err := ParseShape(string(quoted)); err != nil || shape != Talosctl || !reflect.DeepEqual(got, machineconfig.SecretsFrom(testBundle())) {
+		t.Errorf("the talosctl YAML as a JSON string: %v, read as %s", err, shape)
+	}
+
 	// Pulumi's output as YAML (e.g. `pulumi stack output -j | yq -P`) is read too.
 	in := providerTree(machineconfig.SecretsFrom(testBundle()), Pulumi)
 	if _, shape, err := ParseShape(text(t, in, Talosctl)); err != nil || shape != Pulumi {

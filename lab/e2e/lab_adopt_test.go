@@ -1,0 +1,262 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"go.yaml.in/yaml/v4"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
+)
+
+
+// secretsBundle is the component's secrets input read from the stack's secret config key bundle.
+// Pulumi YAML reads a config value that is JSON as an object, so fn::toJSON gives it back as the
+// text secrets.bundle takes (docs/adopt.md says so).
+const secretsBundle = "      secrets:\n        bundle:\n          fn::toJSON: ${bundle}\n"
+
+// onAdoptLab starts a lab with opts and the component program adoptComponentProgram(l, "") as
+// stack "lab" in e, with the Cilium manifest in its config and the secret config key bundle
+// declared (set it before the program uses it).
+func onAdoptLab(t *testing.T, e *env, opts lab.Options) (*lab.Lab, *lab.Pulumi) {
+	t.Helper()
+
+	l, p := onLab(t, e, opts, func(l *lab.Lab) string { return adoptComponentProgram(l, "") })
+	if err := p.SetConfig(t.Context(), map[string]lab.ConfigValue{"ciliumManifest": {Value: adoptCiliumManifest(t)}}); err != nil {
+		t.Fatal(err)
+	}
+
+	editProgram(t, e, "config:\n", "config:\n  bundle:\n    type: string\n    secret: true\n")
+
+	return l, p
+}
+
+// adopt points the component program at the hand-written cluster's secrets.
+func adopt(t *testing.T, e *env, p *lab.Pulumi, bundle string) {
+	t.Helper()
+
+	mustRun(t, p, "config", "set", "--secret", "bundle", bundle)
+	editProgram(t, e, "      nodes:\n", secretsBundle+"      nodes:\n")
+}
+
+// TestAdoptAClusterMadeByHand: a cluster made by a hand-written program with the proxmoxve and
+// talos resources only (the way the Terraform modules make it: its own resource names, VM ids from
+// Proxmox' nextid, its own secrets, Cilium as an inline manifest), holding a ConfigMap, is taken
+// over by a TalosProxmoxCluster given its secrets and the same nodes. The preview shows every VM
+// imported and no VM created, replaced or deleted, and no reboot; the `up` creates and deletes no
+// VM and applies no configuration on the lab's call log; every node keeps its boot id; the
+// ConfigMap is still there, read through the component's kubeconfig; the next preview shows no
+// change. Then the adopted cluster is upgraded (Talos v1.11.5 → v1.11.6) and loses a worker.
+func TestAdoptAClusterMadeByHand(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home and backend
+
+	e := newEnv(t)
+	l, p := onAdoptLab(t, e, lab.Options{Subnet: 41})
+	src := adoptSource(t, l, p, filepath.Join(t.TempDir(), "source"))
+
+	adopt(t, e, p, src.MachineSecrets)
+
+	preview := mustRun(t, p, "preview", "--diff")
+	t.Log("DEBUG", preview)
+	for _, name := range slices.Sorted(maps.Keys(adoptNodes)) {
+		n := adoptNodes[name]
+		if want := fmt.Sprintf("%s: adopting VM %d on %s (Talos v1.11.5): imported as it is\n", name, src.VMIDs[name], n.host); !strings.Contains(preview, want) {
+			t.Errorf("the preview does not say %q:\n%s", want, preview)
+		}
+
+		if want := name + ": adopted: runs the declared configuration already; nothing will be applied"; !strings.Contains(preview, want) {
+			t.Errorf("the preview does not say %q", want)
+		}
+	}
+
+	if strings.Contains(preview, "reboot") {
+		t.Errorf("the preview of an adoption speaks of a reboot:\n%s", preview)
+	}
+
+	vmSteps := previewSteps(t, p, vmType)
+	for name := range adoptNodes {
+		if ops := vmSteps["adopt-"+name]; !slices.Contains(ops, "import") || slices.ContainsFunc(ops, func(op string) bool { return op != "import" && op != "update" }) {
+			t.Errorf("the preview's steps of %s's VM are %v, want an import (and the update of its tags) only", name, ops)
+		}
+	}
+
+	if len(vmSteps) != len(adoptNodes) {
+		t.Errorf("the preview has VM steps %v", vmSteps)
+	}
+
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	after := countsOn(t, l)
+	if after.VMCreates != src.Counts.VMCreates || after.VMDeletes != src.Counts.VMDeletes {
+		t.Errorf("the adoption created %d and deleted %d VMs", after.VMCreates-src.Counts.VMCreates, after.VMDeletes-src.Counts.VMDeletes)
+	}
+
+	if !maps.Equal(after.Applies, src.Counts.Applies) {
+		t.Errorf("configuration applies by node: %v before the adoption, %v after", src.Counts.Applies, after.Applies)
+	}
+
+	if boots := bootIDs(t, l); !maps.Equal(boots, src.BootIDs) {
+		t.Errorf("boot ids changed: %v before the adoption, %v after", src.BootIDs, boots)
+	}
+
+	kubeconfig := mustRun(t, p, "stack", "output", "kubeconfig", "--show-secrets")
+	adoptProofKept(t, kubeconfig)
+	mustRun(t, p, "preview", "--expect-no-changes")
+
+	for _, vm := range l.PVE.VMs() {
+		if !slices.Contains(strings.Split(vm.Config["tags"], ";"), "talos-adopted") {
+			t.Errorf("VM %d (%s) is not tagged talos-adopted: %s", vm.VMID, vm.Name, vm.Config["tags"])
+		}
+	}
+
+	// Day 2 on the adopted cluster: a Talos upgrade, node by node, then a worker leaves.
+	setTalosVersion(t, e, "v1.11.5", "v1.11.6")
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	for name, n := range labNodes(t, l) {
+		if v := n.Running().Version; v != "v1.11.6" {
+			t.Errorf("%s runs %s after the upgrade, want v1.11.6", name, v)
+		}
+	}
+
+	editProgram(t, e, fmt.Sprintf("        worker-2: {hostNode: pve1, role: worker, ip: %s}\n", l.Address(22)), "")
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	if slices.Contains(vmNames(l), "worker-2") {
+		t.Error("worker-2's VM is still there after its removal")
+	}
+
+	if err := readyNodes(t.Context(), kubeClient(t, kubeconfig), 2); err != nil {
+		t.Errorf("after worker-2's removal: %v", err)
+	}
+
+	adoptProofKept(t, kubeconfig)
+	mustRun(t, p, "preview", "--expect-no-changes")
+}
+
+// TestAdoptionIsCheckedAndShowsDifferences: an adoption given another cluster's secrets is
+// refused at preview, saying the cluster's CA does not match, with nothing changed. With the
+// cluster's own secrets and one declared difference (worker-1's memory), the preview shows that
+// difference and what it does (an update in place, a reboot by the proxmoxve provider), and the
+// `up` changes that VM only: the other nodes keep their boot ids, no configuration is applied.
+func TestAdoptionIsCheckedAndShowsDifferences(t *testing.T) {
+	t.Parallel() // its own lab (subnet), Pulumi home and backend
+
+	e := newEnv(t)
+	l, p := onAdoptLab(t, e, lab.Options{Subnet: 42})
+	src := adoptSource(t, l, p, filepath.Join(t.TempDir(), "source"))
+
+	adopt(t, e, p, otherBundle(t))
+
+	out, err := p.Run(t.Context(), "preview")
+	if err == nil || !strings.Contains(out, "secrets.bundle: the cluster's CA does not match: node ") {
+		t.Errorf("the preview of another cluster's secrets: %v\n%s", err, out)
+	}
+
+	out, err = p.Run(t.Context(), "up", "--yes", "--skip-preview")
+	if err == nil || !strings.Contains(out, "the cluster's CA does not match") {
+		t.Errorf("the up of another cluster's secrets: %v\n%s", err, out)
+	}
+
+	if c := countsOn(t, l); c.VMCreates != src.Counts.VMCreates || c.VMDeletes != src.Counts.VMDeletes || !maps.Equal(c.Applies, src.Counts.Applies) {
+		t.Errorf("a refused adoption changed the lab: %+v, before %+v", c, src.Counts)
+	}
+
+	mustRun(t, p, "config", "set", "--secret", "bundle", src.MachineSecrets)
+	editProgram(t, e, fmt.Sprintf("worker-1: {hostNode: pve2, role: worker, ip: %s}", l.Address(21)),
+		fmt.Sprintf("worker-1: {hostNode: pve2, role: worker, ip: %s, memoryMib: 6144}", l.Address(21)))
+
+	preview := mustRun(t, p, "preview", "--diff")
+
+	want := fmt.Sprintf("worker-1: adopting VM %d on pve2 (Talos v1.11.5): imported as it is; then changed as declared: "+
+		"memory 4096 → 6144 MiB (in place; the VM is rebooted by the proxmoxve provider to apply it)\n", src.VMIDs["worker-1"])
+	if !strings.Contains(preview, want) {
+		t.Errorf("the preview does not say %q:\n%s", want, preview)
+	}
+
+	if n := len(regexp.MustCompile(`then changed as declared`).FindAllString(preview, -1)); n != 1 {
+		t.Errorf("the preview names changes of %d VMs, want 1", n)
+	}
+
+	if !regexp.MustCompile(`(?s)adopt-worker-1]\n.*?~ memory\s*: \{\n\s*~ dedicated: 4096 => 6144`).MatchString(preview) {
+		t.Errorf("the preview's diff of worker-1's VM does not show its memory:\n%s", preview)
+	}
+
+	dctx, dcancel := context.WithTimeout(t.Context(), 40*time.Second)
+	dout, derr := p.Run(dctx, "up", "--yes", "--skip-preview")
+	dcancel()
+	t.Log("DEBUG", derr, dout[max(0, len(dout)-3000):])
+	for k, v := range l.PVE.Calls() {
+		if !strings.HasPrefix(k, "GET") {
+			t.Log("DEBUG call", k, v)
+		}
+	}
+	for _, vm := range l.PVE.VMs() {
+		t.Log("DEBUG vm", vm.VMID, vm.Name, vm.Running, vm.Config["memory"], vm.Config["tags"])
+	}
+	for _, ti := range l.PVE.Tasks() {
+		t.Logf("DEBUG task %+v", ti)
+	}
+
+	if vm := vmOf(l, "worker-1"); vm.Config["memory"] != "6144" {
+		t.Errorf("worker-1's VM has %s MiB after the up, want 6144", vm.Config["memory"])
+	}
+
+	boots := bootIDs(t, l)
+	for name := range adoptNodes {
+		if changed := boots[name] != src.BootIDs[name]; changed != (name == "worker-1") {
+			t.Errorf("%s's boot id changed: %v (only worker-1's VM is rebooted, by the proxmoxve provider)", name, changed)
+		}
+	}
+
+	if c := countsOn(t, l); c.VMCreates != src.Counts.VMCreates || c.VMDeletes != src.Counts.VMDeletes ||
+		c.Applies["cp-1"] != src.Counts.Applies["cp-1"] || c.Applies["worker-2"] != src.Counts.Applies["worker-2"] || c.Applies["worker-1"] != 0 {
+		t.Errorf("the adoption with a memory change: %+v, before %+v", c, src.Counts)
+	}
+
+	adoptProofKept(t, mustRun(t, p, "stack", "output", "kubeconfig", "--show-secrets"))
+	mustRun(t, p, "preview", "--expect-no-changes")
+}
+
+// otherBundle is a secrets bundle of another cluster, as `talosctl gen secrets` writes it.
+func otherBundle(t *testing.T) string {
+	t.Helper()
+
+	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), config.TalosVersion1_11)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := yaml.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return string(out)
+}
+
+// previewSteps runs `pulumi preview --json` and returns, for the resources of type typ, the
+// operations of their steps (same left out) by resource name.
+func previewSteps(t *testing.T, p *lab.Pulumi, typ string) map[string][]string {
+	t.Helper()
+
+	steps := map[string][]string{}
+
+	for _, s := range previewUpdates(t, p, typ) {
+		op, name, _ := strings.Cut(s, " ")
+		steps[name] = append(steps[name], op)
+	}
+
+	return steps
+}
