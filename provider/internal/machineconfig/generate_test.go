@@ -2,23 +2,14 @@ package machineconfig
 
 import (
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/secretstest"
 )
 
-var testSecrets = sync.OnceValue(func() Secrets {
-	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Unix(1_700_000_000, 0)), config.TalosVersion1_11)
-	if err != nil {
-		panic(err)
-	}
-
-	return SecretsFrom(b)
-})
+func testSecrets() Secrets { return SecretsFrom(secretstest.Bundle()) }
 
 func request(contract string, patches ...Patch) Request {
 	return Request{
