@@ -9,8 +9,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
-func ptr[T any](v T) *T { return &v }
-
 // homelabArgs is a valid cluster; each bad-input case breaks one thing.
 func homelabArgs() TalosProxmoxClusterArgs {
 	return TalosProxmoxClusterArgs{
@@ -19,8 +17,8 @@ func homelabArgs() TalosProxmoxClusterArgs {
 		Vip:          "10.0.0.10",
 		Network:      &Network{Gateway: "10.0.0.1"},
 		Nodes: map[string]Node{
-			"cp-1":     {HostNode: "pve1", Role: "controlplane", Ip: "10.0.0.11", VmId: ptr(111), MacAddress: "BC:24:11:00:00:11"},
-			"cp-2":     {HostNode: "pve2", Role: "controlplane", Ip: "10.0.0.12", VmId: ptr(112)},
+			"cp-1":     {HostNode: "pve1", Role: "controlplane", Ip: "10.0.0.11", VmId: new(111), MacAddress: "BC:24:11:00:00:11"},
+			"cp-2":     {HostNode: "pve2", Role: "controlplane", Ip: "10.0.0.12", VmId: new(112)},
 			"cp-3":     {HostNode: "pve1", Role: "controlplane", Ip: "10.0.0.13"},
 			"worker-1": {HostNode: "pve1", Role: "worker", Ip: "10.0.0.21", DataDisks: []DataDisk{{SizeGib: 50, MountPath: "/var/lib/longhorn"}}},
 			"worker-2": {HostNode: "pve2", Role: "worker", Ip: "10.0.0.22", PciDevices: []PciDevice{{Mapping: "gpu"}}},
@@ -139,11 +137,11 @@ var badInputs = []badInput{
 	{"static without ip", func(a *TalosProxmoxClusterArgs) { node(a, "worker-2", func(n *Node) { n.Ip = "" }) }, "nodes.worker-2.ip:", "dhcp"},
 	{"static without gateway", func(a *TalosProxmoxClusterArgs) { a.Network.Gateway = "" }, "network.gateway:", "required"},
 	{"bad gateway", func(a *TalosProxmoxClusterArgs) { a.Network.Gateway = "router" }, "network.gateway:", "IPv4"},
-	{"bad prefix length", func(a *TalosProxmoxClusterArgs) { a.Network.PrefixLength = ptr(33) }, "network.prefixLength:", "1 to 32"},
+	{"bad prefix length", func(a *TalosProxmoxClusterArgs) { a.Network.PrefixLength = new(33) }, "network.prefixLength:", "1 to 32"},
 	{"vip equals a node ip", func(a *TalosProxmoxClusterArgs) { a.Vip = "10.0.0.12" }, "vip:", "nodes.cp-2"},
 	{"vip outside subnet", func(a *TalosProxmoxClusterArgs) { a.Vip = "192.168.1.10" }, "vip:", "subnet"},
 	{"vip malformed", func(a *TalosProxmoxClusterArgs) { a.Vip = "10.0.0" }, "vip:", "IPv4"},
-	{"multicast vip", func(a *TalosProxmoxClusterArgs) { a.Network = &Network{Dhcp: ptr(true)}; a.Vip = "224.0.0.1" }, "vip:", "unicast"},
+	{"multicast vip", func(a *TalosProxmoxClusterArgs) { a.Network = &Network{Dhcp: new(true)}; a.Vip = "224.0.0.1" }, "vip:", "unicast"},
 	{"pod subnet overlaps the nodes", func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = []string{"10.0.0.0/16"} }, "network.podSubnets[0]:", "node subnet"},
 	{"service subnet overlaps the pods", func(a *TalosProxmoxClusterArgs) {
 		a.Network.PodSubnets = []string{"10.96.0.0/16"}
@@ -151,8 +149,8 @@ var badInputs = []badInput{
 	{"mount path hides Talos' directories", func(a *TalosProxmoxClusterArgs) {
 		node(a, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/var/lib" })
 	}, "nodes.worker-1.dataDisks[0].mountPath:", "would hide"},
-	{"duplicate vm id", func(a *TalosProxmoxClusterArgs) { node(a, "cp-3", func(n *Node) { n.VmId = ptr(111) }) }, "nodes.cp-3.vmId:", "nodes.cp-1"},
-	{"vm id too small", func(a *TalosProxmoxClusterArgs) { node(a, "cp-3", func(n *Node) { n.VmId = ptr(99) }) }, "nodes.cp-3.vmId:", "100"},
+	{"duplicate vm id", func(a *TalosProxmoxClusterArgs) { node(a, "cp-3", func(n *Node) { n.VmId = new(111) }) }, "nodes.cp-3.vmId:", "nodes.cp-1"},
+	{"vm id too small", func(a *TalosProxmoxClusterArgs) { node(a, "cp-3", func(n *Node) { n.VmId = new(99) }) }, "nodes.cp-3.vmId:", "100"},
 	{"bad mac", func(a *TalosProxmoxClusterArgs) { node(a, "cp-2", func(n *Node) { n.MacAddress = "BC:24:11" }) }, "nodes.cp-2.macAddress:", "BC:24:11:00:00:01"},
 	{"multicast mac", func(a *TalosProxmoxClusterArgs) {
 		node(a, "cp-2", func(n *Node) { n.MacAddress = "01:00:5E:00:00:01" })
@@ -160,13 +158,13 @@ var badInputs = []badInput{
 	{"duplicate mac", func(a *TalosProxmoxClusterArgs) {
 		node(a, "cp-2", func(n *Node) { n.MacAddress = "bc:24:11:00:00:11" })
 	}, "nodes.cp-2.macAddress:", "nodes.cp-1"},
-	{"control plane with 1 cpu", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.Cpu = ptr(1) }) }, "nodes.cp-1.cpu:", "2 or more"},
-	{"control plane with 1 GiB", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.MemoryMib = ptr(1024) }) }, "nodes.cp-1.memoryMib:", "2048"},
-	{"worker with 512 MiB", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.MemoryMib = ptr(512) }) }, "nodes.worker-1.memoryMib:", "1024"},
-	{"memory from node defaults", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{MemoryMib: ptr(1536)} }, "nodes.cp-1.memoryMib:", "from nodeDefaults.memoryMib"},
-	{"os disk too small", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.DiskSizeGib = ptr(5) }) }, "nodes.cp-1.diskSizeGib:", "10"},
+	{"control plane with 1 cpu", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.Cpu = new(1) }) }, "nodes.cp-1.cpu:", "2 or more"},
+	{"control plane with 1 GiB", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.MemoryMib = new(1024) }) }, "nodes.cp-1.memoryMib:", "2048"},
+	{"worker with 512 MiB", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.MemoryMib = new(512) }) }, "nodes.worker-1.memoryMib:", "1024"},
+	{"memory from node defaults", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{MemoryMib: new(1536)} }, "nodes.cp-1.memoryMib:", "from nodeDefaults.memoryMib"},
+	{"os disk too small", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.DiskSizeGib = new(5) }) }, "nodes.cp-1.diskSizeGib:", "10"},
 	{"dhcp without a gateway", func(a *TalosProxmoxClusterArgs) {
-		a.Network.Dhcp = ptr(true)
+		a.Network.Dhcp = new(true)
 		a.Network.Gateway = ""
 		a.Vip = ""
 		for k, n := range a.Nodes {
@@ -175,15 +173,15 @@ var badInputs = []badInput{
 		}
 	}, "network.gateway:", "siderolabs/talos#11651"},
 	{"dhcp on a subnet too large to scan", func(a *TalosProxmoxClusterArgs) {
-		a.Network.Dhcp = ptr(true)
-		a.Network.PrefixLength = ptr(16)
+		a.Network.Dhcp = new(true)
+		a.Network.PrefixLength = new(16)
 		a.Vip = ""
 		for k, n := range a.Nodes {
 			n.Ip = ""
 			a.Nodes[k] = n
 		}
 	}, "network.prefixLength:", "/20"},
-	{"dhcp with a static ip", func(a *TalosProxmoxClusterArgs) { a.Network.Dhcp = ptr(true) }, "nodes.cp-1.ip:", "DHCP"},
+	{"dhcp with a static ip", func(a *TalosProxmoxClusterArgs) { a.Network.Dhcp = new(true) }, "nodes.cp-1.ip:", "DHCP"},
 	{"unparseable patch", func(a *TalosProxmoxClusterArgs) { a.ConfigPatches = pulumi.ToStringArray([]string{"machine: [\n"}) }, "configPatches[0]:", "patch"},
 	{"patch with an unknown field", func(a *TalosProxmoxClusterArgs) {
 		a.ConfigPatches = pulumi.ToStringArray([]string{"machine:\n  netwrk:\n    hostname: x\n"})
@@ -224,7 +222,7 @@ var badInputs = []badInput{
 	}, "nodes.worker-2.pciDevices[0].id:", "0000:01:00.0"},
 	{"pcie on the pc machine", func(a *TalosProxmoxClusterArgs) {
 		a.NodeDefaults = &NodeDefaults{VmMachine: "pc"}
-		node(a, "worker-2", func(n *Node) { n.PciDevices[0].Pcie = ptr(true) })
+		node(a, "worker-2", func(n *Node) { n.PciDevices[0].Pcie = new(true) })
 	}, "nodes.worker-2.pciDevices[0].pcie:", "q35"},
 	{"bad label key", func(a *TalosProxmoxClusterArgs) {
 		node(a, "cp-1", func(n *Node) { n.Labels = map[string]string{"-bad": "x"} })
@@ -242,8 +240,8 @@ var badInputs = []badInput{
 	{"bad pod subnet", func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = []string{"10.244.0.0"} }, "network.podSubnets[0]:", "CIDR"},
 	{"bad service subnet", func(a *TalosProxmoxClusterArgs) { a.Network.ServiceSubnets = []string{"x"} }, "network.serviceSubnets[0]:", "CIDR"},
 	{"bad dns domain", func(a *TalosProxmoxClusterArgs) { a.Network.DnsDomain = "Cluster..local" }, "network.dnsDomain:", "cluster.local"},
-	{"bad vlan", func(a *TalosProxmoxClusterArgs) { a.Network.VlanId = ptr(5000) }, "network.vlanId:", "4094"},
-	{"bad node vlan", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.VlanId = ptr(0) }) }, "nodes.cp-1.vlanId:", "4094"},
+	{"bad vlan", func(a *TalosProxmoxClusterArgs) { a.Network.VlanId = new(5000) }, "network.vlanId:", "4094"},
+	{"bad node vlan", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.VlanId = new(0) }) }, "nodes.cp-1.vlanId:", "4094"},
 	{"bad bridge", func(a *TalosProxmoxClusterArgs) { a.Network.Bridge = "vmbr 0" }, "network.bridge:", "vmbr0"},
 	{"bad datastore", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.DatastoreId = "local lvm" }) }, "nodes.cp-1.datastoreId:", "local-lvm"},
 	{"unknown platform", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{Platform: "aws"} }, "image.platform:", "nocloud"},
@@ -290,14 +288,14 @@ var badInputs = []badInput{
 	{"extra manifest namespace without the sync", func(a *TalosProxmoxClusterArgs) {
 		a.ExtraManifests = []string{"https://example.com/a.yaml"}
 		a.ExtraManifestNamespaces = map[string]string{"https://example.com/a.yaml": "argocd"}
-		a.ManifestSync = &ManifestSync{Enabled: ptr(false)}
+		a.ManifestSync = &ManifestSync{Enabled: new(false)}
 	}, `extraManifestNamespaces["https://example.com/a.yaml"]:`, "manifestSync.enabled"},
 	{"bad endpoint", func(a *TalosProxmoxClusterArgs) { a.Endpoint = "https://10.0.0.10:6443" }, "endpoint:", "host only"},
 	{"bad proxmox cluster name", func(a *TalosProxmoxClusterArgs) { a.ProxmoxClusterName = "my cluster" }, "proxmoxClusterName:", "label value"},
 	{"health timeout not a duration", func(a *TalosProxmoxClusterArgs) { a.Health = &Health{Timeout: "10 minutes"} }, "health.timeout:", "duration"},
 	{"upgrade timeout negative", func(a *TalosProxmoxClusterArgs) { a.Upgrade = &Upgrade{Timeout: "-5m"} }, "upgrade.timeout:", "positive duration"},
 	{"upgrade drain timeout not a duration", func(a *TalosProxmoxClusterArgs) { a.Upgrade = &Upgrade{DrainTimeout: "5"} }, "upgrade.drainTimeout:", "duration"},
-	{"upgrade max parallel zero", func(a *TalosProxmoxClusterArgs) { a.Upgrade = &Upgrade{MaxParallel: ptr(0)} }, "upgrade.maxParallel:", "at least 1"},
+	{"upgrade max parallel zero", func(a *TalosProxmoxClusterArgs) { a.Upgrade = &Upgrade{MaxParallel: new(0)} }, "upgrade.maxParallel:", "at least 1"},
 	{"cilium repository not a url", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{Repository: "helm.cilium.io"} }, "cilium.repository:", "https://"},
 	{"cilium version range", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{Version: "~1.18"} }, "cilium.version:", "exact"},
 	{"cilium digest not sha256", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{Digest: "md5:abc"} }, "cilium.digest:", "sha256:<64 hex digits>"},
@@ -382,7 +380,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
 
 	args := homelabArgs()
 	args.ClusterName = "Bad Name"
-	node(&args, "cp-1", func(n *Node) { n.MemoryMib = ptr(100) })
+	node(&args, "cp-1", func(n *Node) { n.MemoryMib = new(100) })
 	node(&args, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "relative" })
 
 	_, err := runArgs(args)

@@ -37,7 +37,7 @@ func TestBadBackupInputAllAtOnce(t *testing.T) {
 	in := base()
 	in.EtcdBackup = &EtcdBackupInput{
 		Destination:    "ftp://backups/etcd",
-		Keep:           ptr(0),
+		Keep:           new(0),
 		AgeRecipients:  []string{"age1notarecipient"},
 		Schedule:       "every day at noon",
 		ScheduleSecret: "Not_A_Name",
@@ -165,7 +165,7 @@ func TestDataLossIsRefusedWithTheWaysOut(t *testing.T) {
 	}
 
 	dhcp := build(func(in *Input) {
-		in.Network.DHCP = ptr(true)
+		in.Network.DHCP = new(true)
 		in.Nodes["cp-1"] = NodeInput{HostNode: "pve1", Role: "controlplane"}
 		in.EtcdBackup = &EtcdBackupInput{Destination: "file:///b"}
 	})
