@@ -48,9 +48,7 @@ func (r *ClientCredentials) Annotate(an infer.Annotator) {
 }
 
 // Annotate documents the inputs.
-func (a *ClientCredentialsArgs) Annotate(an infer.Annotator) {
-	describeFields(an, a)
-}
+func (a *ClientCredentialsArgs) Annotate(an infer.Annotator) { describeFields(an, a) }
 
 func issue(in ClientCredentialsArgs) (ClientCredentialsState, error) {
 	validity, err := parseDuration("validity", in.Validity)

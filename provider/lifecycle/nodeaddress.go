@@ -44,9 +44,7 @@ func (r *NodeAddress) Annotate(an infer.Annotator) {
 }
 
 // Annotate documents the inputs.
-func (a *NodeAddressArgs) Annotate(an infer.Annotator) {
-	describeFields(an, a)
-}
+func (a *NodeAddressArgs) Annotate(an infer.Annotator) { describeFields(an, a) }
 
 // Create finds the address.
 func (r *NodeAddress) Create(ctx context.Context, req infer.CreateRequest[NodeAddressArgs]) (infer.CreateResponse[NodeAddressState], error) {

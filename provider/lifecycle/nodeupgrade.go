@@ -53,12 +53,8 @@ func (a *NodeUpgradeArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.DrainTimeout, "How long the drain may take (a duration).")
 }
 
-// Annotate documents the state, and the inputs again: infer merges the embedded NodeRef's
-// descriptions after the embedded args' own.
-func (s *NodeUpgradeState) Annotate(an infer.Annotator) {
-	describeFields(an, s)
-	s.NodeUpgradeArgs.Annotate(an)
-}
+// Annotate documents the state.
+func (s *NodeUpgradeState) Annotate(an infer.Annotator) { describeFields(an, s) }
 
 func (a NodeUpgradeArgs) target() day2.Installed {
 	return day2.Installed{Version: a.TalosVersion, Schematic: a.SchematicId}
