@@ -6,6 +6,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/errtest"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/secretstest"
 )
 
@@ -94,16 +95,7 @@ func TestPatchErrorsNameThePatch(t *testing.T) {
 			[]string{"workerConfigPatches[1]"}},
 	} {
 		_, err := Generate(request(tc.contract, tc.patches...))
-		if err == nil {
-			t.Errorf("%s: accepted", tc.name)
-			continue
-		}
-
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: error %q does not say %q", tc.name, err, w)
-			}
-		}
+		errtest.Says(t, tc.name, err, tc.want...)
 	}
 }
 
