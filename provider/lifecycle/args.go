@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"sort"
@@ -83,6 +84,21 @@ func (w Waits) parsed() (drain, each time.Duration, err error) {
 	drain, err = parseDuration("drainTimeout", w.DrainTimeout)
 
 	return drain, each, err
+}
+
+// created is the response of a create under id whose work is do: at preview the work is not done
+// and the state is preview (the inputs, the outputs unknown); a failed create records nothing.
+func created[A, S any](ctx context.Context, req infer.CreateRequest[A], id string, preview S, do func(context.Context, A) (S, error)) (infer.CreateResponse[S], error) {
+	if req.DryRun {
+		return infer.CreateResponse[S]{ID: id, Output: preview}, nil
+	}
+
+	s, err := do(ctx, req.Inputs)
+	if err != nil {
+		return infer.CreateResponse[S]{}, err
+	}
+
+	return infer.CreateResponse[S]{ID: id, Output: s}, nil
 }
 
 // nodesOf lists nodes (hostname to IP) sorted by name.

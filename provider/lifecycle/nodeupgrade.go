@@ -89,18 +89,12 @@ func (r *NodeUpgrade) Create(ctx context.Context, req infer.CreateRequest[NodeUp
 	in := req.Inputs
 	state := NodeUpgradeState{NodeUpgradeArgs: in, RunningVersion: in.TalosVersion, RunningSchematicId: in.SchematicId}
 
-	if req.DryRun {
-		return infer.CreateResponse[NodeUpgradeState]{ID: in.Node, Output: state}, nil
-	}
+	return created(ctx, req, in.Node, state, func(ctx context.Context, in NodeUpgradeArgs) (NodeUpgradeState, error) {
+		obs, err := converge(ctx, in, nil)
+		state.observed(obs)
 
-	obs, err := converge(ctx, in, nil)
-	if err != nil {
-		return infer.CreateResponse[NodeUpgradeState]{}, err
-	}
-
-	state.observed(obs)
-
-	return infer.CreateResponse[NodeUpgradeState]{ID: in.Node, Output: state}, nil
+		return state, err
+	})
 }
 
 // Diff shows an update exactly when the node will reboot: the desired image differs from what
