@@ -10,10 +10,12 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/await"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/clientconfigs"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/day2"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/plan"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/proxmox"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/redact"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/secretsbundle"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
@@ -32,6 +34,10 @@ type adoption struct {
 	contract string
 	// kubernetes is the Kubernetes version the control planes run ("" when unknown).
 	kubernetes string
+	// running is what each node to import runs, and talosconfig what reached it (issued from
+	// the bundle).
+	running     map[string]day2.Running
+	talosconfig string
 }
 
 // importing tells whether this `up` imports VMs (the first adopting `up`).
@@ -65,10 +71,12 @@ func checkAdoption(ctx *pulumi.Context, c *spec.Cluster, inv *proxmox.Inventory,
 		_ = ctx.Log.Warn("secrets.bundle is not known yet (it comes from another resource): the nodes to adopt are read "+
 			"with it by `up`, before anything is changed", nil)
 	} else {
-		running, err := readAdoptees(ctx.Context(), c, a.adoptees)
+		running, tc, err := readAdoptees(ctx.Context(), c, a.adoptees)
 		if err != nil {
 			return nil, err
 		}
+
+		a.running, a.talosconfig = running, tc
 
 		for _, n := range c.ControlPlanes() {
 			if r, ok := running[n.Name]; ok && a.contract == "" {
@@ -100,7 +108,7 @@ func checkAdoption(ctx *pulumi.Context, c *spec.Cluster, inv *proxmox.Inventory,
 }
 
 // readAdoptees reads what each node to import runs, in parallel.
-func readAdoptees(ctx context.Context, c *spec.Cluster, adoptees map[string]proxmox.Adoptee) (map[string]day2.Running, error) {
+func readAdoptees(ctx context.Context, c *spec.Cluster, adoptees map[string]proxmox.Adoptee) (map[string]day2.Running, string, error) {
 	s := c.Secrets.Parsed
 	os := s.Certs["os"]
 
@@ -114,7 +122,7 @@ func readAdoptees(ctx context.Context, c *spec.Cluster, adoptees map[string]prox
 		TalosEndpoints: endpoints, TalosNodes: endpoints, Validity: time.Hour, Now: time.Now(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", secretsbundle.Field, err)
+		return nil, "", fmt.Errorf("%s: %w", secretsbundle.Field, err)
 	}
 
 	var (
@@ -155,10 +163,75 @@ func readAdoptees(ctx context.Context, c *spec.Cluster, adoptees map[string]prox
 	wg.Wait()
 
 	if len(errs) > 0 {
-		return nil, &spec.ValidationError{Errors: errs}
+		return nil, "", &spec.ValidationError{Errors: errs}
 	}
 
-	return out, nil
+	return out, tc, nil
+}
+
+// describeAdoptedConfigs says at preview, for every node this `up` imports, whether the
+// configuration the component generates for it (configs, by node) is the one it runs — then
+// nothing is applied — or what changes, redacted, and whether Talos applies it live or reboots
+// (the node is asked, a dry run). The NodeConfig that applies it cannot say so at preview: the
+// credentials it reaches the node with are issued by the `up`.
+func describeAdoptedConfigs(ctx *pulumi.Context, comp pulumi.Resource, c *spec.Cluster, a *adoption, configs map[string]pulumi.StringOutput) {
+	if !ctx.DryRun() || len(a.running) == 0 {
+		return
+	}
+
+	log := func(warn bool, msg string) {
+		if warn {
+			_ = ctx.Log.Warn(msg, &pulumi.LogArgs{Resource: comp})
+		} else {
+			_ = ctx.Log.Info(msg, &pulumi.LogArgs{Resource: comp})
+		}
+	}
+
+	for _, n := range c.Nodes {
+		running, ok := a.running[n.Name]
+		if !ok {
+			continue
+		}
+
+		wait, cancel := context.WithTimeout(ctx.Context(), time.Minute)
+		declared, known, err := await.Known[string](wait, configs[n.Name])
+		cancel()
+
+		if err != nil || !known {
+			continue // not known at this preview (a patch from another resource): the up says
+		}
+
+		if day2.SameConfig(running.Config, declared) {
+			log(false, n.Name+": adopted: runs the declared configuration already; nothing will be applied")
+			continue
+		}
+
+		summary := "the configurations could not be compared"
+		if from, errA := redact.Config(running.Config); errA == nil {
+			if to, errB := redact.Config(declared); errB == nil {
+				if changes, err := redact.Changes(from, to); err == nil {
+					summary = redact.Summary(changes)
+				}
+			}
+		}
+
+		wait, cancel = context.WithTimeout(ctx.Context(), adoptReadTimeout)
+		plan, err := day2.PlanConfig(wait, day2.ConfigOptions{
+			Access: day2.Access{Talosconfig: a.talosconfig},
+			Node:   day2.Node{Name: n.Name, Address: n.IP, ControlPlane: n.Role == spec.RoleControlPlane},
+			Config: declared,
+		}, false)
+		cancel()
+
+		switch {
+		case err != nil:
+			log(true, fmt.Sprintf("%s: adopted: configuration changes: %s; the node could not be asked how it applies them (%v)", n.Name, summary, err))
+		case plan.Reboot:
+			log(true, fmt.Sprintf("%s: adopted: configuration changes: %s; reboots", n.Name, summary))
+		default:
+			log(false, fmt.Sprintf("%s: adopted: configuration changes: %s; applies live", n.Name, summary))
+		}
+	}
 }
 
 // contractOf is the configuration contract of a Talos version ("v1.11.5" → "v1.11").

@@ -223,6 +223,8 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		return nil, err
 	}
 
+	describeAdoptedConfigs(ctx, comp, cluster, adopted, running.ConfigOf)
+
 	order := wire.ControlPlaneOrder(s, inv.inv, machines.Addresses, running)
 
 	operated, err := wire.Operate(s, machines, running, order, fresh, manifests, pass, self)

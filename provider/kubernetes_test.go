@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/errtest"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
 )
 
@@ -144,14 +146,8 @@ func TestTalosVersionThatDoesNotRunTheRecordedKubernetes(t *testing.T) {
 			in := inputsFromJSON(t, homelabJSON).Set("talosVersion", property.New(tc.talos)).Set("configContract", property.New("v1.10"))
 
 			_, err := constructAs(t, r, "homelab", in, preview)
-			if err == nil {
-				t.Fatalf("%s (preview %v): accepted", tc.name, preview)
-			}
-
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("%s (preview %v): the error does not say %q:\n%v", tc.name, preview, w, err)
-				}
+			if !errtest.Says(t, fmt.Sprintf("%s (preview %v)", tc.name, preview), err, tc.want...) {
+				t.FailNow()
 			}
 
 			for _, typ := range []string{"proxmoxve:VM/virtualMachine:VirtualMachine", "talos-proxmox:lifecycle:NodeUpgrade", "talos-proxmox:lifecycle:KubernetesUpgrade"} {

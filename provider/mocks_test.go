@@ -14,10 +14,9 @@ import (
 	"github.com/pulumi/pulumi-go-provider/integration"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
-	"github.com/siderolabs/talos/pkg/machinery/config"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/machineconfig"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/secretstest"
 )
 
 // registration is one child resource the component registered with the (mock) engine.
@@ -341,15 +340,10 @@ func constructAs(tb testing.TB, r *recorder, name string, inputs property.Map, d
 	})
 }
 
-// mockMachineSecrets is a real secrets bundle in the talos provider's form (made once per test
-// binary: it takes a second or two), so the component generates real configurations from it.
+// mockMachineSecrets is the tests' real secrets bundle (secretstest) in the talos provider's form,
+// so the component generates real configurations from it.
 var mockMachineSecrets = sync.OnceValue(func() property.Value {
-	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Unix(1_700_000_000, 0)), config.TalosVersion1_11)
-	if err != nil {
-		panic(err)
-	}
-
-	s := machineconfig.SecretsFrom(b)
+	s := machineconfig.SecretsFrom(secretstest.Bundle())
 	ck := func(name string) property.Value {
 		return property.New(map[string]property.Value{"cert": property.New(s.Certs[name].Cert), "key": property.New(s.Certs[name].Key)})
 	}

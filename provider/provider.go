@@ -86,7 +86,7 @@ func Provider() (p.Provider, error) {
 		}).
 		WithModuleMap(map[tokens.ModuleName]tokens.ModuleName{"provider": "index"}).
 		WithComponents(infer.ComponentF(NewTalosProxmoxCluster)).
-		WithResources(infer.Resource(&lifecycle.NodeUpgrade{}), infer.Resource(&lifecycle.ClusterHealth{}), infer.Resource(&lifecycle.Membership{}), infer.Resource(&lifecycle.ManifestSync{}), infer.Resource(&lifecycle.NodeRetire{}), infer.Resource(&lifecycle.KubernetesUpgrade{}), infer.Resource(&lifecycle.KubernetesRecord{}), infer.Resource(&lifecycle.NodeConfig{}), infer.Resource(&lifecycle.NodeAddress{}), infer.Resource(&lifecycle.ClientCredentials{}), infer.Resource(&lifecycle.EtcdSnapshot{}), infer.Resource(&lifecycle.EtcdBootstrap{}), infer.Resource(&lifecycle.AdoptedSecrets{})).
+		WithResources(lifecycle.Resources()...).
 		Build()
 	if err != nil {
 		return p.Provider{}, err

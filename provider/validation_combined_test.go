@@ -320,7 +320,7 @@ func TestNewUsersThreeMistakes(t *testing.T) {
 
 	a := homelabArgs()
 	a.ClusterName = "Bad_Name"
-	node(&a, "cp-1", func(n *Node) { n.MemoryMib = ptr(512) })
+	node(&a, "cp-1", func(n *Node) { n.MemoryMib = new(512) })
 	a.Vip = a.Nodes["cp-1"].Ip
 
 	err := validateEach(t, []TalosProxmoxClusterArgs{a})[0]

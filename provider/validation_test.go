@@ -9,8 +9,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
-func ptr[T any](v T) *T { return &v }
-
 // homelabArgs is a valid cluster; each bad-input case breaks one thing.
 func homelabArgs() TalosProxmoxClusterArgs {
 	return TalosProxmoxClusterArgs{
@@ -19,8 +17,8 @@ func homelabArgs() TalosProxmoxClusterArgs {
 		Vip:          "10.0.0.10",
 		Network:      &Network{Gateway: "10.0.0.1"},
 		Nodes: map[string]Node{
-			"cp-1":     {HostNode: "pve1", Role: "controlplane", Ip: "10.0.0.11", VmId: ptr(111), MacAddress: "BC:24:11:00:00:11"},
-			"cp-2":     {HostNode: "pve2", Role: "controlplane", Ip: "10.0.0.12", VmId: ptr(112)},
+			"cp-1":     {HostNode: "pve1", Role: "controlplane", Ip: "10.0.0.11", VmId: new(111), MacAddress: "BC:24:11:00:00:11"},
+			"cp-2":     {HostNode: "pve2", Role: "controlplane", Ip: "10.0.0.12", VmId: new(112)},
 			"cp-3":     {HostNode: "pve1", Role: "controlplane", Ip: "10.0.0.13"},
 			"worker-1": {HostNode: "pve1", Role: "worker", Ip: "10.0.0.21", DataDisks: []DataDisk{{SizeGib: 50, MountPath: "/var/lib/longhorn"}}},
 			"worker-2": {HostNode: "pve2", Role: "worker", Ip: "10.0.0.22", PciDevices: []PciDevice{{Mapping: "gpu"}}},
@@ -32,6 +30,26 @@ func node(a *TalosProxmoxClusterArgs, name string, f func(*Node)) {
 	n := a.Nodes[name]
 	f(&n)
 	a.Nodes[name] = n
+}
+
+// onNode is the mistake f makes in node name.
+func onNode(name string, f func(*Node)) func(*TalosProxmoxClusterArgs) {
+	return func(a *TalosProxmoxClusterArgs) { node(a, name, f) }
+}
+
+// withHelmChart is the mistake of a cluster whose one Helm chart is c.
+func withHelmChart(c HelmChart) func(*TalosProxmoxClusterArgs) {
+	return func(a *TalosProxmoxClusterArgs) { a.HelmCharts = []HelmChart{c} }
+}
+
+// withImage is the mistake of a cluster whose image is i.
+func withImage(i Image) func(*TalosProxmoxClusterArgs) {
+	return func(a *TalosProxmoxClusterArgs) { a.Image = &i }
+}
+
+// withCilium is the mistake of a cluster whose Cilium is c.
+func withCilium(c Cilium) func(*TalosProxmoxClusterArgs) {
+	return func(a *TalosProxmoxClusterArgs) { a.Cilium = &c }
 }
 
 type mockMonitor struct {
@@ -126,47 +144,42 @@ var badInputs = []badInput{
 	{"node name not a DNS label", func(a *TalosProxmoxClusterArgs) {
 		a.Nodes["Worker_3"] = Node{HostNode: "pve1", Role: "worker", Ip: "10.0.0.23"}
 	}, "nodes.Worker_3:", "DNS label"},
-	{"unknown role", func(a *TalosProxmoxClusterArgs) { node(a, "cp-2", func(n *Node) { n.Role = "master" }) }, "nodes.cp-2.role:", "controlplane"},
-	{"missing role", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.Role = "" }) }, "nodes.worker-1.role:", "required"},
-	{"missing host node", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.HostNode = "" }) }, "nodes.cp-1.hostNode:", "Proxmox host"},
-	{"bad host node", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.HostNode = "pve 1" }) }, "nodes.cp-1.hostNode:", "pve1"},
-	{"bad ip", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.Ip = "10.0.0.300" }) }, "nodes.cp-1.ip:", "IPv4"},
-	{"ipv6 ip", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.Ip = "fd00::11" }) }, "nodes.cp-1.ip:", "IPv4"},
-	{"duplicate ip", func(a *TalosProxmoxClusterArgs) { node(a, "cp-2", func(n *Node) { n.Ip = "10.0.0.11" }) }, "nodes.cp-2.ip:", "nodes.cp-1"},
-	{"ip outside subnet", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.Ip = "10.0.1.21" }) }, "nodes.worker-1.ip:", "10.0.0.0/24"},
-	{"ip is the gateway", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.Ip = "10.0.0.1" }) }, "nodes.worker-1.ip:", "gateway"},
-	{"ip is broadcast", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.Ip = "10.0.0.255" }) }, "nodes.worker-1.ip:", "broadcast"},
-	{"static without ip", func(a *TalosProxmoxClusterArgs) { node(a, "worker-2", func(n *Node) { n.Ip = "" }) }, "nodes.worker-2.ip:", "dhcp"},
+	{"unknown role", onNode("cp-2", func(n *Node) { n.Role = "master" }), "nodes.cp-2.role:", "controlplane"},
+	{"missing role", onNode("worker-1", func(n *Node) { n.Role = "" }), "nodes.worker-1.role:", "required"},
+	{"missing host node", onNode("cp-1", func(n *Node) { n.HostNode = "" }), "nodes.cp-1.hostNode:", "Proxmox host"},
+	{"bad host node", onNode("cp-1", func(n *Node) { n.HostNode = "pve 1" }), "nodes.cp-1.hostNode:", "pve1"},
+	{"bad ip", onNode("cp-1", func(n *Node) { n.Ip = "10.0.0.300" }), "nodes.cp-1.ip:", "IPv4"},
+	{"ipv6 ip", onNode("cp-1", func(n *Node) { n.Ip = "fd00::11" }), "nodes.cp-1.ip:", "IPv4"},
+	{"duplicate ip", onNode("cp-2", func(n *Node) { n.Ip = "10.0.0.11" }), "nodes.cp-2.ip:", "nodes.cp-1"},
+	{"ip outside subnet", onNode("worker-1", func(n *Node) { n.Ip = "10.0.1.21" }), "nodes.worker-1.ip:", "10.0.0.0/24"},
+	{"ip is the gateway", onNode("worker-1", func(n *Node) { n.Ip = "10.0.0.1" }), "nodes.worker-1.ip:", "gateway"},
+	{"ip is broadcast", onNode("worker-1", func(n *Node) { n.Ip = "10.0.0.255" }), "nodes.worker-1.ip:", "broadcast"},
+	{"static without ip", onNode("worker-2", func(n *Node) { n.Ip = "" }), "nodes.worker-2.ip:", "dhcp"},
 	{"static without gateway", func(a *TalosProxmoxClusterArgs) { a.Network.Gateway = "" }, "network.gateway:", "required"},
 	{"bad gateway", func(a *TalosProxmoxClusterArgs) { a.Network.Gateway = "router" }, "network.gateway:", "IPv4"},
-	{"bad prefix length", func(a *TalosProxmoxClusterArgs) { a.Network.PrefixLength = ptr(33) }, "network.prefixLength:", "1 to 32"},
+	{"bad prefix length", func(a *TalosProxmoxClusterArgs) { a.Network.PrefixLength = new(33) }, "network.prefixLength:", "1 to 32"},
 	{"vip equals a node ip", func(a *TalosProxmoxClusterArgs) { a.Vip = "10.0.0.12" }, "vip:", "nodes.cp-2"},
 	{"vip outside subnet", func(a *TalosProxmoxClusterArgs) { a.Vip = "192.168.1.10" }, "vip:", "subnet"},
 	{"vip malformed", func(a *TalosProxmoxClusterArgs) { a.Vip = "10.0.0" }, "vip:", "IPv4"},
-	{"multicast vip", func(a *TalosProxmoxClusterArgs) { a.Network = &Network{Dhcp: ptr(true)}; a.Vip = "224.0.0.1" }, "vip:", "unicast"},
+	{"multicast vip", func(a *TalosProxmoxClusterArgs) { a.Network = &Network{Dhcp: new(true)}; a.Vip = "224.0.0.1" }, "vip:", "unicast"},
 	{"pod subnet overlaps the nodes", func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = []string{"10.0.0.0/16"} }, "network.podSubnets[0]:", "node subnet"},
 	{"service subnet overlaps the pods", func(a *TalosProxmoxClusterArgs) {
 		a.Network.PodSubnets = []string{"10.96.0.0/16"}
 	}, "network.serviceSubnets[0]:", "pod subnet"},
-	{"mount path hides Talos' directories", func(a *TalosProxmoxClusterArgs) {
-		node(a, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/var/lib" })
-	}, "nodes.worker-1.dataDisks[0].mountPath:", "would hide"},
-	{"duplicate vm id", func(a *TalosProxmoxClusterArgs) { node(a, "cp-3", func(n *Node) { n.VmId = ptr(111) }) }, "nodes.cp-3.vmId:", "nodes.cp-1"},
-	{"vm id too small", func(a *TalosProxmoxClusterArgs) { node(a, "cp-3", func(n *Node) { n.VmId = ptr(99) }) }, "nodes.cp-3.vmId:", "100"},
-	{"bad mac", func(a *TalosProxmoxClusterArgs) { node(a, "cp-2", func(n *Node) { n.MacAddress = "BC:24:11" }) }, "nodes.cp-2.macAddress:", "BC:24:11:00:00:01"},
-	{"multicast mac", func(a *TalosProxmoxClusterArgs) {
-		node(a, "cp-2", func(n *Node) { n.MacAddress = "01:00:5E:00:00:01" })
-	}, "nodes.cp-2.macAddress:", "unicast"},
-	{"duplicate mac", func(a *TalosProxmoxClusterArgs) {
-		node(a, "cp-2", func(n *Node) { n.MacAddress = "bc:24:11:00:00:11" })
-	}, "nodes.cp-2.macAddress:", "nodes.cp-1"},
-	{"control plane with 1 cpu", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.Cpu = ptr(1) }) }, "nodes.cp-1.cpu:", "2 or more"},
-	{"control plane with 1 GiB", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.MemoryMib = ptr(1024) }) }, "nodes.cp-1.memoryMib:", "2048"},
-	{"worker with 512 MiB", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.MemoryMib = ptr(512) }) }, "nodes.worker-1.memoryMib:", "1024"},
-	{"memory from node defaults", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{MemoryMib: ptr(1536)} }, "nodes.cp-1.memoryMib:", "from nodeDefaults.memoryMib"},
-	{"os disk too small", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.DiskSizeGib = ptr(5) }) }, "nodes.cp-1.diskSizeGib:", "10"},
+	{"mount path hides Talos' directories", onNode("worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/var/lib" }),
+		"nodes.worker-1.dataDisks[0].mountPath:", "would hide"},
+	{"duplicate vm id", onNode("cp-3", func(n *Node) { n.VmId = new(111) }), "nodes.cp-3.vmId:", "nodes.cp-1"},
+	{"vm id too small", onNode("cp-3", func(n *Node) { n.VmId = new(99) }), "nodes.cp-3.vmId:", "100"},
+	{"bad mac", onNode("cp-2", func(n *Node) { n.MacAddress = "BC:24:11" }), "nodes.cp-2.macAddress:", "BC:24:11:00:00:01"},
+	{"multicast mac", onNode("cp-2", func(n *Node) { n.MacAddress = "01:00:5E:00:00:01" }), "nodes.cp-2.macAddress:", "unicast"},
+	{"duplicate mac", onNode("cp-2", func(n *Node) { n.MacAddress = "bc:24:11:00:00:11" }), "nodes.cp-2.macAddress:", "nodes.cp-1"},
+	{"control plane with 1 cpu", onNode("cp-1", func(n *Node) { n.Cpu = new(1) }), "nodes.cp-1.cpu:", "2 or more"},
+	{"control plane with 1 GiB", onNode("cp-1", func(n *Node) { n.MemoryMib = new(1024) }), "nodes.cp-1.memoryMib:", "2048"},
+	{"worker with 512 MiB", onNode("worker-1", func(n *Node) { n.MemoryMib = new(512) }), "nodes.worker-1.memoryMib:", "1024"},
+	{"memory from node defaults", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{MemoryMib: new(1536)} }, "nodes.cp-1.memoryMib:", "from nodeDefaults.memoryMib"},
+	{"os disk too small", onNode("cp-1", func(n *Node) { n.DiskSizeGib = new(5) }), "nodes.cp-1.diskSizeGib:", "10"},
 	{"dhcp without a gateway", func(a *TalosProxmoxClusterArgs) {
-		a.Network.Dhcp = ptr(true)
+		a.Network.Dhcp = new(true)
 		a.Network.Gateway = ""
 		a.Vip = ""
 		for k, n := range a.Nodes {
@@ -175,15 +188,15 @@ var badInputs = []badInput{
 		}
 	}, "network.gateway:", "siderolabs/talos#11651"},
 	{"dhcp on a subnet too large to scan", func(a *TalosProxmoxClusterArgs) {
-		a.Network.Dhcp = ptr(true)
-		a.Network.PrefixLength = ptr(16)
+		a.Network.Dhcp = new(true)
+		a.Network.PrefixLength = new(16)
 		a.Vip = ""
 		for k, n := range a.Nodes {
 			n.Ip = ""
 			a.Nodes[k] = n
 		}
 	}, "network.prefixLength:", "/20"},
-	{"dhcp with a static ip", func(a *TalosProxmoxClusterArgs) { a.Network.Dhcp = ptr(true) }, "nodes.cp-1.ip:", "DHCP"},
+	{"dhcp with a static ip", func(a *TalosProxmoxClusterArgs) { a.Network.Dhcp = new(true) }, "nodes.cp-1.ip:", "DHCP"},
 	{"unparseable patch", func(a *TalosProxmoxClusterArgs) { a.ConfigPatches = pulumi.ToStringArray([]string{"machine: [\n"}) }, "configPatches[0]:", "patch"},
 	{"patch with an unknown field", func(a *TalosProxmoxClusterArgs) {
 		a.ConfigPatches = pulumi.ToStringArray([]string{"machine:\n  netwrk:\n    hostname: x\n"})
@@ -197,72 +210,48 @@ var badInputs = []badInput{
 			n.ConfigPatches = pulumi.StringArray{pulumi.ToSecret(pulumi.String("{{")).(pulumi.StringOutput)}
 		})
 	}, "nodes.worker-1.configPatches[0]:", "patch"},
-	{"relative mount path", func(a *TalosProxmoxClusterArgs) {
-		node(a, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "var/lib/longhorn" })
-	}, "nodes.worker-1.dataDisks[0].mountPath:", "absolute"},
-	{"mount path outside /var", func(a *TalosProxmoxClusterArgs) {
-		node(a, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/mnt/data" })
-	}, "nodes.worker-1.dataDisks[0].mountPath:", "/var"},
-	{"mount path in etcd's directory", func(a *TalosProxmoxClusterArgs) {
-		node(a, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/var/lib/etcd/data" })
-	}, "nodes.worker-1.dataDisks[0].mountPath:", "Talos itself uses"},
-	{"unclean mount path", func(a *TalosProxmoxClusterArgs) {
-		node(a, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/var/lib/../longhorn/" })
-	}, "nodes.worker-1.dataDisks[0].mountPath:", "clean"},
-	{"duplicate mount path", func(a *TalosProxmoxClusterArgs) {
-		node(a, "worker-1", func(n *Node) { n.DataDisks = append(n.DataDisks, DataDisk{SizeGib: 5, MountPath: "/var/lib/longhorn"}) })
-	}, "nodes.worker-1.dataDisks[1].mountPath:", "dataDisks[0]"},
-	{"zero-size data disk", func(a *TalosProxmoxClusterArgs) { node(a, "worker-1", func(n *Node) { n.DataDisks[0].SizeGib = 0 }) }, "nodes.worker-1.dataDisks[0].sizeGib:", "1 or more"},
-	{"pci mapping and id", func(a *TalosProxmoxClusterArgs) {
-		node(a, "worker-2", func(n *Node) { n.PciDevices[0].Id = "0000:01:00.0" })
-	}, "nodes.worker-2.pciDevices[0]:", "only one"},
-	{"pci neither mapping nor id", func(a *TalosProxmoxClusterArgs) {
-		node(a, "worker-2", func(n *Node) { n.PciDevices[0].Mapping = "" })
-	}, "nodes.worker-2.pciDevices[0]:", "neither"},
-	{"pci id malformed", func(a *TalosProxmoxClusterArgs) {
-		node(a, "worker-2", func(n *Node) { n.PciDevices[0] = PciDevice{Id: "gpu0"} })
-	}, "nodes.worker-2.pciDevices[0].id:", "0000:01:00.0"},
+	{"relative mount path", onNode("worker-1", func(n *Node) { n.DataDisks[0].MountPath = "var/lib/longhorn" }), "nodes.worker-1.dataDisks[0].mountPath:", "absolute"},
+	{"mount path outside /var", onNode("worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/mnt/data" }), "nodes.worker-1.dataDisks[0].mountPath:", "/var"},
+	{"mount path in etcd's directory", onNode("worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/var/lib/etcd/data" }),
+		"nodes.worker-1.dataDisks[0].mountPath:", "Talos itself uses"},
+	{"unclean mount path", onNode("worker-1", func(n *Node) { n.DataDisks[0].MountPath = "/var/lib/../longhorn/" }), "nodes.worker-1.dataDisks[0].mountPath:", "clean"},
+	{"duplicate mount path", onNode("worker-1", func(n *Node) { n.DataDisks = append(n.DataDisks, DataDisk{SizeGib: 5, MountPath: "/var/lib/longhorn"}) }),
+		"nodes.worker-1.dataDisks[1].mountPath:", "dataDisks[0]"},
+	{"zero-size data disk", onNode("worker-1", func(n *Node) { n.DataDisks[0].SizeGib = 0 }), "nodes.worker-1.dataDisks[0].sizeGib:", "1 or more"},
+	{"pci mapping and id", onNode("worker-2", func(n *Node) { n.PciDevices[0].Id = "0000:01:00.0" }), "nodes.worker-2.pciDevices[0]:", "only one"},
+	{"pci neither mapping nor id", onNode("worker-2", func(n *Node) { n.PciDevices[0].Mapping = "" }), "nodes.worker-2.pciDevices[0]:", "neither"},
+	{"pci id malformed", onNode("worker-2", func(n *Node) { n.PciDevices[0] = PciDevice{Id: "gpu0"} }), "nodes.worker-2.pciDevices[0].id:", "0000:01:00.0"},
 	{"pcie on the pc machine", func(a *TalosProxmoxClusterArgs) {
 		a.NodeDefaults = &NodeDefaults{VmMachine: "pc"}
-		node(a, "worker-2", func(n *Node) { n.PciDevices[0].Pcie = ptr(true) })
+		node(a, "worker-2", func(n *Node) { n.PciDevices[0].Pcie = new(true) })
 	}, "nodes.worker-2.pciDevices[0].pcie:", "q35"},
-	{"bad label key", func(a *TalosProxmoxClusterArgs) {
-		node(a, "cp-1", func(n *Node) { n.Labels = map[string]string{"-bad": "x"} })
-	}, "nodes.cp-1.labels:", "label name"},
-	{"reserved label", func(a *TalosProxmoxClusterArgs) {
-		node(a, "cp-1", func(n *Node) { n.Labels = map[string]string{"topology.kubernetes.io/zone": "a"} })
-	}, "nodes.cp-1.labels:", "proxmoxClusterName"},
-	{"upper-case tag", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.Tags = []string{"Prod"} }) }, "nodes.cp-1.tags[0]:", "\"prod\""},
+	{"bad label key", onNode("cp-1", func(n *Node) { n.Labels = map[string]string{"-bad": "x"} }), "nodes.cp-1.labels:", "label name"},
+	{"reserved label", onNode("cp-1", func(n *Node) { n.Labels = map[string]string{"topology.kubernetes.io/zone": "a"} }), "nodes.cp-1.labels:", "proxmoxClusterName"},
+	{"upper-case tag", onNode("cp-1", func(n *Node) { n.Tags = []string{"Prod"} }), "nodes.cp-1.tags[0]:", "\"prod\""},
 	{"bad default tag", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{Tags: []string{"a b"}} }, "nodeDefaults.tags[0]:", "tag"},
-	{"instance tag", func(a *TalosProxmoxClusterArgs) {
-		node(a, "cp-1", func(n *Node) { n.Tags = []string{"talos-i-1234abcd"} })
-	}, "nodes.cp-1.tags[0]:", "instance"},
+	{"instance tag", onNode("cp-1", func(n *Node) { n.Tags = []string{"talos-i-1234abcd"} }), "nodes.cp-1.tags[0]:", "instance"},
 	{"bad nameserver", func(a *TalosProxmoxClusterArgs) { a.Network.Nameservers = []string{"dns.google"} }, "network.nameservers[0]:", "IP address"},
 	{"bad ntp server", func(a *TalosProxmoxClusterArgs) { a.Network.NtpServers = []string{"time server"} }, "network.ntpServers[0]:", "host name"},
 	{"bad pod subnet", func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = []string{"10.244.0.0"} }, "network.podSubnets[0]:", "CIDR"},
 	{"bad service subnet", func(a *TalosProxmoxClusterArgs) { a.Network.ServiceSubnets = []string{"x"} }, "network.serviceSubnets[0]:", "CIDR"},
 	{"bad dns domain", func(a *TalosProxmoxClusterArgs) { a.Network.DnsDomain = "Cluster..local" }, "network.dnsDomain:", "cluster.local"},
-	{"bad vlan", func(a *TalosProxmoxClusterArgs) { a.Network.VlanId = ptr(5000) }, "network.vlanId:", "4094"},
-	{"bad node vlan", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.VlanId = ptr(0) }) }, "nodes.cp-1.vlanId:", "4094"},
+	{"bad vlan", func(a *TalosProxmoxClusterArgs) { a.Network.VlanId = new(5000) }, "network.vlanId:", "4094"},
+	{"bad node vlan", onNode("cp-1", func(n *Node) { n.VlanId = new(0) }), "nodes.cp-1.vlanId:", "4094"},
 	{"bad bridge", func(a *TalosProxmoxClusterArgs) { a.Network.Bridge = "vmbr 0" }, "network.bridge:", "vmbr0"},
-	{"bad datastore", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.DatastoreId = "local lvm" }) }, "nodes.cp-1.datastoreId:", "local-lvm"},
-	{"unknown platform", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{Platform: "aws"} }, "image.platform:", "nocloud"},
-	{"metal with static addresses", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{Platform: "metal"} }, "image.platform:", "dhcp"},
-	{"unknown arch", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{Arch: "x86_64"} }, "image.arch:", "amd64"},
-	{"unknown content type", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{ContentType: "images"} }, "image.contentType:", "import"},
-	{"bad factory url", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{FactoryUrl: "factory.talos.dev"} }, "image.factoryUrl:", "https://factory.talos.dev"},
-	{"bad schematic", func(a *TalosProxmoxClusterArgs) {
-		a.Image = &Image{Schematic: "customization:\n  systemExtension: {}\n"}
-	}, "image.schematic:", "officialExtensions"},
-	{"bad extension name", func(a *TalosProxmoxClusterArgs) { a.Image = &Image{Extensions: []string{"qemu-guest-agent"}} }, "image.extensions[0]:", "siderolabs/"},
-	{"duplicate extension", func(a *TalosProxmoxClusterArgs) {
-		a.Image = &Image{Extensions: []string{"siderolabs/iscsi-tools", "siderolabs/iscsi-tools"}}
-	}, "image.extensions[1]:", "twice"},
+	{"bad datastore", onNode("cp-1", func(n *Node) { n.DatastoreId = "local lvm" }), "nodes.cp-1.datastoreId:", "local-lvm"},
+	{"unknown platform", withImage(Image{Platform: "aws"}), "image.platform:", "nocloud"},
+	{"metal with static addresses", withImage(Image{Platform: "metal"}), "image.platform:", "dhcp"},
+	{"unknown arch", withImage(Image{Arch: "x86_64"}), "image.arch:", "amd64"},
+	{"unknown content type", withImage(Image{ContentType: "images"}), "image.contentType:", "import"},
+	{"bad factory url", withImage(Image{FactoryUrl: "factory.talos.dev"}), "image.factoryUrl:", "https://factory.talos.dev"},
+	{"bad schematic", withImage(Image{Schematic: "customization:\n  systemExtension: {}\n"}), "image.schematic:", "officialExtensions"},
+	{"bad extension name", withImage(Image{Extensions: []string{"qemu-guest-agent"}}), "image.extensions[0]:", "siderolabs/"},
+	{"duplicate extension", withImage(Image{Extensions: []string{"siderolabs/iscsi-tools", "siderolabs/iscsi-tools"}}), "image.extensions[1]:", "twice"},
 	{"bad bios", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{Bios: "uefi"} }, "nodeDefaults.bios:", "ovmf"},
 	{"bad machine type", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{VmMachine: "i440"} }, "nodeDefaults.vmMachine:", "q35"},
 	{"bad scsi controller", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{ScsiHardware: "virtio"} }, "nodeDefaults.scsiHardware:", "virtio-scsi-pci"},
 	{"bad cpu type", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{CpuType: "host; rm"} }, "nodeDefaults.cpuType:", "host"},
-	{"bad install disk", func(a *TalosProxmoxClusterArgs) { node(a, "cp-1", func(n *Node) { n.InstallDisk = "sda" }) }, "nodes.cp-1.installDisk:", "/dev/sda"},
+	{"bad install disk", onNode("cp-1", func(n *Node) { n.InstallDisk = "sda" }), "nodes.cp-1.installDisk:", "/dev/sda"},
 	{"manifest without name", func(a *TalosProxmoxClusterArgs) {
 		a.InlineManifests = []InlineManifest{{Contents: pulumi.String("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n")}}
 	}, "inlineManifests[0].name:", "required"},
@@ -290,52 +279,37 @@ var badInputs = []badInput{
 	{"extra manifest namespace without the sync", func(a *TalosProxmoxClusterArgs) {
 		a.ExtraManifests = []string{"https://example.com/a.yaml"}
 		a.ExtraManifestNamespaces = map[string]string{"https://example.com/a.yaml": "argocd"}
-		a.ManifestSync = &ManifestSync{Enabled: ptr(false)}
+		a.ManifestSync = &ManifestSync{Enabled: new(false)}
 	}, `extraManifestNamespaces["https://example.com/a.yaml"]:`, "manifestSync.enabled"},
 	{"bad endpoint", func(a *TalosProxmoxClusterArgs) { a.Endpoint = "https://10.0.0.10:6443" }, "endpoint:", "host only"},
 	{"bad proxmox cluster name", func(a *TalosProxmoxClusterArgs) { a.ProxmoxClusterName = "my cluster" }, "proxmoxClusterName:", "label value"},
 	{"health timeout not a duration", func(a *TalosProxmoxClusterArgs) { a.Health = &Health{Timeout: "10 minutes"} }, "health.timeout:", "duration"},
 	{"upgrade timeout negative", func(a *TalosProxmoxClusterArgs) { a.Upgrade = &Upgrade{Timeout: "-5m"} }, "upgrade.timeout:", "positive duration"},
 	{"upgrade drain timeout not a duration", func(a *TalosProxmoxClusterArgs) { a.Upgrade = &Upgrade{DrainTimeout: "5"} }, "upgrade.drainTimeout:", "duration"},
-	{"upgrade max parallel zero", func(a *TalosProxmoxClusterArgs) { a.Upgrade = &Upgrade{MaxParallel: ptr(0)} }, "upgrade.maxParallel:", "at least 1"},
-	{"cilium repository not a url", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{Repository: "helm.cilium.io"} }, "cilium.repository:", "https://"},
-	{"cilium version range", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{Version: "~1.18"} }, "cilium.version:", "exact"},
-	{"cilium digest not sha256", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{Digest: "md5:abc"} }, "cilium.digest:", "sha256:<64 hex digits>"},
-	{"cilium values yaml invalid", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{ValuesYaml: "hubble: [enabled"} }, "cilium.valuesYaml:", "not valid YAML"},
-	{"cilium values yaml a list", func(a *TalosProxmoxClusterArgs) { a.Cilium = &Cilium{ValuesYaml: "- a\n- b\n"} }, "cilium.valuesYaml:", "mapping"},
-	{"cilium without kube-proxy replacement", func(a *TalosProxmoxClusterArgs) {
-		a.Cilium = &Cilium{ValuesYaml: "kubeProxyReplacement: false\n"}
-	}, "cilium.values.kubeProxyReplacement:", "no service proxy"},
-	{"helm chart without name", func(a *TalosProxmoxClusterArgs) {
-		a.HelmCharts = []HelmChart{{Chart: "metrics-server", Repository: "https://kubernetes-sigs.github.io/metrics-server", Version: "3.13.0"}}
-	}, "helmCharts[0].name:", "required"},
-	{"helm release name too long", func(a *TalosProxmoxClusterArgs) {
-		a.HelmCharts = []HelmChart{{Name: strings.Repeat("a", 54), Chart: "x", Repository: "https://charts.example.com", Version: "1.0.0"}}
-	}, "helmCharts[0].name:", "at most 53"},
+	{"upgrade max parallel zero", func(a *TalosProxmoxClusterArgs) { a.Upgrade = &Upgrade{MaxParallel: new(0)} }, "upgrade.maxParallel:", "at least 1"},
+	{"cilium repository not a url", withCilium(Cilium{Repository: "helm.cilium.io"}), "cilium.repository:", "https://"},
+	{"cilium version range", withCilium(Cilium{Version: "~1.18"}), "cilium.version:", "exact"},
+	{"cilium digest not sha256", withCilium(Cilium{Digest: "md5:abc"}), "cilium.digest:", "sha256:<64 hex digits>"},
+	{"cilium values yaml invalid", withCilium(Cilium{ValuesYaml: "hubble: [enabled"}), "cilium.valuesYaml:", "not valid YAML"},
+	{"cilium values yaml a list", withCilium(Cilium{ValuesYaml: "- a\n- b\n"}), "cilium.valuesYaml:", "mapping"},
+	{"cilium without kube-proxy replacement", withCilium(Cilium{ValuesYaml: "kubeProxyReplacement: false\n"}), "cilium.values.kubeProxyReplacement:", "no service proxy"},
+	{"helm chart without name", withHelmChart(HelmChart{Chart: "metrics-server", Repository: "https://kubernetes-sigs.github.io/metrics-server", Version: "3.13.0"}),
+		"helmCharts[0].name:", "required"},
+	{"helm release name too long", withHelmChart(HelmChart{Name: strings.Repeat("a", 54), Chart: "x", Repository: "https://charts.example.com", Version: "1.0.0"}),
+		"helmCharts[0].name:", "at most 53"},
 	{"helm release named like cilium", func(a *TalosProxmoxClusterArgs) {
 		// A repository on loopback that refuses connections: the valid Cilium release is fetched
 		// beside the other problems, and a unit test must not reach the internet.
 		a.Cilium = &Cilium{Repository: "http://127.0.0.1:9"}
 		a.HelmCharts = []HelmChart{{Name: "cilium", Chart: "cilium", Repository: "https://helm.cilium.io", Version: "1.18.0"}}
 	}, "helmCharts[0].name:", "already used by cilium"},
-	{"helm chart without chart", func(a *TalosProxmoxClusterArgs) {
-		a.HelmCharts = []HelmChart{{Name: "x", Repository: "https://charts.example.com", Version: "1.0.0"}}
-	}, "helmCharts[0].chart:", "required"},
-	{"helm chart without version", func(a *TalosProxmoxClusterArgs) {
-		a.HelmCharts = []HelmChart{{Name: "x", Chart: "x", Repository: "oci://ghcr.io/org/charts"}}
-	}, "helmCharts[0].version:", "pin an exact version"},
-	{"helm chart from a git url", func(a *TalosProxmoxClusterArgs) {
-		a.HelmCharts = []HelmChart{{Name: "x", Chart: "x", Repository: "git://example.com/charts", Version: "1.0.0"}}
-	}, "helmCharts[0].repository:", "oci://"},
-	{"helm chart bad namespace", func(a *TalosProxmoxClusterArgs) {
-		a.HelmCharts = []HelmChart{{Name: "x", Chart: "./x", Namespace: "My_NS"}}
-	}, "helmCharts[0].namespace:", "DNS label"},
-	{"helm chart values yaml invalid", func(a *TalosProxmoxClusterArgs) {
-		a.HelmCharts = []HelmChart{{Name: "x", Chart: "./x", ValuesYaml: "a: b: c"}}
-	}, "helmCharts[0].valuesYaml:", "not valid YAML"},
-	{"helm local chart missing", func(a *TalosProxmoxClusterArgs) {
-		a.HelmCharts = []HelmChart{{Name: "x", Chart: "./no-such-chart"}}
-	}, "helmCharts[0]:", "local chart"},
+	{"helm chart without chart", withHelmChart(HelmChart{Name: "x", Repository: "https://charts.example.com", Version: "1.0.0"}), "helmCharts[0].chart:", "required"},
+	{"helm chart without version", withHelmChart(HelmChart{Name: "x", Chart: "x", Repository: "oci://ghcr.io/org/charts"}), "helmCharts[0].version:", "pin an exact version"},
+	{"helm chart from a git url", withHelmChart(HelmChart{Name: "x", Chart: "x", Repository: "git://example.com/charts", Version: "1.0.0"}),
+		"helmCharts[0].repository:", "oci://"},
+	{"helm chart bad namespace", withHelmChart(HelmChart{Name: "x", Chart: "./x", Namespace: "My_NS"}), "helmCharts[0].namespace:", "DNS label"},
+	{"helm chart values yaml invalid", withHelmChart(HelmChart{Name: "x", Chart: "./x", ValuesYaml: "a: b: c"}), "helmCharts[0].valuesYaml:", "not valid YAML"},
+	{"helm local chart missing", withHelmChart(HelmChart{Name: "x", Chart: "./no-such-chart"}), "helmCharts[0]:", "local chart"},
 }
 
 func TestBadInputs(t *testing.T) {
@@ -382,7 +356,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
 
 	args := homelabArgs()
 	args.ClusterName = "Bad Name"
-	node(&args, "cp-1", func(n *Node) { n.MemoryMib = ptr(100) })
+	node(&args, "cp-1", func(n *Node) { n.MemoryMib = new(100) })
 	node(&args, "worker-1", func(n *Node) { n.DataDisks[0].MountPath = "relative" })
 
 	_, err := runArgs(args)

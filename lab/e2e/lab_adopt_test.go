@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -68,7 +67,6 @@ func TestAdoptAClusterMadeByHand(t *testing.T) {
 	adopt(t, e, p, src.MachineSecrets)
 
 	preview := mustRun(t, p, "preview", "--diff")
-	t.Log("DEBUG", preview)
 	for _, name := range slices.Sorted(maps.Keys(adoptNodes)) {
 		n := adoptNodes[name]
 		if want := fmt.Sprintf("%s: adopting VM %d on %s (Talos v1.11.5): imported as it is\n", name, src.VMIDs[name], n.host); !strings.Contains(preview, want) {
@@ -147,9 +145,11 @@ func TestAdoptAClusterMadeByHand(t *testing.T) {
 
 // TestAdoptionIsCheckedAndShowsDifferences: an adoption given another cluster's secrets is
 // refused at preview, saying the cluster's CA does not match, with nothing changed. With the
-// cluster's own secrets and one declared difference (worker-1's memory), the preview shows that
-// difference and what it does (an update in place, a reboot by the proxmoxve provider), and the
-// `up` changes that VM only: the other nodes keep their boot ids, no configuration is applied.
+// cluster's own secrets and one declared difference of a VM (worker-1's memory), the preview shows
+// that difference and what it does (an update in place, a reboot by the proxmoxve provider), and
+// one of a configuration (a sysctl on worker-2), redacted, applied live. The `up` changes just
+// those: worker-1's VM (rebooted) and worker-2's configuration (applied once, no reboot); cp-1
+// is untouched.
 func TestAdoptionIsCheckedAndShowsDifferences(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
 
@@ -176,6 +176,8 @@ func TestAdoptionIsCheckedAndShowsDifferences(t *testing.T) {
 	mustRun(t, p, "config", "set", "--secret", "bundle", src.MachineSecrets)
 	editProgram(t, e, fmt.Sprintf("worker-1: {hostNode: pve2, role: worker, ip: %s}", l.Address(21)),
 		fmt.Sprintf("worker-1: {hostNode: pve2, role: worker, ip: %s, memoryMib: 6144}", l.Address(21)))
+	editProgram(t, e, fmt.Sprintf("worker-2: {hostNode: pve1, role: worker, ip: %s}", l.Address(22)),
+		fmt.Sprintf(`worker-2: {hostNode: pve1, role: worker, ip: %s, configPatches: ['{"machine": {"sysctls": {"vm.max_map_count": "262144"}}}']}`, l.Address(22)))
 
 	preview := mustRun(t, p, "preview", "--diff")
 
@@ -189,25 +191,23 @@ func TestAdoptionIsCheckedAndShowsDifferences(t *testing.T) {
 		t.Errorf("the preview names changes of %d VMs, want 1", n)
 	}
 
+	// worker-2's configuration differs: the preview shows what changes (redacted) and how it
+	// applies; the others run theirs already.
+	if want := `worker-2: adopted: configuration changes: v1alpha1: .machine.sysctls: (none) → {vm.max_map_count: "262144"}; applies live`; !strings.Contains(preview, want) {
+		t.Errorf("the preview does not say %q:\n%s", want, preview)
+	}
+
+	for _, name := range []string{"cp-1", "worker-1"} {
+		if want := name + ": adopted: runs the declared configuration already; nothing will be applied"; !strings.Contains(preview, want) {
+			t.Errorf("the preview does not say %q", want)
+		}
+	}
+
 	if !regexp.MustCompile(`(?s)adopt-worker-1]\n.*?~ memory\s*: \{\n\s*~ dedicated: 4096 => 6144`).MatchString(preview) {
 		t.Errorf("the preview's diff of worker-1's VM does not show its memory:\n%s", preview)
 	}
 
-	dctx, dcancel := context.WithTimeout(t.Context(), 40*time.Second)
-	dout, derr := p.Run(dctx, "up", "--yes", "--skip-preview")
-	dcancel()
-	t.Log("DEBUG", derr, dout[max(0, len(dout)-3000):])
-	for k, v := range l.PVE.Calls() {
-		if !strings.HasPrefix(k, "GET") {
-			t.Log("DEBUG call", k, v)
-		}
-	}
-	for _, vm := range l.PVE.VMs() {
-		t.Log("DEBUG vm", vm.VMID, vm.Name, vm.Running, vm.Config["memory"], vm.Config["tags"])
-	}
-	for _, ti := range l.PVE.Tasks() {
-		t.Logf("DEBUG task %+v", ti)
-	}
+	mustRun(t, p, "up", "--yes", "--skip-preview")
 
 	if vm := vmOf(l, "worker-1"); vm.Config["memory"] != "6144" {
 		t.Errorf("worker-1's VM has %s MiB after the up, want 6144", vm.Config["memory"])
@@ -220,9 +220,15 @@ func TestAdoptionIsCheckedAndShowsDifferences(t *testing.T) {
 		}
 	}
 
+	// worker-1's VM started again (a new emulated node, counting from 0) and was not
+	// configured; worker-2 was configured once, live.
 	if c := countsOn(t, l); c.VMCreates != src.Counts.VMCreates || c.VMDeletes != src.Counts.VMDeletes ||
-		c.Applies["cp-1"] != src.Counts.Applies["cp-1"] || c.Applies["worker-2"] != src.Counts.Applies["worker-2"] || c.Applies["worker-1"] != 0 {
+		c.Applies["cp-1"] != src.Counts.Applies["cp-1"] || c.Applies["worker-2"] != src.Counts.Applies["worker-2"]+1 || c.Applies["worker-1"] != 0 {
 		t.Errorf("the adoption with a memory change: %+v, before %+v", c, src.Counts)
+	}
+
+	if !strings.Contains(string(labNodes(t, l)["worker-2"].Config()), "vm.max_map_count") {
+		t.Error("worker-2 does not run the declared sysctl")
 	}
 
 	adoptProofKept(t, mustRun(t, p, "stack", "output", "kubeconfig", "--show-secrets"))

@@ -44,15 +44,10 @@ func (r *AdoptedSecrets) Annotate(an infer.Annotator) {
 }
 
 // Annotate documents the inputs.
-func (a *AdoptedSecretsArgs) Annotate(an infer.Annotator) {
-	describeFields(an, a)
-}
+func (a *AdoptedSecretsArgs) Annotate(an infer.Annotator) { describeFields(an, a) }
 
 // Annotate documents the state.
-func (s *AdoptedSecretsState) Annotate(an infer.Annotator) {
-	describeFields(an, s)
-	s.AdoptedSecretsArgs.Annotate(an)
-}
+func (s *AdoptedSecretsState) Annotate(an infer.Annotator) { describeFields(an, s) }
 
 // osCA is the bundle's Talos API CA.
 func (a AdoptedSecretsArgs) osCA() (clientconfigs.CertAndKey, error) {

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"sort"
@@ -17,22 +18,18 @@ import (
 // provider/internal/day2 values.
 //
 // infer flattens an embedded exported struct into the properties of the struct that embeds it
-// (schema, decoding, secrets) and merges its Annotate before the embedding struct's own, which
-// may describe a promoted field again (MembershipArgs describes its drainTimeout more closely
-// than Waits). A State that embeds its Args merges the Args' heads once more after the Args: a
-// State whose Args describe a promoted field again repeats that in its own Annotate
-// (NodeUpgradeState). A resource whose state is its inputs says so with an alias
-// (type MembershipState = MembershipArgs), which has no such trap.
+// (schema, decoding, secrets). The heads have no Annotate of their own: the Annotate of the Args
+// that embed them describes their fields with the rest (describeFields), and then may describe a
+// promoted field more closely (MembershipArgs describes its drainTimeout more closely than Waits
+// does). infer merges the Annotate of an embedded struct that has one (the Args a State embeds)
+// before the embedding struct's own, so a State that embeds its Args keeps the Args'
+// descriptions. A resource whose state is its inputs says so with an alias
+// (type MembershipState = MembershipArgs).
 
 // ClusterAccess is how a resource reaches the cluster: the inputs `talosconfig` and `kubeconfig`.
 type ClusterAccess struct {
 	Talosconfig string `pulumi:"talosconfig" provider:"secret" doc:"Talos client configuration of the cluster."`
 	Kubeconfig  string `pulumi:"kubeconfig" provider:"secret" doc:"Admin kubeconfig of the cluster."`
-}
-
-// Annotate documents the inputs.
-func (a *ClusterAccess) Annotate(an infer.Annotator) {
-	describeFields(an, a)
 }
 
 // access is the day-2 access the arguments give.
@@ -45,11 +42,6 @@ func (a ClusterAccess) access() day2.Access {
 type TalosCA struct {
 	OsCaCertificate string `pulumi:"osCaCertificate" doc:"The Talos API CA certificate (base64 PEM)."`
 	OsCaKey         string `pulumi:"osCaKey" provider:"secret" doc:"The Talos API CA key (base64 PEM)."`
-}
-
-// Annotate documents the inputs.
-func (c *TalosCA) Annotate(an infer.Annotator) {
-	describeFields(an, c)
 }
 
 // certAndKey is the CA as provider/internal/clientconfigs takes it.
@@ -65,11 +57,6 @@ type NodeRef struct {
 	ControlPlane bool   `pulumi:"controlPlane" doc:"Whether the node is a control plane."`
 }
 
-// Annotate documents the inputs.
-func (n *NodeRef) Annotate(an infer.Annotator) {
-	describeFields(an, n)
-}
-
 // node is the day-2 node the arguments name.
 func (n NodeRef) node() day2.Node {
 	return day2.Node{Name: n.Node, Address: n.Address, ControlPlane: n.ControlPlane}
@@ -81,21 +68,11 @@ type ClusterNodes struct {
 	Workers       map[string]string `pulumi:"workers" doc:"Workers, hostname to IP."`
 }
 
-// Annotate documents the inputs.
-func (n *ClusterNodes) Annotate(an infer.Annotator) {
-	describeFields(an, n)
-}
-
 // Waits are how long a resource that drains nodes may wait: the inputs `drainTimeout` and
 // `timeout` (durations).
 type Waits struct {
 	DrainTimeout string `pulumi:"drainTimeout" doc:"How long draining the node may take (a duration)."`
 	Timeout      string `pulumi:"timeout" doc:"How long each wait may take (a duration)."`
-}
-
-// Annotate documents the inputs.
-func (w *Waits) Annotate(an infer.Annotator) {
-	describeFields(an, w)
 }
 
 // parsed reads the durations.
@@ -107,6 +84,21 @@ func (w Waits) parsed() (drain, each time.Duration, err error) {
 	drain, err = parseDuration("drainTimeout", w.DrainTimeout)
 
 	return drain, each, err
+}
+
+// created is the response of a create under id whose work is do: at preview the work is not done
+// and the state is preview (the inputs, the outputs unknown); a failed create records nothing.
+func created[A, S any](ctx context.Context, req infer.CreateRequest[A], id string, preview S, do func(context.Context, A) (S, error)) (infer.CreateResponse[S], error) {
+	if req.DryRun {
+		return infer.CreateResponse[S]{ID: id, Output: preview}, nil
+	}
+
+	s, err := do(ctx, req.Inputs)
+	if err != nil {
+		return infer.CreateResponse[S]{}, err
+	}
+
+	return infer.CreateResponse[S]{ID: id, Output: s}, nil
 }
 
 // nodesOf lists nodes (hostname to IP) sorted by name.
@@ -131,15 +123,28 @@ func parseDuration(name, v string) (time.Duration, error) {
 	return d, nil
 }
 
-// describeFields describes each field of the struct s that has a `doc` tag with that tag, so a
-// field's description stands beside it; an Annotate calls it first, then describes what a tag
-// cannot (the struct itself, a promoted field described more closely, text with backquotes).
+// describeFields describes each field of the struct s that has a `doc` tag with that tag, and
+// the fields of each struct s embeds that has no Annotate of its own (an argument head) the same
+// way, so a field's description stands beside it; an Annotate calls it first, then describes what
+// a tag cannot (the struct itself, a promoted field described more closely, text with
+// backquotes). An embedded struct with an Annotate (a State's Args) is left to infer, which merges
+// its descriptions.
 func describeFields[T any](an infer.Annotator, s *T) {
-	v := reflect.ValueOf(s).Elem()
+	describeStruct(an, reflect.ValueOf(s).Elem())
+}
 
+// annotated is the interface of a type that describes itself to infer.
+var annotated = reflect.TypeFor[infer.Annotated]()
+
+// describeStruct is describeFields of the struct value v (addressable).
+func describeStruct(an infer.Annotator, v reflect.Value) {
 	for i := range v.NumField() {
-		if doc, ok := v.Type().Field(i).Tag.Lookup("doc"); ok {
+		f := v.Type().Field(i)
+
+		if doc, ok := f.Tag.Lookup("doc"); ok {
 			an.Describe(v.Field(i).Addr().Interface(), doc)
+		} else if f.Anonymous && f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(annotated) {
+			describeStruct(an, v.Field(i))
 		}
 	}
 }

@@ -48,9 +48,7 @@ func (r *ClientCredentials) Annotate(an infer.Annotator) {
 }
 
 // Annotate documents the inputs.
-func (a *ClientCredentialsArgs) Annotate(an infer.Annotator) {
-	describeFields(an, a)
-}
+func (a *ClientCredentialsArgs) Annotate(an infer.Annotator) { describeFields(an, a) }
 
 func issue(in ClientCredentialsArgs) (ClientCredentialsState, error) {
 	validity, err := parseDuration("validity", in.Validity)
@@ -82,14 +80,19 @@ func (a ClientCredentialsArgs) known() bool {
 		a.Endpoint != "" && a.Validity != "" && len(a.TalosEndpoints) > 0 && !slices.Contains(a.TalosEndpoints, "")
 }
 
-// Create issues the credentials; at preview too when the CAs are known (issuing is local and
-// sends nothing), else the outputs are unknown.
-func (r *ClientCredentials) Create(_ context.Context, req infer.CreateRequest[ClientCredentialsArgs]) (infer.CreateResponse[ClientCredentialsState], error) {
-	if req.DryRun && !req.Inputs.known() {
-		return infer.CreateResponse[ClientCredentialsState]{ID: "credentials", Output: ClientCredentialsState{ClientCredentialsArgs: req.Inputs}}, nil
+// issueAt issues the credentials; at preview (dryRun) too when the CAs are known (issuing is
+// local and sends nothing), else the outputs are unknown.
+func issueAt(in ClientCredentialsArgs, dryRun bool) (ClientCredentialsState, error) {
+	if dryRun && !in.known() {
+		return ClientCredentialsState{ClientCredentialsArgs: in}, nil
 	}
 
-	s, err := issue(req.Inputs)
+	return issue(in)
+}
+
+// Create issues the credentials (issueAt).
+func (r *ClientCredentials) Create(_ context.Context, req infer.CreateRequest[ClientCredentialsArgs]) (infer.CreateResponse[ClientCredentialsState], error) {
+	s, err := issueAt(req.Inputs, req.DryRun)
 
 	return infer.CreateResponse[ClientCredentialsState]{ID: "credentials", Output: s}, err
 }
@@ -109,15 +112,20 @@ func due(s ClientCredentialsState, renewBefore string) (bool, time.Time) {
 	return time.Until(notAfter) <= window, notAfter
 }
 
+// sameNames tells whether the credentials in would name what those of a do (endpoints, nodes,
+// CAs, validity: every input but renewBefore).
+func (a ClientCredentialsArgs) sameNames(in ClientCredentialsArgs) bool {
+	a.RenewBefore, in.RenewBefore = "", ""
+
+	return reflect.DeepEqual(a, in)
+}
+
 // Diff shows an update when what the credentials name changed (endpoints, nodes, CAs, validity)
 // or when they expire within renewBefore, as an update of `notAfter`.
 func (r *ClientCredentials) Diff(ctx context.Context, req infer.DiffRequest[ClientCredentialsArgs, ClientCredentialsState]) (infer.DiffResponse, error) {
 	d := map[string]p.PropertyDiff{}
 
-	old, in := req.State.ClientCredentialsArgs, req.Inputs
-	old.RenewBefore, in.RenewBefore = "", ""
-
-	if !reflect.DeepEqual(old, in) {
+	if !req.State.sameNames(req.Inputs) {
 		d["talosconfig"] = p.PropertyDiff{Kind: p.Update}
 		d["kubeconfig"] = p.PropertyDiff{Kind: p.Update}
 	}
@@ -138,21 +146,14 @@ func (r *ClientCredentials) Diff(ctx context.Context, req infer.DiffRequest[Clie
 
 // Update issues new credentials, unless only renewBefore changed and they are not due.
 func (r *ClientCredentials) Update(_ context.Context, req infer.UpdateRequest[ClientCredentialsArgs, ClientCredentialsState]) (infer.UpdateResponse[ClientCredentialsState], error) {
-	old, in := req.State.ClientCredentialsArgs, req.Inputs
-	old.RenewBefore, in.RenewBefore = "", ""
-
-	if renew, _ := due(req.State, req.Inputs.RenewBefore); !renew && reflect.DeepEqual(old, in) {
+	if renew, _ := due(req.State, req.Inputs.RenewBefore); !renew && req.State.sameNames(req.Inputs) {
 		s := req.State
 		s.RenewBefore = req.Inputs.RenewBefore
 
 		return infer.UpdateResponse[ClientCredentialsState]{Output: s}, nil
 	}
 
-	if req.DryRun && !req.Inputs.known() {
-		return infer.UpdateResponse[ClientCredentialsState]{Output: ClientCredentialsState{ClientCredentialsArgs: req.Inputs}}, nil
-	}
-
-	s, err := issue(req.Inputs)
+	s, err := issueAt(req.Inputs, req.DryRun)
 	if err != nil {
 		return infer.UpdateResponse[ClientCredentialsState]{}, fmt.Errorf("renewing the client credentials: %w", err)
 	}

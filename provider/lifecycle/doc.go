@@ -16,8 +16,9 @@
 //   - ManifestSync: the cluster's manifests, applied server-side with pruning (manifestsync.go).
 //
 // args.go holds the argument heads they share (ClusterAccess, TalosCA, NodeRef, ClusterNodes, Waits) with
-// their descriptions, and the shared helpers; kind.go is the typed seam the component registers
-// them through (Kind, Inputs, Set), which the tests check against the served schema.
+// their descriptions, and the shared helpers; resources.go lists what the plugin serves; kind.go
+// is the typed seam the component registers them through (Kind, Inputs, Set), which the tests
+// check against the served schema.
 //
 // # Adding a resource
 //
@@ -39,9 +40,9 @@
 //
 //	var EtcdSnapshotKind = kindOf[EtcdSnapshot, EtcdSnapshotArgs, Registered]()
 //
-// Then serve it (infer.Resource in provider.go), list it in seam_test.go's kinds, run
-// `make codegen`, and register it from provider/internal/wire, setting each input on its Args
-// field (the compiler checks the input's type against the field's):
+// Then serve it (list it in resources.go's served, which provider.go serves), list its Kind in
+// seam_test.go's kinds, run `make codegen`, and register it from provider/internal/wire, setting
+// each input on its Args field (the compiler checks the input's type against the field's):
 //
 //	in, a := lifecycle.EtcdSnapshotKind.Inputs()
 //	setAccess(in, &a.ClusterAccess, r)

@@ -47,16 +47,17 @@ func (a *EtcdBootstrapArgs) Annotate(an infer.Annotator) { describeFields(an, a)
 
 // Create bootstraps etcd unless it runs.
 func (r *EtcdBootstrap) Create(ctx context.Context, req infer.CreateRequest[EtcdBootstrapArgs]) (infer.CreateResponse[EtcdBootstrapState], error) {
-	in := req.Inputs
-	state := EtcdBootstrapState{EtcdBootstrapArgs: in}
+	return created(ctx, req, "bootstrap", EtcdBootstrapState{EtcdBootstrapArgs: req.Inputs}, bootstrap)
+}
 
-	if req.DryRun {
-		return infer.CreateResponse[EtcdBootstrapState]{ID: "bootstrap", Output: state}, nil
-	}
+// bootstrap bootstraps etcd on the node, from the snapshot when one is given, unless a control
+// plane runs it.
+func bootstrap(ctx context.Context, in EtcdBootstrapArgs) (EtcdBootstrapState, error) {
+	state := EtcdBootstrapState{EtcdBootstrapArgs: in}
 
 	timeout, err := parseDuration("timeout", in.Timeout)
 	if err != nil {
-		return infer.CreateResponse[EtcdBootstrapState]{}, err
+		return state, err
 	}
 
 	log := p.GetLogger(ctx)
@@ -67,7 +68,7 @@ func (r *EtcdBootstrap) Create(ctx context.Context, req infer.CreateRequest[Etcd
 		RecoverFrom: in.RecoverFrom, AgeIdentity: in.AgeIdentity, Timeout: timeout, Progress: log.InfoStatus,
 	})
 	if err != nil {
-		return infer.CreateResponse[EtcdBootstrapState]{}, fmt.Errorf("bootstrapping etcd on %s: %w", in.Node, err)
+		return state, fmt.Errorf("bootstrapping etcd on %s: %w", in.Node, err)
 	}
 
 	switch {
@@ -80,7 +81,7 @@ func (r *EtcdBootstrap) Create(ctx context.Context, req infer.CreateRequest[Etcd
 		log.Infof("etcd bootstrapped on %s", in.Node)
 	}
 
-	return infer.CreateResponse[EtcdBootstrapState]{ID: "bootstrap", Output: state}, nil
+	return state, nil
 }
 
 // Diff replaces the resource when a control plane it knew has a new VM instance (a VM lost and

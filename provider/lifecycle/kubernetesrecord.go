@@ -31,9 +31,7 @@ func (r *KubernetesRecord) Annotate(an infer.Annotator) {
 }
 
 // Annotate documents the inputs.
-func (a *KubernetesRecordArgs) Annotate(an infer.Annotator) {
-	describeFields(an, a)
-}
+func (a *KubernetesRecordArgs) Annotate(an infer.Annotator) { describeFields(an, a) }
 
 // Create records the version.
 func (r *KubernetesRecord) Create(_ context.Context, req infer.CreateRequest[KubernetesRecordArgs]) (infer.CreateResponse[KubernetesRecordState], error) {

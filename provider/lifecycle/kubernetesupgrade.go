@@ -38,9 +38,7 @@ func (r *KubernetesUpgrade) Annotate(an infer.Annotator) {
 }
 
 // Annotate documents the inputs.
-func (a *KubernetesUpgradeArgs) Annotate(an infer.Annotator) {
-	describeFields(an, a)
-}
+func (a *KubernetesUpgradeArgs) Annotate(an infer.Annotator) { describeFields(an, a) }
 
 // Create records the version: the nodes were configured with it.
 func (r *KubernetesUpgrade) Create(_ context.Context, req infer.CreateRequest[KubernetesUpgradeArgs]) (infer.CreateResponse[KubernetesUpgradeState], error) {

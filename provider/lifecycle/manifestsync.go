@@ -56,9 +56,7 @@ func (a *ManifestSyncArgs) Annotate(an infer.Annotator) {
 }
 
 // Annotate documents the state.
-func (s *ManifestSyncState) Annotate(an infer.Annotator) {
-	describeFields(an, s)
-}
+func (s *ManifestSyncState) Annotate(an infer.Annotator) { describeFields(an, s) }
 
 // desired parses the manifests and fetches the extra ones. Names keep the manifests apart in
 // the plan; extra manifests are named by URL.

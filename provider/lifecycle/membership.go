@@ -18,12 +18,6 @@ import (
 // deletes their VMs. Its delete does nothing, so `pulumi destroy` tears the cluster down at once.
 type Membership struct{}
 
-// MemberNode is one node of the membership.
-type MemberNode struct {
-	Address      string `pulumi:"address" doc:"The node's IP address."`
-	ControlPlane bool   `pulumi:"controlPlane" doc:"Whether the node is a control plane."`
-}
-
 // MembershipArgs are a Membership's inputs.
 type MembershipArgs struct {
 	ClusterAccess
@@ -46,16 +40,27 @@ func (a *MembershipArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.DrainTimeout, "How long draining a leaving worker may take (a duration).")
 }
 
+// MemberNode is one node of the membership.
+type MemberNode struct {
+	Address      string `pulumi:"address" doc:"The node's IP address."`
+	ControlPlane bool   `pulumi:"controlPlane" doc:"Whether the node is a control plane."`
+}
+
 // Annotate documents a node.
 func (n *MemberNode) Annotate(an infer.Annotator) {
 	describeFields(an, n)
 	an.Describe(n, "One node of the cluster's membership.")
 }
 
+// node is the day-2 node the membership lists under name.
+func (n MemberNode) node(name string) day2.Node {
+	return day2.Node{Name: name, Address: n.Address, ControlPlane: n.ControlPlane}
+}
+
+// split is the day-2 nodes of names.
 func (a MembershipArgs) split(names []string) (nodes []day2.Node) {
 	for _, name := range names {
-		n := a.Nodes[name]
-		nodes = append(nodes, day2.Node{Name: name, Address: n.Address, ControlPlane: n.ControlPlane})
+		nodes = append(nodes, a.Nodes[name].node(name))
 	}
 
 	return nodes

@@ -44,35 +44,31 @@ func (r *NodeAddress) Annotate(an infer.Annotator) {
 }
 
 // Annotate documents the inputs.
-func (a *NodeAddressArgs) Annotate(an infer.Annotator) {
-	describeFields(an, a)
+func (a *NodeAddressArgs) Annotate(an infer.Annotator) { describeFields(an, a) }
+
+// Create finds the address (at preview it is unknown).
+func (r *NodeAddress) Create(ctx context.Context, req infer.CreateRequest[NodeAddressArgs]) (infer.CreateResponse[NodeAddressState], error) {
+	return created(ctx, req, req.Inputs.Node, NodeAddressState{NodeAddressArgs: req.Inputs}, find)
 }
 
-// Create finds the address.
-func (r *NodeAddress) Create(ctx context.Context, req infer.CreateRequest[NodeAddressArgs]) (infer.CreateResponse[NodeAddressState], error) {
-	in := req.Inputs
-	if req.DryRun {
-		return infer.CreateResponse[NodeAddressState]{ID: in.Node, Output: NodeAddressState{NodeAddressArgs: in}}, nil
-	}
-
-	if in.MacAddress == "" && in.AgentAddress == "" {
-		return infer.CreateResponse[NodeAddressState]{}, fmt.Errorf("node %s: the VM reports no MAC address for its NIC", in.Node)
-	}
-
-	if in.AgentAddress != "" {
-		return infer.CreateResponse[NodeAddressState]{ID: in.Node, Output: NodeAddressState{
-			NodeAddressArgs: in, Address: in.AgentAddress, How: "guest agent",
-		}}, nil
+// find finds the node's address: the one its guest agent reported, else the one whose Talos
+// maintenance API answers with the VM's MAC address.
+func find(ctx context.Context, in NodeAddressArgs) (NodeAddressState, error) {
+	switch {
+	case in.AgentAddress != "":
+		return NodeAddressState{NodeAddressArgs: in, Address: in.AgentAddress, How: "guest agent"}, nil
+	case in.MacAddress == "":
+		return NodeAddressState{}, fmt.Errorf("node %s: the VM reports no MAC address for its NIC", in.Node)
 	}
 
 	timeout, err := parseDuration("timeout", in.Timeout)
 	if err != nil {
-		return infer.CreateResponse[NodeAddressState]{}, err
+		return NodeAddressState{}, err
 	}
 
 	subnet, err := netip.ParsePrefix(in.Subnet)
 	if err != nil {
-		return infer.CreateResponse[NodeAddressState]{}, fmt.Errorf("subnet: %q is not a CIDR", in.Subnet)
+		return NodeAddressState{}, fmt.Errorf("subnet: %q is not a CIDR", in.Subnet)
 	}
 
 	log := p.GetLogger(ctx)
@@ -82,15 +78,13 @@ func (r *NodeAddress) Create(ctx context.Context, req infer.CreateRequest[NodeAd
 			in.Node, in.MacAddress, subnet, elapsed.Round(time.Second))
 	})
 	if err != nil {
-		return infer.CreateResponse[NodeAddressState]{}, fmt.Errorf("node %s: %w; check that the VM got a DHCP lease on "+
+		return NodeAddressState{}, fmt.Errorf("node %s: %w; check that the VM got a DHCP lease on "+
 			"network.gateway's subnet (%s) and that this machine reaches it on port 50000, or give the node a static ip", in.Node, err, subnet)
 	}
 
 	log.Infof("node %s is at %s (found by its MAC address %s)", in.Node, a, in.MacAddress)
 
-	return infer.CreateResponse[NodeAddressState]{ID: in.Node, Output: NodeAddressState{
-		NodeAddressArgs: in, Address: a.String(), How: "maintenance API scan",
-	}}, nil
+	return NodeAddressState{NodeAddressArgs: in, Address: a.String(), How: "maintenance API scan"}, nil
 }
 
 // Diff replaces the address when the VM (its MAC) or the subnet changes; a new agent report or

@@ -254,7 +254,6 @@ func installImageChanges(running, declared string) string {
 	return ""
 }
 
-
 // describePlan logs one line for a node whose declared configuration changes: the documents and
 // fields that change (against what the node runs, else the recorded configuration) and whether
 // Talos applies them live or reboots, and why. The node is asked (a dry run) how it applies it.

@@ -32,6 +32,9 @@ func (r *NodeRetire) Annotate(an infer.Annotator) {
 		"name on a new VM leaves the cluster safely first. Registered by TalosProxmoxCluster.")
 }
 
+// Annotate documents the inputs.
+func (a *NodeRetireArgs) Annotate(an infer.Annotator) { describeFields(an, a) }
+
 // Create records the node.
 func (r *NodeRetire) Create(_ context.Context, req infer.CreateRequest[NodeRetireArgs]) (infer.CreateResponse[NodeRetireState], error) {
 	return infer.CreateResponse[NodeRetireState]{ID: req.Inputs.Node, Output: req.Inputs}, nil

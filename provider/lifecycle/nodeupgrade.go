@@ -53,15 +53,34 @@ func (a *NodeUpgradeArgs) Annotate(an infer.Annotator) {
 	an.Describe(&a.DrainTimeout, "How long the drain may take (a duration).")
 }
 
-// Annotate documents the state, and the inputs again: infer merges the embedded NodeRef's
-// descriptions after the embedded args' own.
-func (s *NodeUpgradeState) Annotate(an infer.Annotator) {
-	describeFields(an, s)
-	s.NodeUpgradeArgs.Annotate(an)
-}
+// Annotate documents the state.
+func (s *NodeUpgradeState) Annotate(an infer.Annotator) { describeFields(an, s) }
 
 func (a NodeUpgradeArgs) target() day2.Installed {
 	return day2.Installed{Version: a.TalosVersion, Schematic: a.SchematicId}
+}
+
+// checkPath refuses a move from the Talos version from to the desired one that Talos refuses.
+func (a NodeUpgradeArgs) checkPath(from string) error {
+	if from == a.TalosVersion {
+		return nil
+	}
+
+	if err := day2.CheckUpgradePath(from, a.TalosVersion, a.AllowDowngrade); err != nil {
+		return fmt.Errorf("node %s: %w", a.Node, err)
+	}
+
+	return nil
+}
+
+// running is what the node reported after the last change.
+func (s NodeUpgradeState) running() day2.Installed {
+	return day2.Installed{Version: s.RunningVersion, Schematic: s.RunningSchematicId}
+}
+
+// observed records what the node reports.
+func (s *NodeUpgradeState) observed(obs day2.Observed) {
+	s.RunningVersion, s.RunningSchematicId, s.BootId = obs.Version, obs.Schematic, obs.BootID
 }
 
 // Create records what the node runs, upgrading it first if it does not run the desired image
@@ -70,33 +89,25 @@ func (r *NodeUpgrade) Create(ctx context.Context, req infer.CreateRequest[NodeUp
 	in := req.Inputs
 	state := NodeUpgradeState{NodeUpgradeArgs: in, RunningVersion: in.TalosVersion, RunningSchematicId: in.SchematicId}
 
-	if req.DryRun {
-		return infer.CreateResponse[NodeUpgradeState]{ID: in.Node, Output: state}, nil
-	}
+	return created(ctx, req, in.Node, state, func(ctx context.Context, in NodeUpgradeArgs) (NodeUpgradeState, error) {
+		obs, err := converge(ctx, in, nil)
+		state.observed(obs)
 
-	obs, err := converge(ctx, in, nil)
-	if err != nil {
-		return infer.CreateResponse[NodeUpgradeState]{}, err
-	}
-
-	state.RunningVersion, state.RunningSchematicId, state.BootId = obs.Version, obs.Schematic, obs.BootID
-
-	return infer.CreateResponse[NodeUpgradeState]{ID: in.Node, Output: state}, nil
+		return state, err
+	})
 }
 
 // Diff shows an update exactly when the node will reboot: the desired image differs from what
 // the node last reported. Other inputs (credentials, addresses, policy) change nothing on the
 // node and show nothing. The upgrade path is checked here, so preview refuses what Talos refuses.
 func (r *NodeUpgrade) Diff(_ context.Context, req infer.DiffRequest[NodeUpgradeArgs, NodeUpgradeState]) (infer.DiffResponse, error) {
-	have := day2.Installed{Version: req.State.RunningVersion, Schematic: req.State.RunningSchematicId}
+	have := req.State.running()
 	if req.Inputs.target() == have {
 		return infer.DiffResponse{}, nil
 	}
 
-	if req.Inputs.TalosVersion != have.Version {
-		if err := day2.CheckUpgradePath(have.Version, req.Inputs.TalosVersion, req.Inputs.AllowDowngrade); err != nil {
-			return infer.DiffResponse{}, fmt.Errorf("node %s: %w", req.Inputs.Node, err)
-		}
+	if err := req.Inputs.checkPath(have.Version); err != nil {
+		return infer.DiffResponse{}, err
 	}
 
 	return infer.DiffResponse{
@@ -119,11 +130,9 @@ func (r *NodeUpgrade) Update(ctx context.Context, req infer.UpdateRequest[NodeUp
 		return infer.UpdateResponse[NodeUpgradeState]{Output: state}, nil
 	}
 
-	have := day2.Installed{Version: req.State.RunningVersion, Schematic: req.State.RunningSchematicId}
-	if in.TalosVersion != have.Version {
-		if err := day2.CheckUpgradePath(have.Version, in.TalosVersion, in.AllowDowngrade); err != nil {
-			return infer.UpdateResponse[NodeUpgradeState]{}, fmt.Errorf("node %s: %w", in.Node, err)
-		}
+	have := req.State.running()
+	if err := in.checkPath(have.Version); err != nil {
+		return infer.UpdateResponse[NodeUpgradeState]{}, err
 	}
 
 	start := time.Now()
@@ -134,7 +143,7 @@ func (r *NodeUpgrade) Update(ctx context.Context, req infer.UpdateRequest[NodeUp
 	}
 
 	p.GetLogger(ctx).Infof("node %s runs %s (boot %.8s, %s)", in.Node, obs.Installed, obs.BootID, time.Since(start).Round(time.Second))
-	state.RunningVersion, state.RunningSchematicId, state.BootId = obs.Version, obs.Schematic, obs.BootID
+	state.observed(obs)
 
 	return infer.UpdateResponse[NodeUpgradeState]{Output: state}, nil
 }
@@ -167,8 +176,8 @@ func converge(ctx context.Context, in NodeUpgradeArgs, was *day2.Installed) (day
 			return obs, err
 		}
 
-		if err := day2.CheckUpgradePath(obs.Version, in.TalosVersion, in.AllowDowngrade); err != nil {
-			return obs, fmt.Errorf("node %s: %w", in.Node, err)
+		if err := in.checkPath(obs.Version); err != nil {
+			return obs, err
 		}
 	}
 

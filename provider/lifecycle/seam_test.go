@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
@@ -26,27 +25,36 @@ func (k Kind[A, O, P]) types() (args, out reflect.Type) {
 	return reflect.TypeFor[A](), reflect.TypeFor[O]()
 }
 
-// kinds are the resources the plugin serves with their Kinds: provider.go serves these
-// resources (infer.Resource of each), and TestKindsCoverSchema checks the list against
-// schema.json.
-var kinds = []struct {
-	res   infer.InferredResource
-	kind  kindInfo
-	state reflect.Type
-}{
-	{infer.Resource(&NodeUpgrade{}), NodeUpgradeKind, reflect.TypeFor[NodeUpgradeState]()},
-	{infer.Resource(&ClusterHealth{}), ClusterHealthKind, reflect.TypeFor[ClusterHealthState]()},
-	{infer.Resource(&Membership{}), MembershipKind, reflect.TypeFor[MembershipState]()},
-	{infer.Resource(&ManifestSync{}), ManifestSyncKind, reflect.TypeFor[ManifestSyncState]()},
-	{infer.Resource(&NodeRetire{}), NodeRetireKind, reflect.TypeFor[NodeRetireState]()},
-	{infer.Resource(&KubernetesUpgrade{}), KubernetesUpgradeKind, reflect.TypeFor[KubernetesUpgradeState]()},
-	{infer.Resource(&KubernetesRecord{}), KubernetesRecordKind, reflect.TypeFor[KubernetesRecordState]()},
-	{infer.Resource(&NodeConfig{}), NodeConfigKind, reflect.TypeFor[NodeConfigState]()},
-	{infer.Resource(&NodeAddress{}), NodeAddressKind, reflect.TypeFor[NodeAddressState]()},
-	{infer.Resource(&ClientCredentials{}), ClientCredentialsKind, reflect.TypeFor[ClientCredentialsState]()},
-	{infer.Resource(&EtcdSnapshot{}), EtcdSnapshotKind, reflect.TypeFor[EtcdSnapshotState]()},
-	{infer.Resource(&EtcdBootstrap{}), EtcdBootstrapKind, reflect.TypeFor[EtcdBootstrapState]()},
-	{infer.Resource(&AdoptedSecrets{}), AdoptedSecretsKind, reflect.TypeFor[AdoptedSecretsState]()},
+// kinds are the Kinds of the resources the plugin serves (served), one each.
+var kinds = []kindInfo{
+	NodeUpgradeKind, ClusterHealthKind, MembershipKind, ManifestSyncKind, NodeRetireKind, KubernetesUpgradeKind,
+	KubernetesRecordKind, NodeConfigKind, NodeAddressKind, ClientCredentialsKind, EtcdSnapshotKind, EtcdBootstrapKind,
+	AdoptedSecretsKind,
+}
+
+// servedByToken are the served resources by the type token infer gives each, under the package's
+// name.
+func servedByToken(t *testing.T, pkg string) map[string]servedResource {
+	t.Helper()
+
+	out := map[string]servedResource{}
+
+	for _, r := range served {
+		tk, err := r.inferred.GetToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// infer names the package "pkg" until the provider is built under its name.
+		mod, ok := strings.CutPrefix(string(tk), "pkg:")
+		if !ok {
+			t.Fatalf("infer names a resource %q", tk)
+		}
+
+		out[pkg+":"+mod] = r
+	}
+
+	return out
 }
 
 // resourceSpec is what the tests read of a resource in the schema.
@@ -77,41 +85,34 @@ func checkedInSchema(t *testing.T) (name string, resources map[string]resourceSp
 	return s.Name, s.Resources
 }
 
-// Every resource of the lifecycle module in the served schema has a Kind, and each Kind's token
-// is the one infer derives for its resource under the package's name.
+// Every resource of the lifecycle module in the served schema is served and has a Kind, and each
+// Kind's token is the one infer derives for its resource under the package's name.
 func TestKindsCoverSchema(t *testing.T) {
 	t.Parallel()
 
 	name, resources := checkedInSchema(t)
 
-	var served, listed []string
+	var inSchema, listed []string
 
 	for tk := range resources {
 		if strings.HasPrefix(tk, tokenPrefix) {
-			served = append(served, tk)
+			inSchema = append(inSchema, tk)
 		}
 	}
 
 	for _, k := range kinds {
-		listed = append(listed, k.kind.token())
-
-		tk, err := k.res.GetToken()
-		if err != nil {
-			t.Fatal(err)
-		}
-
-		// infer names the package "pkg" until the provider is built under its name.
-		mod, ok := strings.CutPrefix(string(tk), "pkg:")
-		if want := name + ":" + mod; !ok || k.kind.token() != want {
-			t.Errorf("token %q, infer serves %q (from %q)", k.kind.token(), want, tk)
-		}
+		listed = append(listed, k.token())
 	}
 
-	slices.Sort(served)
+	slices.Sort(inSchema)
 	slices.Sort(listed)
 
-	if !slices.Equal(served, listed) {
-		t.Errorf("schema.json serves %v, the Kinds are %v", served, listed)
+	if servedTokens := slices.Sorted(maps.Keys(servedByToken(t, name))); !slices.Equal(servedTokens, listed) {
+		t.Errorf("the plugin serves %v, the Kinds are %v", servedTokens, listed)
+	}
+
+	if !slices.Equal(inSchema, listed) {
+		t.Errorf("schema.json serves %v, the Kinds are %v", inSchema, listed)
 	}
 }
 
@@ -123,20 +124,22 @@ func TestKindsCoverSchema(t *testing.T) {
 func TestKindsMatchServedProperties(t *testing.T) {
 	t.Parallel()
 
-	_, resources := checkedInSchema(t)
+	name, resources := checkedInSchema(t)
+	byToken := servedByToken(t, name)
 
 	for _, k := range kinds {
-		args, out := k.kind.types()
+		args, out := k.types()
+		state := byToken[k.token()].state
 
 		t.Run(args.Name(), func(t *testing.T) {
 			t.Parallel()
 
-			spec, ok := resources[k.kind.token()]
-			if !ok {
-				t.Fatalf("schema.json has no resource %s", k.kind.token())
+			spec, ok := resources[k.token()]
+			if !ok || state == nil {
+				t.Fatalf("schema.json or the plugin has no resource %s", k.token())
 			}
 
-			argFields, outFields, stateFields := fieldsByTag(args), fieldsByTag(out), fieldsByTag(k.state)
+			argFields, outFields, stateFields := fieldsByTag(args), fieldsByTag(out), fieldsByTag(state)
 
 			if got, want := slices.Sorted(maps.Keys(argFields)), slices.Sorted(maps.Keys(spec.InputProperties)); !slices.Equal(got, want) {
 				t.Errorf("%s has fields %v, schema.json serves %v (run `make schema` after changing the Args)", args, got, want)
@@ -162,7 +165,7 @@ func TestKindsMatchServedProperties(t *testing.T) {
 
 				s, ok := stateFields[prop]
 				if !ok {
-					t.Errorf("%s.%s: %s has no field %s", out, f.Name, k.state, prop)
+					t.Errorf("%s.%s: %s has no field %s", out, f.Name, state, prop)
 					continue
 				}
 

@@ -2,23 +2,15 @@ package machineconfig
 
 import (
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/errtest"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/secretstest"
 )
 
-var testSecrets = sync.OnceValue(func() Secrets {
-	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Unix(1_700_000_000, 0)), config.TalosVersion1_11)
-	if err != nil {
-		panic(err)
-	}
-
-	return SecretsFrom(b)
-})
+func testSecrets() Secrets { return SecretsFrom(secretstest.Bundle()) }
 
 func request(contract string, patches ...Patch) Request {
 	return Request{
@@ -103,16 +95,7 @@ func TestPatchErrorsNameThePatch(t *testing.T) {
 			[]string{"workerConfigPatches[1]"}},
 	} {
 		_, err := Generate(request(tc.contract, tc.patches...))
-		if err == nil {
-			t.Errorf("%s: accepted", tc.name)
-			continue
-		}
-
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: error %q does not say %q", tc.name, err, w)
-			}
-		}
+		errtest.Says(t, tc.name, err, tc.want...)
 	}
 }
 

@@ -7,8 +7,6 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
-func ptr[T any](v T) *T { return &v }
-
 func cluster(t *testing.T, mutate func(*spec.Input)) *spec.Cluster {
 	t.Helper()
 
@@ -68,7 +66,7 @@ func TestOneDownloadPerHost(t *testing.T) {
 func TestSharedDatastoreOneDownload(t *testing.T) {
 	t.Parallel()
 
-	p := Build(cluster(t, func(in *spec.Input) { in.Image.SharedDatastore = ptr(true) }))
+	p := Build(cluster(t, func(in *spec.Input) { in.Image.SharedDatastore = new(true) }))
 	if len(p.Downloads) != 1 || p.Downloads[0].Key != "image" || p.Downloads[0].HostNode != "pve1" {
 		t.Fatalf("downloads = %+v", p.Downloads)
 	}
@@ -123,7 +121,7 @@ func TestVMLayout(t *testing.T) {
 	}
 
 	dhcp := Build(cluster(t, func(in *spec.Input) {
-		in.Network = spec.NetworkInput{DHCP: ptr(true), Gateway: "10.0.0.1"}
+		in.Network = spec.NetworkInput{DHCP: new(true), Gateway: "10.0.0.1"}
 		for k, n := range in.Nodes {
 			n.IP = ""
 			in.Nodes[k] = n

@@ -3,25 +3,14 @@ package redact_test
 import (
 	"encoding/base64"
 	"strings"
-	"sync"
 	"testing"
-	"time"
-
-	"github.com/siderolabs/talos/pkg/machinery/config"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/machineconfig"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/redact"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/secretstest"
 )
 
-var bundle = sync.OnceValue(func() machineconfig.Secrets {
-	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Unix(1_700_000_000, 0)), config.TalosVersion1_11)
-	if err != nil {
-		panic(err)
-	}
-
-	return machineconfig.SecretsFrom(b)
-})
+func bundle() machineconfig.Secrets { return machineconfig.SecretsFrom(secretstest.Bundle()) }
 
 // secretPatch carries secrets a user may add: registry credentials, a proxy URL with a password,
 // an extra manifest header, an inline manifest with a Secret beside a ConfigMap.

@@ -15,23 +15,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"go.yaml.in/yaml/v4"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/machineconfig"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/secretstest"
 )
 
 // testBundle is a real bundle, as talosctl gen secrets makes it.
-var testBundle = sync.OnceValue(func() *secrets.Bundle {
-	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Unix(1_700_000_000, 0)), config.TalosVersion1_11)
-	if err != nil {
-		panic(err)
-	}
-
-	return b
-})
+var testBundle = secretstest.Bundle
 
 // aescbcBundle is testBundle as an older cluster has it: AES-CBC instead of secretbox.
 var aescbcBundle = sync.OnceValue(func() *secrets.Bundle {

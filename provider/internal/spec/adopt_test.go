@@ -3,11 +3,10 @@ package spec
 import (
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/config"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"go.yaml.in/yaml/v4"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/secretstest"
 )
 
 // TestSecretsBundle: secrets.bundle is read at Build: a bundle is parsed into the generator's
@@ -16,10 +15,7 @@ import (
 func TestSecretsBundle(t *testing.T) {
 	t.Parallel()
 
-	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Unix(1_700_000_000, 0)), config.TalosVersion1_11)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := secretstest.Bundle()
 
 	text, err := yaml.Marshal(b)
 	if err != nil {

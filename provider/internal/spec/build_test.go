@@ -6,8 +6,6 @@ import (
 	"testing"
 )
 
-func ptr[T any](v T) *T { return &v }
-
 func base() Input {
 	return Input{
 		ClusterName:  "homelab",
@@ -63,9 +61,9 @@ func TestPrecedence(t *testing.T) {
 	in := base()
 	in.VIP = "10.0.0.10"
 	in.Network.Bridge = "vmbr1"
-	in.Network.VLANID = ptr(20)
-	in.NodeDefaults = NodeDefaultsInput{CPU: ptr(4), Bridge: "vmbr2", Tags: []string{"lab"}}
-	in.Nodes["w-1"] = NodeInput{HostNode: "pve2", Role: "worker", IP: "10.0.0.21", CPU: ptr(8), Bridge: "vmbr3", VLANID: ptr(30), Tags: []string{"gpu", "lab"}}
+	in.Network.VLANID = new(20)
+	in.NodeDefaults = NodeDefaultsInput{CPU: new(4), Bridge: "vmbr2", Tags: []string{"lab"}}
+	in.Nodes["w-1"] = NodeInput{HostNode: "pve2", Role: "worker", IP: "10.0.0.21", CPU: new(8), Bridge: "vmbr3", VLANID: new(30), Tags: []string{"gpu", "lab"}}
 	in.KubernetesVersion = "1.33.4"
 
 	c, err := Build(in)
@@ -124,7 +122,7 @@ func TestLoopbackAddressesAreValid(t *testing.T) {
 	t.Parallel()
 
 	in := base()
-	in.Network = NetworkInput{Gateway: "127.0.0.1", PrefixLength: ptr(8)}
+	in.Network = NetworkInput{Gateway: "127.0.0.1", PrefixLength: new(8)}
 	in.Nodes["cp-1"] = NodeInput{HostNode: "pve1", Role: "controlplane", IP: "127.0.0.11"}
 
 	if _, err := Build(in); err != nil {

@@ -3,20 +3,16 @@ package talosconfig
 import (
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/golden"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/machineconfig"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/secretstest"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 // homelab is the cluster the examples describe: three control planes over two hosts behind a
 // VIP, a Longhorn worker and a GPU worker.
@@ -47,7 +43,7 @@ func dhcpCluster() spec.Input {
 	return spec.Input{
 		ClusterName:  "lab",
 		TalosVersion: "v1.10.6",
-		Network:      spec.NetworkInput{DHCP: ptr(true), Gateway: "10.0.0.1"},
+		Network:      spec.NetworkInput{DHCP: new(true), Gateway: "10.0.0.1"},
 		Nodes: map[string]spec.NodeInput{
 			"solo": {HostNode: "pve", Role: "controlplane"},
 		},
@@ -167,20 +163,13 @@ func TestManifestsPatchGolden(t *testing.T) {
 	golden.Check(t, "manifests.yaml", patch)
 }
 
-var bundle = sync.OnceValues(func() (*secrets.Bundle, error) {
-	return secrets.NewBundle(secrets.NewFixedClock(time.Unix(1_700_000_000, 0)), config.TalosVersion1_11)
-})
-
 // TestPatchesValidateWithTalos generates every node's configuration in-process for each contract
 // (Talos' own generation, the component's patches, a user patch) and reads back what Talos would
 // configure, through Talos' own accessors — which read the old fields and the new documents alike.
 func TestPatchesValidateWithTalos(t *testing.T) {
 	t.Parallel()
 
-	b, err := bundle()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := secretstest.Bundle()
 
 	for _, tc := range cases {
 		for _, contract := range contracts {
