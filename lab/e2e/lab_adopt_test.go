@@ -19,7 +19,6 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 )
 
-
 // secretsBundle is the component's secrets input read from the stack's secret config key bundle.
 // Pulumi YAML reads a config value that is JSON as an object, so fn::toJSON gives it back as the
 // text secrets.bundle takes (docs/adopt.md says so).

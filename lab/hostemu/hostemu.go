@@ -51,9 +51,9 @@ type Controller struct {
 	// joined is the cluster each VM's disk belongs to: a VM started again boots into the cluster
 	// it is installed in, whatever its tags say now (tags change; adopting a cluster retags it).
 	joined map[int]*talosemu.Cluster
-	dir      string                       // where the disks and etcd data live
-	leases   map[int]netip.Prefix
-	errs     []error
+	dir    string // where the disks and etcd data live
+	leases map[int]netip.Prefix
+	errs   []error
 }
 
 // New returns a controller; pass its Handle as the fake's OnEvent and call Attach once the fake
