@@ -13,7 +13,11 @@
 //   - NodeRetire and Membership: nodes that leave, with the etcd quorum rules (noderetire.go,
 //     membership.go);
 //   - ClusterHealth: the health gate every change ends with (health.go);
-//   - ManifestSync: the cluster's manifests, applied server-side with pruning (manifestsync.go).
+//   - ManifestSync: the cluster's manifests, applied server-side with pruning (manifestsync.go);
+//   - EtcdSnapshot and EtcdBootstrap: etcd snapshots, and the bootstrap from one (etcdsnapshot.go,
+//     etcdbootstrap.go);
+//   - AdoptedSecrets: an adopted cluster's secrets bundle and the client certificate issued from
+//     it (adoptedsecrets.go).
 //
 // args.go holds the argument heads they share (ClusterAccess, TalosCA, NodeRef, ClusterNodes, Waits) with
 // their descriptions, and the shared helpers; resources.go lists what the plugin serves; kind.go
