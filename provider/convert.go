@@ -157,30 +157,20 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 	}
 
 	if r := a.Recovery; r != nil {
-		in.Recovery = &spec.RecoveryInput{FromSnapshot: r.FromSnapshot, AgeIdentity: spec.KnownPatch("")}
+		in.Recovery = &spec.RecoveryInput{FromSnapshot: r.FromSnapshot}
 		pass.AgeIdentity = r.AgeIdentity
 
-		if r.AgeIdentity != nil {
-			s, known, err := await.Known[string](ctx.Context(), r.AgeIdentity.ToStringOutput())
-			if err != nil {
-				return in, fmt.Errorf("recovery.ageIdentity: %w", err)
-			}
-
-			in.Recovery.AgeIdentity = spec.Patch{Text: s, Known: known}
+		if in.Recovery.AgeIdentity, err = secretInput(ctx, "recovery.ageIdentity", r.AgeIdentity); err != nil {
+			return in, err
 		}
 	}
 
 	if sec := a.Secrets; sec != nil {
-		in.Secrets = &spec.SecretsInput{Bundle: spec.KnownPatch("")}
+		in.Secrets = &spec.SecretsInput{}
 		pass.SecretsBundle = sec.Bundle
 
-		if sec.Bundle != nil {
-			s, known, err := await.Known[string](ctx.Context(), sec.Bundle.ToStringOutput())
-			if err != nil {
-				return in, fmt.Errorf("secrets.bundle: %w", err)
-			}
-
-			in.Secrets.Bundle = spec.Patch{Text: s, Known: known}
+		if in.Secrets.Bundle, err = secretInput(ctx, "secrets.bundle", sec.Bundle); err != nil {
+			return in, err
 		}
 	}
 
@@ -218,4 +208,19 @@ func resolvePatches(ctx *pulumi.Context, patches pulumi.StringArrayInput) ([]spe
 	}
 
 	return out, nil
+}
+
+// secretInput is a secret string input's value for the checks (its text, known or not yet: an
+// output of another resource at preview); an unset input is known and empty.
+func secretInput(ctx *pulumi.Context, path string, v pulumi.StringInput) (spec.Patch, error) {
+	if v == nil {
+		return spec.KnownPatch(""), nil
+	}
+
+	s, known, err := await.Known[string](ctx.Context(), v.ToStringOutput())
+	if err != nil {
+		return spec.Patch{}, fmt.Errorf("%s: %w", path, err)
+	}
+
+	return spec.Patch{Text: s, Known: known}, nil
 }
