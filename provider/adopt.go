@@ -57,9 +57,13 @@ func (a *adoption) importing() bool {
 // through its Talos API with a client certificate issued from the bundle: a node that does not
 // trust the bundle's CA refuses the adoption (the bundle is another cluster's).
 func checkAdoption(ctx *pulumi.Context, c *spec.Cluster, inv *proxmox.Inventory, p *plan.Plan, opts []pulumi.ResourceOption) (*adoption, error) {
+	if err := inv.AdoptedWithoutBundle(c); err != nil {
+		return nil, err
+	}
+
 	a := &adoption{adoptees: inv.Adoptees(c)}
 	if !a.importing() {
-		return a, nil
+		return a, checkBundle(ctx, c, inv)
 	}
 
 	changes, problems := proxmox.ReadAdoptees(ctx, opts, c, p, a.adoptees)
@@ -105,6 +109,31 @@ func checkAdoption(ctx *pulumi.Context, c *spec.Cluster, inv *proxmox.Inventory,
 	}
 
 	return a, nil
+}
+
+// checkBundle checks a secrets.bundle given to a running cluster the component made against one
+// of its control planes: another cluster's bundle is refused before any node is reconfigured with
+// it. A control plane that does not answer is only a warning: the configuration applies will
+// fail on it anyway, one node at a time.
+func checkBundle(ctx *pulumi.Context, c *spec.Cluster, inv *proxmox.Inventory) error {
+	n, ok := inv.BundleCheckNode(c)
+	if !ok {
+		return nil
+	}
+
+	_, _, err := readAdoptees(ctx.Context(), c, map[string]proxmox.Adoptee{n.Name: {Node: n.Name, Import: true}})
+
+	var invalid *spec.ValidationError
+
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &invalid) && strings.Contains(err.Error(), "CA does not match"):
+		return err
+	default:
+		_ = ctx.Log.Warn(fmt.Sprintf("secrets.bundle could not be checked against %s: %v", n.Name, err), nil)
+		return nil
+	}
 }
 
 // readAdoptees reads what each node to import runs, in parallel.

@@ -55,7 +55,8 @@ func adopt(t *testing.T, e *env, p *lab.Pulumi, bundle string) {
 // imported and no VM created, replaced or deleted, and no reboot; the `up` creates and deletes no
 // VM and applies no configuration on the lab's call log; every node keeps its boot id; the
 // ConfigMap is still there, read through the component's kubeconfig; the next preview shows no
-// change. Then the adopted cluster is upgraded (Talos v1.11.5 → v1.11.6) and loses a worker.
+// change. Then the adopted cluster is upgraded (Talos v1.11.5 → v1.11.6) and loses a worker; a
+// declaration that drops secrets.bundle is refused.
 func TestAdoptAClusterMadeByHand(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
 
@@ -140,6 +141,13 @@ func TestAdoptAClusterMadeByHand(t *testing.T) {
 
 	adoptProofKept(t, kubeconfig)
 	mustRun(t, p, "preview", "--expect-no-changes")
+
+	// Without its bundle the component would generate new secrets: refused.
+	editProgram(t, e, secretsBundle, "")
+
+	if out, err := p.Run(t.Context(), "preview"); err == nil || !strings.Contains(out, "secrets.bundle: this cluster was adopted with its secrets bundle") {
+		t.Errorf("the preview without secrets.bundle: %v\n%s", err, out)
+	}
 }
 
 // TestAdoptionIsCheckedAndShowsDifferences: an adoption given another cluster's secrets is

@@ -31,6 +31,9 @@ type Adoptee struct {
 	// Import is true until the VM is the stack's: it has no instance tag yet, so this `up`
 	// imports it (the first adopting `up`); later ones find it tagged.
 	Import bool
+	// Tags are the VM's own tags, kept beside the component's (the old tool's, say), without
+	// its instance tag and AdoptedTag.
+	Tags []string
 }
 
 // ImportID is the VM's id for the proxmoxve provider's import: "<host>/<vmid>".
@@ -59,7 +62,8 @@ func (inv *Inventory) Adoptees(c *spec.Cluster) map[string]Adoptee {
 			continue // the component made it
 		}
 
-		out[n.Name] = Adoptee{Node: n.Name, Host: v.NodeName, VMID: v.VmId, Import: !slices.ContainsFunc(v.Tags, isInstanceTag)}
+		own := slices.DeleteFunc(slices.Clone(v.Tags), func(t string) bool { return isInstanceTag(t) || t == AdoptedTag })
+		out[n.Name] = Adoptee{Node: n.Name, Host: v.NodeName, VMID: v.VmId, Import: !slices.ContainsFunc(v.Tags, isInstanceTag), Tags: own}
 	}
 
 	return out
@@ -309,4 +313,45 @@ func ReadAdoptees(ctx *pulumi.Context, opts []pulumi.ResourceOption, c *spec.Clu
 	}
 
 	return changes, errs
+}
+
+// AdoptedWithoutBundle is the refusal of a cluster whose VMs were adopted and whose declaration
+// no longer gives secrets.bundle: without it the component would generate new secrets, and every
+// node's configuration would change to a PKI the cluster does not have.
+func (inv *Inventory) AdoptedWithoutBundle(c *spec.Cluster) error {
+	if inv == nil || c == nil || c.Secrets != nil {
+		return nil
+	}
+
+	for _, n := range c.Nodes {
+		for _, v := range ownVMs(c.Name, n.Name, inv.VMs) {
+			if slices.Contains(v.Tags, AdoptedTag) {
+				return fmt.Errorf("secrets.bundle: this cluster was adopted with its secrets bundle (VM %d of %s is tagged %s); "+
+					"keep secrets.bundle: without it the component would generate new secrets and reconfigure every node "+
+					"with a PKI the cluster does not have", v.VmId, n.Name, AdoptedTag)
+			}
+		}
+	}
+
+	return nil
+}
+
+// BundleCheckNode is a control plane of a running cluster the component made (its own VMs, not
+// adopted ones) to check a newly given secrets.bundle against: a bundle of other secrets would
+// reconfigure every node with a PKI the cluster does not have. None when the cluster is new,
+// adopted, or has no bundle.
+func (inv *Inventory) BundleCheckNode(c *spec.Cluster) (spec.Node, bool) {
+	if inv == nil || c == nil || c.Secrets == nil || !c.Secrets.Known {
+		return spec.Node{}, false
+	}
+
+	for _, n := range c.ControlPlanes() {
+		for _, v := range ownVMs(c.Name, n.Name, inv.VMs) {
+			if !slices.Contains(v.Tags, AdoptedTag) && n.IP != "" {
+				return n, true
+			}
+		}
+	}
+
+	return spec.Node{}, false
 }

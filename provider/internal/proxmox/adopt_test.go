@@ -1,6 +1,7 @@
 package proxmox
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -34,9 +35,9 @@ func TestAdoptees(t *testing.T) {
 
 	got := inv.Adoptees(c)
 	want := map[string]Adoptee{
-		"cp-1": {Node: "cp-1", Host: "pve1", VMID: 7001, Import: true},
-		"cp-2": {Node: "cp-2", Host: "pve1", VMID: 7002, Import: true},
-		"w-3":  {Node: "w-3", Host: "pve1", VMID: 7005},
+		"cp-1": {Node: "cp-1", Host: "pve1", VMID: 7001, Import: true, Tags: []string{"talos", "kubernetes"}},
+		"cp-2": {Node: "cp-2", Host: "pve1", VMID: 7002, Import: true, Tags: []string{"k8s"}},
+		"w-3":  {Node: "w-3", Host: "pve1", VMID: 7005, Tags: []string{"home", "talos"}},
 	}
 
 	if len(got) != len(want) {
@@ -44,7 +45,7 @@ func TestAdoptees(t *testing.T) {
 	}
 
 	for n, w := range want {
-		if got[n] != w {
+		if !reflect.DeepEqual(got[n], w) {
 			t.Errorf("%s: %+v, want %+v", n, got[n], w)
 		}
 	}
@@ -61,9 +62,19 @@ func TestAdoptees(t *testing.T) {
 		t.Errorf("problems: %v", errs)
 	}
 
+	if err := inv.AdoptedWithoutBundle(c); err != nil {
+		t.Errorf("with secrets.bundle: %v", err)
+	}
+
 	c.Secrets = nil
 	if got := inv.Adoptees(c); len(got) != 0 {
 		t.Errorf("without secrets.bundle: %v", got)
+	}
+
+	// w-3's VM was adopted: dropping secrets.bundle would give the cluster new secrets.
+	if err := inv.AdoptedWithoutBundle(c); err == nil || !strings.Contains(err.Error(),
+		"secrets.bundle: this cluster was adopted with its secrets bundle (VM 7005 of w-3 is tagged talos-adopted); keep secrets.bundle") {
+		t.Errorf("an adopted cluster without secrets.bundle: %v", err)
 	}
 }
 
@@ -119,5 +130,39 @@ func TestSizeGiB(t *testing.T) {
 		if got := sizeGiB(in); got != want {
 			t.Errorf("sizeGiB(%q) = %d, want %d", in, got, want)
 		}
+	}
+}
+
+// A bundle given to a running cluster the component made is checked against one of its control
+// planes; a new cluster, an adopted one, or an unknown bundle is not.
+func TestBundleCheckNode(t *testing.T) {
+	t.Parallel()
+
+	c := &spec.Cluster{Name: "home", Secrets: &spec.Secrets{Known: true}, Nodes: []spec.Node{
+		{Name: "cp-1", HostNode: "pve1", Role: spec.RoleControlPlane, IP: "10.0.0.11"},
+		{Name: "w-1", HostNode: "pve1", Role: spec.RoleWorker, IP: "10.0.0.21"},
+	}}
+	own := &Inventory{Nodes: []string{"pve1"}, VMs: []vm.GetVirtualMachinesVm{
+		{Name: "cp-1", NodeName: "pve1", VmId: 7001, Tags: []string{"home", "talos", "talos-i-00aa11bb"}},
+	}}
+
+	if n, ok := own.BundleCheckNode(c); !ok || n.Name != "cp-1" {
+		t.Errorf("a running cluster the component made: %v %v", n.Name, ok)
+	}
+
+	adopted := &Inventory{Nodes: []string{"pve1"}, VMs: []vm.GetVirtualMachinesVm{
+		{Name: "cp-1", NodeName: "pve1", VmId: 7001, Tags: []string{"home", "talos", "talos-i-00aa11bb", AdoptedTag}},
+	}}
+	fresh := &Inventory{Nodes: []string{"pve1"}}
+
+	for name, inv := range map[string]*Inventory{"adopted": adopted, "new": fresh} {
+		if _, ok := inv.BundleCheckNode(c); ok {
+			t.Errorf("%s: checked", name)
+		}
+	}
+
+	c.Secrets.Known = false
+	if _, ok := own.BundleCheckNode(c); ok {
+		t.Error("an unknown bundle: checked")
 	}
 }

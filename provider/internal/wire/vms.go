@@ -92,7 +92,7 @@ func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[st
 
 		if a, ok := adoptees[v.Node.Name]; ok {
 			args.VmId = pulumi.Int(a.VMID)
-			args.Tags = pulumi.ToStringArray(append(withInstance(v.Node.Tags, instance), proxmox.AdoptedTag))
+			args.Tags = pulumi.ToStringArray(adoptedTags(v.Node.Tags, instance, a.Tags))
 			ignored = append(ignored, adoptedIgnoredPaths(len(v.Disks))...)
 
 			if a.Import {
@@ -187,6 +187,19 @@ func adoptedIgnoredPaths(disks int) []string {
 	}
 
 	return paths
+}
+
+// adoptedTags are an adopted VM's tags: the node's with its instance, AdoptedTag, and the tags the
+// VM had of its own (the old tool's), kept.
+func adoptedTags(tags []string, instance string, own []string) []string {
+	out := append(withInstance(tags, instance), proxmox.AdoptedTag)
+	for _, t := range own {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+
+	return out
 }
 
 func vmArgs(c *spec.Cluster, p plan.VM, image *download.File, vmid int, instance string) *vm.VirtualMachineArgs {
