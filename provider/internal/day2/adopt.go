@@ -13,15 +13,10 @@ import (
 // secrets it was reached with: the secrets are another cluster's.
 var ErrForeignCA = errors.New("the node's Talos API CA is not the secrets bundle's")
 
-// Running is what a running node of a cluster being adopted reports through its Talos API.
-type Running struct {
-	// Version is the Talos version it runs.
-	Version string
-	// KubernetesVersion is the version of its kube-apiserver image ("" on a worker).
-	KubernetesVersion string
-	// Config is the configuration it runs (machinery's encoding without comments).
-	Config string
-}
+// Running is what a running node of a cluster being adopted reports through its Talos API: the
+// Talos version it runs, the version of its kube-apiserver image ("" on a worker) and the
+// configuration it runs (machinery's encoding without comments).
+type Running struct{ Version, KubernetesVersion, Config string }
 
 // ReadRunning reads what node n runs, reached with a talosconfig issued from the secrets of the
 // cluster to adopt. A TLS failure either way (the node's certificate is not signed by the

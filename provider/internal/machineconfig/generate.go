@@ -203,7 +203,7 @@ func (c *bundleCache) get(s Secrets, vc *config.VersionContract) (*secrets.Bundl
 		return b, nil
 	}
 
-	b, err := s.bundle(vc)
+	b, err := s.Bundle(vc)
 	if err != nil {
 		return nil, err
 	}
@@ -220,8 +220,8 @@ func (c *bundleCache) get(s Secrets, vc *config.VersionContract) (*secrets.Bundl
 	return b, nil
 }
 
-// bundle is the secrets as Talos' bundle, checked.
-func (s Secrets) bundle(vc *config.VersionContract) (*secrets.Bundle, error) {
+// Bundle is the secrets as Talos' bundle, checked by Talos for contract vc.
+func (s Secrets) Bundle(vc *config.VersionContract) (*secrets.Bundle, error) {
 	dec := func(what, v string) ([]byte, error) {
 		b, err := base64.StdEncoding.DecodeString(v)
 		if err != nil || len(b) == 0 {

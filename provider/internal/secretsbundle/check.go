@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/siderolabs/crypto/x509"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 )
 
 // bootstrapToken is Kubernetes' bootstrap token format (what Talos generates).
@@ -84,7 +83,7 @@ func (c *checker) str(required bool, path ...string) (string, bool) {
 }
 
 // check checks every field and returns the bundle they make (meaningful without problems).
-func (c *checker) check() *secrets.Bundle {
+func (c *checker) check() values {
 	var v values
 
 	v.clusterID, _ = c.str(true, "cluster", "id")
@@ -125,7 +124,7 @@ func (c *checker) check() *secrets.Bundle {
 		}
 	}
 
-	return bundleOf(v)
+	return v
 }
 
 // encryptionSecret is an optional etcd encryption secret: base64 of 32 bytes.

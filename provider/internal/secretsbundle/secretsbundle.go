@@ -16,14 +16,13 @@ package secretsbundle
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
-	"time"
 
-	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"go.yaml.in/yaml/v4"
@@ -118,19 +117,21 @@ func ParseShape(text string) (machineconfig.Secrets, Shape, error) {
 
 	shape := detect(tree, isJSON(text))
 	c := &checker{tree: tree, n: shapeNames[shape], reported: map[string]bool{}}
-	b := c.check()
+	s := secretsOf(c.check())
 
 	if len(c.problems) == 0 && shape == Talosctl {
 		// The talosctl form is machinery's own: read it the way secrets.LoadBundle does.
-		b = &secrets.Bundle{Clock: secrets.NewClock()}
+		b := &secrets.Bundle{Clock: secrets.NewClock()}
 		if err := yaml.Unmarshal([]byte(text), b); err != nil {
 			c.problems = append(c.problems, "cannot be read as a Talos secrets bundle")
+		} else {
+			s = machineconfig.SecretsFrom(b)
 		}
 	}
 
 	if len(c.problems) == 0 {
 		// Machinery's own check, after ours: nothing it finds should be left.
-		if err := b.Validate(config.TalosVersionCurrent); err != nil {
+		if _, err := s.Bundle(config.TalosVersionCurrent); err != nil {
 			c.problems = append(c.problems, "is refused by Talos: "+err.Error())
 		}
 	}
@@ -139,7 +140,7 @@ func ParseShape(text string) (machineconfig.Secrets, Shape, error) {
 		return machineconfig.Secrets{}, shape, &Error{Shape: shape, Problems: c.problems}
 	}
 
-	return machineconfig.SecretsFrom(b), shape, nil
+	return s, shape, nil
 }
 
 func isJSON(text string) bool {
@@ -258,28 +259,18 @@ func detect(tree map[string]any, jsonText bool) Shape {
 	return best
 }
 
-// fixedClock is the clock of bundles built here: Parse's result holds no certificate it issues.
-var fixedClock = secrets.NewFixedClock(time.Unix(0, 0))
+// secretsOf is a checked bundle's decoded values in the generator's form.
+func secretsOf(v values) machineconfig.Secrets {
+	enc := base64.StdEncoding.EncodeToString
+	pair := func(p certPair) machineconfig.CertAndKey { return machineconfig.CertAndKey{Cert: enc(p.crt), Key: enc(p.key)} }
 
-// bundleOf is a checked bundle in machinery's form, from decoded values.
-func bundleOf(v values) *secrets.Bundle {
-	pair := func(p certPair) *x509.PEMEncodedCertificateAndKey {
-		return &x509.PEMEncodedCertificateAndKey{Crt: p.crt, Key: p.key}
-	}
-
-	return &secrets.Bundle{
-		Clock:      fixedClock,
-		Cluster:    &secrets.Cluster{ID: v.clusterID, Secret: v.clusterSecret},
-		TrustdInfo: &secrets.TrustdInfo{Token: v.trustdToken},
-		Secrets: &secrets.Secrets{
-			BootstrapToken:            v.bootstrapToken,
-			SecretboxEncryptionSecret: v.secretbox,
-			AESCBCEncryptionSecret:    v.aescbc,
+	return machineconfig.Secrets{
+		ClusterID: v.clusterID, ClusterSecret: v.clusterSecret, TrustdToken: v.trustdToken,
+		BootstrapToken: v.bootstrapToken, SecretboxEncryptionSecret: v.secretbox, AESCBCEncryptionSecret: v.aescbc,
+		Certs: map[string]machineconfig.CertAndKey{
+			"etcd": pair(v.etcd), "k8s": pair(v.k8s), "k8sAggregator": pair(v.k8sAggregator), "os": pair(v.os),
 		},
-		Certs: &secrets.Certs{
-			Etcd: pair(v.etcd), K8s: pair(v.k8s), K8sAggregator: pair(v.k8sAggregator), OS: pair(v.os),
-			K8sServiceAccount: &x509.PEMEncodedKey{Key: v.serviceAccountKey},
-		},
+		ServiceAccountKey: enc(v.serviceAccountKey),
 	}
 }
 
