@@ -262,7 +262,9 @@ func detect(tree map[string]any, jsonText bool) Shape {
 // secretsOf is a checked bundle's decoded values in the generator's form.
 func secretsOf(v values) machineconfig.Secrets {
 	enc := base64.StdEncoding.EncodeToString
-	pair := func(p certPair) machineconfig.CertAndKey { return machineconfig.CertAndKey{Cert: enc(p.crt), Key: enc(p.key)} }
+	pair := func(p certPair) machineconfig.CertAndKey {
+		return machineconfig.CertAndKey{Cert: enc(p.crt), Key: enc(p.key)}
+	}
 
 	return machineconfig.Secrets{
 		ClusterID: v.clusterID, ClusterSecret: v.clusterSecret, TrustdToken: v.trustdToken,
