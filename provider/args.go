@@ -42,9 +42,7 @@ type TalosProxmoxClusterArgs struct {
 }
 
 // Annotate documents the inputs.
-func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) {
-	describeType(an, a)
-}
+func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) { describeType(an, a) }
 
 // Cilium installs Cilium from its Helm chart with the values Talos documents.
 type Cilium struct {
@@ -56,9 +54,7 @@ type Cilium struct {
 }
 
 // Annotate documents the Cilium input.
-func (c *Cilium) Annotate(an infer.Annotator) {
-	describeType(an, c)
-}
+func (c *Cilium) Annotate(an infer.Annotator) { describeType(an, c) }
 
 // HelmChart is a Helm chart rendered into the control planes' inline manifests.
 type HelmChart struct {
@@ -74,9 +70,7 @@ type HelmChart struct {
 }
 
 // Annotate documents a Helm chart.
-func (h *HelmChart) Annotate(an infer.Annotator) {
-	describeType(an, h)
-}
+func (h *HelmChart) Annotate(an infer.Annotator) { describeType(an, h) }
 
 // Node is one machine of the cluster.
 type Node struct {
@@ -100,9 +94,7 @@ type Node struct {
 }
 
 // Annotate documents a node.
-func (n *Node) Annotate(an infer.Annotator) {
-	describeType(an, n)
-}
+func (n *Node) Annotate(an infer.Annotator) { describeType(an, n) }
 
 // VmIdRange bounds the default VM ids.
 type VmIdRange struct {
@@ -111,9 +103,7 @@ type VmIdRange struct {
 }
 
 // Annotate documents the VM id range.
-func (r *VmIdRange) Annotate(an infer.Annotator) {
-	describeType(an, r)
-}
+func (r *VmIdRange) Annotate(an infer.Annotator) { describeType(an, r) }
 
 func vmIDBound(r *VmIdRange, start bool) *int {
 	switch {
@@ -134,9 +124,7 @@ type DataDisk struct {
 }
 
 // Annotate documents a data disk.
-func (d *DataDisk) Annotate(an infer.Annotator) {
-	describeType(an, d)
-}
+func (d *DataDisk) Annotate(an infer.Annotator) { describeType(an, d) }
 
 // PciDevice is a PCI device passed through from the Proxmox host.
 type PciDevice struct {
@@ -148,9 +136,7 @@ type PciDevice struct {
 }
 
 // Annotate documents a PCI device.
-func (d *PciDevice) Annotate(an infer.Annotator) {
-	describeType(an, d)
-}
+func (d *PciDevice) Annotate(an infer.Annotator) { describeType(an, d) }
 
 // InlineManifest is a Kubernetes manifest embedded in the control plane configuration.
 type InlineManifest struct {
@@ -159,6 +145,4 @@ type InlineManifest struct {
 }
 
 // Annotate documents an inline manifest.
-func (m *InlineManifest) Annotate(an infer.Annotator) {
-	describeType(an, m)
-}
+func (m *InlineManifest) Annotate(an infer.Annotator) { describeType(an, m) }

@@ -11,6 +11,4 @@ type Secrets struct {
 }
 
 // Annotate documents the secrets.
-func (s *Secrets) Annotate(an infer.Annotator) {
-	describeType(an, s)
-}
+func (s *Secrets) Annotate(an infer.Annotator) { describeType(an, s) }

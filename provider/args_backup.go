@@ -20,9 +20,7 @@ type EtcdBackup struct {
 }
 
 // Annotate documents the etcd backups.
-func (b *EtcdBackup) Annotate(an infer.Annotator) {
-	describeType(an, b)
-}
+func (b *EtcdBackup) Annotate(an infer.Annotator) { describeType(an, b) }
 
 // Recovery restores the cluster's etcd from a snapshot when it has none running.
 type Recovery struct {
@@ -31,9 +29,7 @@ type Recovery struct {
 }
 
 // Annotate documents the recovery.
-func (r *Recovery) Annotate(an infer.Annotator) {
-	describeType(an, r)
-}
+func (r *Recovery) Annotate(an infer.Annotator) { describeType(an, r) }
 
 // EtcdSnapshotInfo describes the last etcd snapshot the component took.
 type EtcdSnapshotInfo struct {
@@ -45,9 +41,7 @@ type EtcdSnapshotInfo struct {
 }
 
 // Annotate documents a snapshot's outputs.
-func (s *EtcdSnapshotInfo) Annotate(an infer.Annotator) {
-	describeType(an, s)
-}
+func (s *EtcdSnapshotInfo) Annotate(an infer.Annotator) { describeType(an, s) }
 
 // EtcdSnapshotInfoOutput is an output of an EtcdSnapshotInfo.
 type EtcdSnapshotInfoOutput struct{ *pulumi.OutputState }

@@ -17,9 +17,7 @@ type NodeDefaults struct {
 }
 
 // Annotate documents the node defaults.
-func (d *NodeDefaults) Annotate(an infer.Annotator) {
-	describeType(an, d)
-}
+func (d *NodeDefaults) Annotate(an infer.Annotator) { describeType(an, d) }
 
 // Network is how nodes are addressed.
 type Network struct {
@@ -36,9 +34,7 @@ type Network struct {
 }
 
 // Annotate documents the network.
-func (n *Network) Annotate(an infer.Annotator) {
-	describeType(an, n)
-}
+func (n *Network) Annotate(an infer.Annotator) { describeType(an, n) }
 
 // Image selects the Talos image built by the Image Factory.
 type Image struct {
@@ -53,9 +49,7 @@ type Image struct {
 }
 
 // Annotate documents the image.
-func (i *Image) Annotate(an infer.Annotator) {
-	describeType(an, i)
-}
+func (i *Image) Annotate(an infer.Annotator) { describeType(an, i) }
 
 // Health configures the health gate that runs after bootstrap and after every change.
 type Health struct {
@@ -64,9 +58,7 @@ type Health struct {
 }
 
 // Annotate documents the health gate.
-func (h *Health) Annotate(an infer.Annotator) {
-	describeType(an, h)
-}
+func (h *Health) Annotate(an infer.Annotator) { describeType(an, h) }
 
 // Upgrade configures rolling Talos OS upgrades.
 type Upgrade struct {
@@ -78,9 +70,7 @@ type Upgrade struct {
 }
 
 // Annotate documents the upgrade policy.
-func (u *Upgrade) Annotate(an infer.Annotator) {
-	describeType(an, u)
-}
+func (u *Upgrade) Annotate(an infer.Annotator) { describeType(an, u) }
 
 // ManifestSync configures the sync of the cluster's manifests after bootstrap.
 type ManifestSync struct {
@@ -91,9 +81,7 @@ type ManifestSync struct {
 }
 
 // Annotate documents the manifest sync.
-func (m *ManifestSync) Annotate(an infer.Annotator) {
-	describeType(an, m)
-}
+func (m *ManifestSync) Annotate(an infer.Annotator) { describeType(an, m) }
 
 // Credentials is the lifetime of the client credentials.
 type Credentials struct {
@@ -102,6 +90,4 @@ type Credentials struct {
 }
 
 // Annotate documents the credentials' lifetime.
-func (c *Credentials) Annotate(an infer.Annotator) {
-	describeType(an, c)
-}
+func (c *Credentials) Annotate(an infer.Annotator) { describeType(an, c) }

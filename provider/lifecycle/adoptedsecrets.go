@@ -23,6 +23,10 @@ const adminValidity = 10 * 365 * 24 * time.Hour
 // provider's generated secrets (machine.Secrets), which a cluster made elsewhere does not have.
 type AdoptedSecrets struct{}
 
+// docAdoptedSecrets describes AdoptedSecrets in the schema.
+const docAdoptedSecrets = "The Talos secrets of an adopted cluster (secrets.bundle) and a Talos API client certificate issued " +
+	"from them once. Registered by TalosProxmoxCluster."
+
 // AdoptedSecretsArgs are an AdoptedSecrets' inputs.
 type AdoptedSecretsArgs struct {
 	Bundle   string `pulumi:"bundle" provider:"secret" doc:"The cluster's secrets bundle (talosctl gen secrets YAML, or the talos providers' machine secrets JSON)."`
@@ -38,10 +42,7 @@ type AdoptedSecretsState struct {
 }
 
 // Annotate documents the resource.
-func (r *AdoptedSecrets) Annotate(an infer.Annotator) {
-	an.Describe(r, "The Talos secrets of an adopted cluster (secrets.bundle) and a Talos API client certificate issued "+
-		"from them once. Registered by TalosProxmoxCluster.")
-}
+func (r *AdoptedSecrets) Annotate(an infer.Annotator) { an.Describe(r, docAdoptedSecrets) }
 
 // Annotate documents the inputs.
 func (a *AdoptedSecretsArgs) Annotate(an infer.Annotator) { describeFields(an, a) }
@@ -122,7 +123,6 @@ type AdoptedSecretsOutputs struct {
 	pulumi.CustomResourceState
 
 	Contract          pulumi.StringOutput `pulumi:"contract"`
-	CaCertificate     pulumi.StringOutput `pulumi:"caCertificate"`
 	ClientCertificate pulumi.StringOutput `pulumi:"clientCertificate"`
 	ClientKey         pulumi.StringOutput `pulumi:"clientKey"`
 }

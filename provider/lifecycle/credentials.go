@@ -19,6 +19,10 @@ import (
 // component's outputs (and the day-2 resources) get the new ones.
 type ClientCredentials struct{}
 
+// docClientCredentials describes ClientCredentials in the schema.
+const docClientCredentials = "The cluster's admin talosconfig and kubeconfig, issued from its CAs and renewed by the `pulumi up` " +
+	"that runs within `renewBefore` of their expiry. Registered by TalosProxmoxCluster."
+
 // ClientCredentialsArgs are a ClientCredentials' inputs.
 type ClientCredentialsArgs struct {
 	ClusterName string `pulumi:"clusterName" doc:"The cluster's name (the talosconfig context)."`
@@ -42,10 +46,7 @@ type ClientCredentialsState struct {
 }
 
 // Annotate documents the resource.
-func (r *ClientCredentials) Annotate(an infer.Annotator) {
-	an.Describe(r, "The cluster's admin talosconfig and kubeconfig, issued from its CAs and renewed by the `pulumi up` "+
-		"that runs within `renewBefore` of their expiry. Registered by TalosProxmoxCluster.")
-}
+func (r *ClientCredentials) Annotate(an infer.Annotator) { an.Describe(r, docClientCredentials) }
 
 // Annotate documents the inputs.
 func (a *ClientCredentialsArgs) Annotate(an infer.Annotator) { describeFields(an, a) }

@@ -18,6 +18,10 @@ import (
 // replaced single control plane keeps the cluster's data. Its delete does nothing.
 type EtcdBootstrap struct{}
 
+// docEtcdBootstrap describes EtcdBootstrap in the schema.
+const docEtcdBootstrap = "Bootstraps the cluster's etcd on its first control plane when no control plane runs it, from a " +
+	"snapshot when one is given. Registered by TalosProxmoxCluster."
+
 // EtcdBootstrapArgs are an EtcdBootstrap's inputs.
 type EtcdBootstrapArgs struct {
 	Talosconfig   string            `pulumi:"talosconfig" provider:"secret" doc:"Talos client configuration of the cluster."`
@@ -37,10 +41,7 @@ type EtcdBootstrapState struct {
 }
 
 // Annotate documents the resource.
-func (r *EtcdBootstrap) Annotate(an infer.Annotator) {
-	an.Describe(r, "Bootstraps the cluster's etcd on its first control plane when no control plane runs it, from a "+
-		"snapshot when one is given. Registered by TalosProxmoxCluster.")
-}
+func (r *EtcdBootstrap) Annotate(an infer.Annotator) { an.Describe(r, docEtcdBootstrap) }
 
 // Annotate documents the inputs.
 func (a *EtcdBootstrapArgs) Annotate(an infer.Annotator) { describeFields(an, a) }

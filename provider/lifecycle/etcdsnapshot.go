@@ -23,6 +23,11 @@ import (
 // addresses, for the VMs it must come before).
 type EtcdSnapshot struct{}
 
+// docEtcdSnapshot describes EtcdSnapshot in the schema.
+const docEtcdSnapshot = "Takes an etcd snapshot through the Talos API whenever its trigger changes (before every change that " +
+	"can lose etcd's data or quorum, and on demand), verified, optionally age-encrypted, stored and pruned. " +
+	"Registered by TalosProxmoxCluster with etcdBackup."
+
 // EtcdSnapshotArgs are an EtcdSnapshot's inputs.
 type EtcdSnapshotArgs struct {
 	ClusterName string `pulumi:"clusterName" doc:"The cluster's name: its snapshots live under <prefix>/<clusterName>/."`
@@ -47,11 +52,7 @@ type EtcdSnapshotState struct {
 }
 
 // Annotate documents the resource.
-func (r *EtcdSnapshot) Annotate(an infer.Annotator) {
-	an.Describe(r, "Takes an etcd snapshot through the Talos API whenever its trigger changes (before every change that "+
-		"can lose etcd's data or quorum, and on demand), verified, optionally age-encrypted, stored and pruned. "+
-		"Registered by TalosProxmoxCluster with etcdBackup.")
-}
+func (r *EtcdSnapshot) Annotate(an infer.Annotator) { an.Describe(r, docEtcdSnapshot) }
 
 // Annotate documents the inputs.
 func (a *EtcdSnapshotArgs) Annotate(an infer.Annotator) { describeFields(an, a) }

@@ -16,6 +16,10 @@ import (
 // healthy. The component's outputs come through it.
 type ClusterHealth struct{}
 
+// docClusterHealth describes ClusterHealth in the schema.
+const docClusterHealth = "Waits until the cluster passes the checks `talosctl health` runs (and every Node is Ready), " +
+	"after bootstrap and after every change. Registered by TalosProxmoxCluster."
+
 // ClusterHealthArgs are a ClusterHealth's inputs. Revision changes whenever anything about the
 // cluster does (configurations, images), so the gate runs after every change.
 type ClusterHealthArgs struct {
@@ -31,10 +35,7 @@ type ClusterHealthArgs struct {
 type ClusterHealthState = ClusterHealthArgs
 
 // Annotate documents the resource.
-func (r *ClusterHealth) Annotate(an infer.Annotator) {
-	an.Describe(r, "Waits until the cluster passes the checks `talosctl health` runs (and every Node is Ready), "+
-		"after bootstrap and after every change. Registered by TalosProxmoxCluster.")
-}
+func (r *ClusterHealth) Annotate(an infer.Annotator) { an.Describe(r, docClusterHealth) }
 
 // Annotate documents the inputs (the kubeconfig more closely than ClusterAccess does).
 func (a *ClusterHealthArgs) Annotate(an infer.Annotator) {

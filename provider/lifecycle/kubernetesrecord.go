@@ -14,6 +14,11 @@ import (
 // ignoreChanges; the resource itself only keeps what it is given, and touches nothing.
 type KubernetesRecord struct{}
 
+// docKubernetesRecord describes KubernetesRecord in the schema.
+const docKubernetesRecord = "The Kubernetes version the cluster runs, recorded: when kubernetesVersion is unset the cluster keeps " +
+	"this version (recorded when the cluster was created: the default of its Talos version then), so a Talos upgrade " +
+	"never upgrades Kubernetes; when kubernetesVersion is set, the record follows it. Registered by TalosProxmoxCluster."
+
 // KubernetesRecordArgs are a KubernetesRecord's inputs.
 type KubernetesRecordArgs struct {
 	KubernetesVersion string `pulumi:"kubernetesVersion" doc:"The Kubernetes version the cluster runs."`
@@ -24,11 +29,7 @@ type KubernetesRecordArgs struct {
 type KubernetesRecordState = KubernetesRecordArgs
 
 // Annotate documents the resource.
-func (r *KubernetesRecord) Annotate(an infer.Annotator) {
-	an.Describe(r, "The Kubernetes version the cluster runs, recorded: when kubernetesVersion is unset the cluster keeps "+
-		"this version (recorded when the cluster was created: the default of its Talos version then), so a Talos upgrade "+
-		"never upgrades Kubernetes; when kubernetesVersion is set, the record follows it. Registered by TalosProxmoxCluster.")
-}
+func (r *KubernetesRecord) Annotate(an infer.Annotator) { an.Describe(r, docKubernetesRecord) }
 
 // Annotate documents the inputs.
 func (a *KubernetesRecordArgs) Annotate(an infer.Annotator) { describeFields(an, a) }

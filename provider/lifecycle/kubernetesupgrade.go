@@ -17,6 +17,12 @@ import (
 // `up`. Its create only records the version: a new cluster is created on it.
 type KubernetesUpgrade struct{}
 
+// docKubernetesUpgrade describes KubernetesUpgrade in the schema.
+const docKubernetesUpgrade = "Upgrades the cluster's Kubernetes when kubernetesVersion changes: kube-apiserver, " +
+	"kube-controller-manager and kube-scheduler on each control plane in turn, kube-proxy, then each kubelet, " +
+	"in the order `talosctl upgrade-k8s` uses (it moves the components' images; unlike upgrade-k8s it does not " +
+	"re-apply Talos' own bootstrap manifests). Registered by TalosProxmoxCluster."
+
 // KubernetesUpgradeArgs are a KubernetesUpgrade's inputs.
 type KubernetesUpgradeArgs struct {
 	ClusterAccess
@@ -30,12 +36,7 @@ type KubernetesUpgradeArgs struct {
 type KubernetesUpgradeState = KubernetesUpgradeArgs
 
 // Annotate documents the resource.
-func (r *KubernetesUpgrade) Annotate(an infer.Annotator) {
-	an.Describe(r, "Upgrades the cluster's Kubernetes when kubernetesVersion changes: kube-apiserver, "+
-		"kube-controller-manager and kube-scheduler on each control plane in turn, kube-proxy, then each kubelet, "+
-		"in the order `talosctl upgrade-k8s` uses (it moves the components' images; unlike upgrade-k8s it does not "+
-		"re-apply Talos' own bootstrap manifests). Registered by TalosProxmoxCluster.")
-}
+func (r *KubernetesUpgrade) Annotate(an infer.Annotator) { an.Describe(r, docKubernetesUpgrade) }
 
 // Annotate documents the inputs.
 func (a *KubernetesUpgradeArgs) Annotate(an infer.Annotator) { describeFields(an, a) }

@@ -21,6 +21,11 @@ import (
 // objects it applied that the configuration dropped. Talos applies them only at bootstrap.
 type ManifestSync struct{}
 
+// docManifestSync describes ManifestSync in the schema.
+const docManifestSync = "Applies the cluster's manifests (Helm releases, inline and extra manifests) with server-side " +
+	"apply after bootstrap and whenever they change, and prunes objects the configuration dropped. " +
+	"Registered by TalosProxmoxCluster."
+
 // ManifestSyncArgs are a ManifestSync's inputs.
 type ManifestSyncArgs struct {
 	Kubeconfig             string            `pulumi:"kubeconfig" provider:"secret" doc:"Admin kubeconfig of the cluster."`
@@ -43,11 +48,7 @@ type ManifestSyncState struct {
 }
 
 // Annotate documents the resource.
-func (r *ManifestSync) Annotate(an infer.Annotator) {
-	an.Describe(r, "Applies the cluster's manifests (Helm releases, inline and extra manifests) with server-side "+
-		"apply after bootstrap and whenever they change, and prunes objects the configuration dropped. "+
-		"Registered by TalosProxmoxCluster.")
-}
+func (r *ManifestSync) Annotate(an infer.Annotator) { an.Describe(r, docManifestSync) }
 
 // Annotate documents the inputs.
 func (a *ManifestSyncArgs) Annotate(an infer.Annotator) {

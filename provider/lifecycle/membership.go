@@ -18,6 +18,10 @@ import (
 // deletes their VMs. Its delete does nothing, so `pulumi destroy` tears the cluster down at once.
 type Membership struct{}
 
+// docMembership describes Membership in the schema.
+const docMembership = "Takes nodes removed from the cluster's node list out of the cluster safely (drain, etcd leave with " +
+	"quorum protection, reset, Node deletion) before their VMs are deleted. Registered by TalosProxmoxCluster."
+
 // MembershipArgs are a Membership's inputs.
 type MembershipArgs struct {
 	ClusterAccess
@@ -29,10 +33,7 @@ type MembershipArgs struct {
 type MembershipState = MembershipArgs
 
 // Annotate documents the resource.
-func (r *Membership) Annotate(an infer.Annotator) {
-	an.Describe(r, "Takes nodes removed from the cluster's node list out of the cluster safely (drain, etcd leave with "+
-		"quorum protection, reset, Node deletion) before their VMs are deleted. Registered by TalosProxmoxCluster.")
-}
+func (r *Membership) Annotate(an infer.Annotator) { an.Describe(r, docMembership) }
 
 // Annotate documents the inputs (the drain more closely than Waits does).
 func (a *MembershipArgs) Annotate(an infer.Annotator) {

@@ -20,6 +20,10 @@ import (
 // for it alone never ends.
 type NodeAddress struct{}
 
+// docNodeAddress describes NodeAddress in the schema.
+const docNodeAddress = "The address of a DHCP node, found by its MAC address on the node subnet (or reported by its QEMU " +
+	"guest agent). Registered by TalosProxmoxCluster."
+
 // NodeAddressArgs are a NodeAddress's inputs.
 type NodeAddressArgs struct {
 	Node         string `pulumi:"node" doc:"The node's hostname."`
@@ -38,10 +42,7 @@ type NodeAddressState struct {
 }
 
 // Annotate documents the resource.
-func (r *NodeAddress) Annotate(an infer.Annotator) {
-	an.Describe(r, "The address of a DHCP node, found by its MAC address on the node subnet (or reported by its QEMU "+
-		"guest agent). Registered by TalosProxmoxCluster.")
-}
+func (r *NodeAddress) Annotate(an infer.Annotator) { an.Describe(r, docNodeAddress) }
 
 // Annotate documents the inputs.
 func (a *NodeAddressArgs) Annotate(an infer.Annotator) { describeFields(an, a) }

@@ -23,6 +23,10 @@ import (
 // configuration change never races an upgrade and never hits every node at once.
 type NodeConfig struct{}
 
+// docNodeConfig describes NodeConfig in the schema.
+const docNodeConfig = "A running node's machine configuration: a change is applied in Talos' AUTO mode (live where Talos " +
+	"can, else with a reboot that is waited for), one node at a time. Registered by TalosProxmoxCluster."
+
 // NodeConfigArgs are a NodeConfig's inputs.
 type NodeConfigArgs struct {
 	ClusterAccess
@@ -41,10 +45,7 @@ type NodeConfigArgs struct {
 type NodeConfigState = NodeConfigArgs
 
 // Annotate documents the resource.
-func (r *NodeConfig) Annotate(an infer.Annotator) {
-	an.Describe(r, "A running node's machine configuration: a change is applied in Talos' AUTO mode (live where Talos "+
-		"can, else with a reboot that is waited for), one node at a time. Registered by TalosProxmoxCluster.")
-}
+func (r *NodeConfig) Annotate(an infer.Annotator) { an.Describe(r, docNodeConfig) }
 
 // Annotate documents the inputs.
 func (a *NodeConfigArgs) Annotate(an infer.Annotator) {

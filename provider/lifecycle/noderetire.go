@@ -16,6 +16,10 @@ import (
 // (the membership's delete leaves a teardown marker first) its delete does nothing.
 type NodeRetire struct{}
 
+// docNodeRetire describes NodeRetire in the schema.
+const docNodeRetire = "One node's VM instance: replaced with its VM, and deleted before it, so a node kept under its " +
+	"name on a new VM leaves the cluster safely first. Registered by TalosProxmoxCluster."
+
 // NodeRetireArgs are a NodeRetire's inputs.
 type NodeRetireArgs struct {
 	ClusterAccess
@@ -27,10 +31,7 @@ type NodeRetireArgs struct {
 type NodeRetireState = NodeRetireArgs
 
 // Annotate documents the resource.
-func (r *NodeRetire) Annotate(an infer.Annotator) {
-	an.Describe(r, "One node's VM instance: replaced with its VM, and deleted before it, so a node kept under its "+
-		"name on a new VM leaves the cluster safely first. Registered by TalosProxmoxCluster.")
-}
+func (r *NodeRetire) Annotate(an infer.Annotator) { an.Describe(r, docNodeRetire) }
 
 // Annotate documents the inputs.
 func (a *NodeRetireArgs) Annotate(an infer.Annotator) { describeFields(an, a) }

@@ -15,6 +15,11 @@ import (
 // node reports and, when they differ, upgrades the node in place.
 type NodeUpgrade struct{}
 
+// docNodeUpgrade describes NodeUpgrade in the schema.
+const docNodeUpgrade = "Keeps one Talos node on its desired image, upgrading it in place when the version or schematic " +
+	"changes (pre-gate, drain, upgrade through the Talos API, reboot, post-gate, uncordon). Registered by " +
+	"TalosProxmoxCluster."
+
 // NodeUpgradeArgs are a NodeUpgrade's inputs.
 type NodeUpgradeArgs struct {
 	ClusterAccess
@@ -38,11 +43,7 @@ type NodeUpgradeState struct {
 }
 
 // Annotate documents the resource.
-func (r *NodeUpgrade) Annotate(an infer.Annotator) {
-	an.Describe(r, "Keeps one Talos node on its desired image, upgrading it in place when the version or schematic "+
-		"changes (pre-gate, drain, upgrade through the Talos API, reboot, post-gate, uncordon). Registered by "+
-		"TalosProxmoxCluster.")
-}
+func (r *NodeUpgrade) Annotate(an infer.Annotator) { an.Describe(r, docNodeUpgrade) }
 
 // Annotate documents the inputs (the node's name and address more closely than NodeRef does, the
 // drain more closely than Waits).

@@ -85,13 +85,15 @@ func AdoptedSecrets(s Scope, pass PassThrough, contract string, self Lifecycle) 
 		return parsed.ApplyT(func(v any) string { return get(v.(machineconfig.Secrets)) }).(pulumi.StringOutput)
 	}
 
+	osCA := CA{
+		field(func(m machineconfig.Secrets) string { return m.Certs["os"].Cert }),
+		secret(field(func(m machineconfig.Secrets) string { return m.Certs["os"].Key })),
+	}
+
 	return &Secrets{
 		Resource: res,
-		Client:   ClientConfig{res.CaCertificate, res.ClientCertificate, secret(res.ClientKey)},
-		OSCA: CA{
-			field(func(m machineconfig.Secrets) string { return m.Certs["os"].Cert }),
-			secret(field(func(m machineconfig.Secrets) string { return m.Certs["os"].Key })),
-		},
+		Client:   ClientConfig{osCA.Cert, res.ClientCertificate, secret(res.ClientKey)},
+		OSCA:     osCA,
 		KubernetesCA: CA{
 			field(func(m machineconfig.Secrets) string { return m.Certs["k8s"].Cert }),
 			secret(field(func(m machineconfig.Secrets) string { return m.Certs["k8s"].Key })),
