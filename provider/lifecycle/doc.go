@@ -31,6 +31,9 @@
 //
 //	type EtcdSnapshot struct{}
 //
+//	// docEtcdSnapshot describes EtcdSnapshot in the schema.
+//	const docEtcdSnapshot = "…"
+//
 //	type EtcdSnapshotArgs struct {
 //		ClusterAccess
 //		NodeRef
@@ -39,7 +42,7 @@
 //
 //	type EtcdSnapshotState = EtcdSnapshotArgs // or a struct embedding the Args, plus outputs
 //
-//	func (r *EtcdSnapshot) Annotate(an infer.Annotator) { an.Describe(r, "…") }
+//	func (r *EtcdSnapshot) Annotate(an infer.Annotator) { an.Describe(r, docEtcdSnapshot) }
 //	func (a *EtcdSnapshotArgs) Annotate(an infer.Annotator) { describeFields(an, a) }
 //
 //	var EtcdSnapshotKind = kindOf[EtcdSnapshot, EtcdSnapshotArgs, Registered]()
