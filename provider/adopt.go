@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +63,10 @@ func checkAdoption(ctx *pulumi.Context, c *spec.Cluster, inv *proxmox.Inventory,
 	}
 
 	a := &adoption{adoptees: inv.Adoptees(c)}
+	if problems := proxmox.AdopteeProblems(c, a.adoptees); len(problems) > 0 {
+		return nil, &spec.ValidationError{Errors: problems}
+	}
+
 	if !a.importing() {
 		return a, checkBundle(ctx, c, inv)
 	}
@@ -74,41 +79,76 @@ func checkAdoption(ctx *pulumi.Context, c *spec.Cluster, inv *proxmox.Inventory,
 	if !c.Secrets.Known {
 		_ = ctx.Log.Warn("secrets.bundle is not known yet (it comes from another resource): the nodes to adopt are read "+
 			"with it by `up`, before anything is changed", nil)
-	} else {
-		running, tc, err := readAdoptees(ctx.Context(), c, a.adoptees)
-		if err != nil {
-			return nil, err
-		}
+		logAdoptees(ctx, c, a, changes)
 
-		a.running, a.talosconfig = running, tc
+		return a, nil
+	}
 
-		for _, n := range c.ControlPlanes() {
-			if r, ok := running[n.Name]; ok && a.contract == "" {
+	running, tc, err := readAdoptees(ctx.Context(), c, a.adoptees)
+	if err != nil {
+		return nil, err
+	}
+
+	a.running, a.talosconfig = running, tc
+
+	for _, n := range c.ControlPlanes() {
+		if r, ok := running[n.Name]; ok && a.kubernetes == "" {
+			a.kubernetes = r.KubernetesVersion
+			// The configurations keep the contract declared, else the running Talos minor's.
+			if !c.ContractDeclared {
 				a.contract = contractOf(r.Version)
-				a.kubernetes = r.KubernetesVersion
-			}
-		}
-
-		if c.KubernetesDeclared && a.kubernetes != "" && a.kubernetes != c.KubernetesVersion {
-			return nil, fmt.Errorf("kubernetesVersion: the cluster to adopt runs Kubernetes %s; adopt it with that version "+
-				"(or leave kubernetesVersion unset), then change it in the next up, which upgrades it", a.kubernetes)
-		}
-
-		for _, n := range c.Nodes {
-			if r, ok := running[n.Name]; ok {
-				x := a.adoptees[n.Name]
-				msg := fmt.Sprintf("%s: adopting VM %d on %s (Talos %s): imported as it is", n.Name, x.VMID, x.Host, r.Version)
-
-				if ch := changes[n.Name]; len(ch) > 0 {
-					msg += "; then changed as declared: " + strings.Join(ch, "; ")
-				}
-
-				_ = ctx.Log.Info(msg, nil)
 			}
 		}
 	}
 
+	if c.KubernetesDeclared && a.kubernetes != "" && a.kubernetes != c.KubernetesVersion {
+		return nil, fmt.Errorf("kubernetesVersion: the cluster to adopt runs Kubernetes %s; adopt it with that version "+
+			"(or leave kubernetesVersion unset), then change it in the next up, which upgrades it", a.kubernetes)
+	}
+
+	logAdoptees(ctx, c, a, changes)
+
 	return a, nil
+}
+
+// logAdoptees says at preview and `up`, for each node imported now, what becomes of it: the VM
+// as it is, then its declared changes; what it runs, and an upgrade when it runs another Talos
+// version or image than declared (NodeUpgrade upgrades it, with a reboot, in this `up`).
+func logAdoptees(ctx *pulumi.Context, c *spec.Cluster, a *adoption, changes map[string][]string) {
+	for _, n := range c.Nodes {
+		x, ok := a.adoptees[n.Name]
+		if !ok || !x.Import {
+			continue
+		}
+
+		msg := fmt.Sprintf("%s: adopting VM %d on %s", n.Name, x.VMID, x.Host)
+		r, read := a.running[n.Name]
+
+		if read {
+			msg += fmt.Sprintf(" (Talos %s)", r.Version)
+		}
+
+		msg += ": imported as it is"
+		if ch := changes[n.Name]; len(ch) > 0 {
+			msg += "; then changed as declared: " + strings.Join(ch, "; ")
+		}
+
+		_ = ctx.Log.Info(msg, nil)
+
+		if read && (r.Version != c.TalosVersion || r.Schematic != c.Image.SchematicID) {
+			_ = ctx.Log.Warn(fmt.Sprintf("%s: adopted: runs Talos %s (schematic %q), the declaration says %s (schematic %.12s…): "+
+				"this up upgrades it in place, with a reboot; declare talosVersion and image as the node runs them to adopt "+
+				"it without one", n.Name, r.Version, short(r.Schematic), c.TalosVersion, c.Image.SchematicID), nil)
+		}
+	}
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12] + "…"
+	}
+
+	return s
 }
 
 // checkBundle checks a secrets.bundle given to a running cluster the component made against one
@@ -184,12 +224,28 @@ func readAdoptees(ctx context.Context, c *spec.Cluster, adoptees map[string]prox
 				errs = append(errs, fmt.Errorf("nodes.%s: adopting the node needs its Talos API at %s:50000, which did not answer: %w; "+
 					"nothing was changed", n.Name, n.IP, err))
 			default:
+				differ, err := day2.SecretsMismatch(r.Config, c.Secrets.Parsed)
+				if err != nil {
+					differ = []string{"secrets (its configuration cannot be read: " + err.Error() + ")"}
+				}
+
+				if len(differ) > 0 {
+					errs = append(errs, fmt.Errorf("%s: the cluster's CA does not match: node %s runs other %s than the bundle "+
+						"(a bundle from before a `talosctl rotate-ca`, or another cluster's); give the secrets this cluster runs. "+
+						"Nothing was changed", secretsbundle.Field, n.Name, strings.Join(differ, ", ")))
+
+					return
+				}
+
 				out[n.Name] = r
 			}
 		})
 	}
 
 	wg.Wait()
+
+	// The nodes answer in any order; their problems are reported in one.
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 
 	if len(errs) > 0 {
 		return nil, "", &spec.ValidationError{Errors: errs}

@@ -172,6 +172,13 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 		if in.Secrets.Bundle, err = secretInput(ctx, "secrets.bundle", sec.Bundle); err != nil {
 			return in, err
 		}
+
+		// The SDKs make only top-level inputs secret by themselves; a plain bundle would be
+		// kept in plain text with the component's inputs in the state.
+		if sec.Bundle != nil && in.Secrets.Bundle.Known && !pulumi.IsSecret(sec.Bundle.ToStringOutput()) {
+			_ = ctx.Log.Warn("secrets.bundle is not a secret, so the stack's state keeps it in plain text with the "+
+				"component's inputs: pass it as one (`pulumi config set --secret`, pulumi.secret(…), pulumi.ToSecret)", nil)
+		}
 	}
 
 	in.AllowDataLoss = a.AllowDataLoss != nil && *a.AllowDataLoss

@@ -52,15 +52,8 @@ func Observe(ctx context.Context, c *client.Client) (Observed, error) {
 		return Observed{}, fmt.Errorf("the Version API answered no version")
 	}
 
-	exts, err := safe.StateListAll[*runtime.ExtensionStatus](ctx, c.COSI)
-	if err != nil {
-		return Observed{}, fmt.Errorf("reading the node's extensions: %w", err)
-	}
-
-	for ext := range exts.All() {
-		if ext.TypedSpec().Metadata.Name == "schematic" {
-			o.Schematic = ext.TypedSpec().Metadata.Version
-		}
+	if o.Schematic, err = schematicOf(ctx, c); err != nil {
+		return Observed{}, err
 	}
 
 	if o.BootID, err = BootID(ctx, c); err != nil {
@@ -102,4 +95,21 @@ func BootID(ctx context.Context, c *client.Client) (string, error) {
 	}
 
 	return id, nil
+}
+
+// schematicOf is the Image Factory schematic id the node's image carries: the version of its
+// "schematic" extension (COSI ExtensionStatus); "" for an image the factory did not make.
+func schematicOf(ctx context.Context, c *client.Client) (string, error) {
+	exts, err := safe.StateListAll[*runtime.ExtensionStatus](ctx, c.COSI)
+	if err != nil {
+		return "", fmt.Errorf("reading the node's extensions: %w", err)
+	}
+
+	for ext := range exts.All() {
+		if ext.TypedSpec().Metadata.Name == "schematic" {
+			return ext.TypedSpec().Metadata.Version, nil
+		}
+	}
+
+	return "", nil
 }

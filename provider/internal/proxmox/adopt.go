@@ -28,15 +28,22 @@ type Adoptee struct {
 	Node string
 	Host string
 	VMID int
-	// Import is true until the VM is the stack's: it has no instance tag yet, so this `up`
-	// imports it (the first adopting `up`); later ones find it tagged.
+	// Import is true until the VM carries the component's tags: it has no instance tag yet, so
+	// this `up` imports it (the first adopting `up`), or the tags were lost (the old tool applied
+	// its own again). Either way the VM is registered with the same import id every time (see
+	// ImportID), so the engine imports it once and updates it after.
 	Import bool
 	// Tags are the VM's own tags, kept beside the component's (the old tool's, say), without
 	// its instance tag and AdoptedTag.
 	Tags []string
 }
 
-// ImportID is the VM's id for the proxmoxve provider's import: "<host>/<vmid>".
+// ImportID is the VM's id for the proxmoxve provider's import: "<host>/<vmid>". An adopted VM is
+// registered with it on every `up`, not only the first: the engine keeps the import id of the
+// last registration in the state and compares it with the next one's, and an id that differs
+// from the state's (none there) would import the VM again over the one in the state — a
+// replacement that deletes the VM it just imported. The host is the node's hostNode, which an
+// adopted VM keeps (adoptionProblems refuses any other).
 func (a Adoptee) ImportID() string { return fmt.Sprintf("%s/%d", a.Host, a.VMID) }
 
 // Adoptees are the declared nodes whose VMs exist without having been created by the component,
@@ -52,7 +59,7 @@ func (inv *Inventory) Adoptees(c *spec.Cluster) map[string]Adoptee {
 	out := map[string]Adoptee{}
 
 	for _, n := range c.Nodes {
-		v, ok := inv.vmOf(n)
+		v, ok := inv.vmOf(c.Name, n)
 		if !ok {
 			continue
 		}
@@ -69,10 +76,12 @@ func (inv *Inventory) Adoptees(c *spec.Cluster) map[string]Adoptee {
 	return out
 }
 
-// vmOf is node n's VM: the one with its vmId, else the one with its name on its hostNode.
-func (inv *Inventory) vmOf(n spec.Node) (vm.GetVirtualMachinesVm, bool) {
+// vmOf is node n's VM: the one with its vmId, else the one with its name on its hostNode. A VM
+// another cluster of the component made (an instance tag, not this cluster's name) is never one:
+// adopting it would take a running node from that cluster.
+func (inv *Inventory) vmOf(cluster string, n spec.Node) (vm.GetVirtualMachinesVm, bool) {
 	i := slices.IndexFunc(inv.VMs, func(v vm.GetVirtualMachinesVm) bool {
-		if v.Template != nil && *v.Template {
+		if (v.Template != nil && *v.Template) || othersVM(cluster, v.Tags) {
 			return false
 		}
 
@@ -87,6 +96,12 @@ func (inv *Inventory) vmOf(n spec.Node) (vm.GetVirtualMachinesVm, bool) {
 	}
 
 	return inv.VMs[i], true
+}
+
+// othersVM tells a VM another cluster of the component made: an instance tag without the
+// cluster's name.
+func othersVM(cluster string, tags []string) bool {
+	return slices.ContainsFunc(tags, isInstanceTag) && !slices.Contains(tags, cluster)
 }
 
 func isInstanceTag(t string) bool { return strings.HasPrefix(t, instancePrefix) }
@@ -104,17 +119,28 @@ func adoptionProblems(c *spec.Cluster, adoptees map[string]Adoptee) []error {
 		}
 
 		if a.Host != n.HostNode {
-			errs = append(errs, fmt.Errorf("nodes.%s.hostNode: VM %d runs on %s, not %s; set hostNode: %s to adopt it where it runs "+
-				"(a VM declared on another host would be created anew there and this one deleted, with its disks)", n.Name, a.VMID, a.Host, n.HostNode, a.Host))
+			errs = append(errs, fmt.Errorf("nodes.%s.hostNode: the adopted VM %d runs on %s, not %s; set hostNode: %s "+
+				"(the component never moves an adopted VM: on another host the proxmoxve provider would create a new VM and "+
+				"delete this one, with its disks; migrate it back in Proxmox, or remove the node and add one)", n.Name, a.VMID, a.Host, n.HostNode, a.Host))
 		}
 
-		if c.Network.DHCP || n.IP == "" {
+		switch {
+		case c.Network.DHCP:
+			errs = append(errs, fmt.Errorf("network.dhcp: adopting the running node %s (VM %d) needs the address it has; set "+
+				"network.dhcp: false and each node's ip to its address (reserve it in your DHCP server)", n.Name, a.VMID))
+		case n.IP == "":
 			errs = append(errs, fmt.Errorf("nodes.%s.ip: adopting the running node of VM %d needs the address it has; set ip "+
-				"(and network.gateway) to the node's static address", n.Name, a.VMID))
+				"to the node's address", n.Name, a.VMID))
 		}
 	}
 
 	return errs
+}
+
+// AdopteeProblems are the adopted nodes the component cannot keep as they are declared, on every
+// `up` (not only the one that imports them): a VM on another host than hostNode, or no address.
+func AdopteeProblems(c *spec.Cluster, adoptees map[string]Adoptee) []error {
+	return adoptionProblems(c, adoptees)
 }
 
 // VMDifferences compares an adopted VM's configuration (as Proxmox returns it) with the node's
@@ -170,7 +196,8 @@ func VMDifferences(p plan.VM, cfg map[string]string) (changes []string, refused 
 			}
 
 			if store != d.DatastoreID {
-				changes = append(changes, fmt.Sprintf("disk %s moves from %s to %s (in place)", d.Interface, store, d.DatastoreID))
+				changes = append(changes, fmt.Sprintf("disk %s moves from %s to %s (in place; the VM is stopped for the move by the "+
+					"proxmoxve provider and started again)", d.Interface, store, d.DatastoreID))
 			}
 		}
 	}
@@ -178,14 +205,37 @@ func VMDifferences(p plan.VM, cfg map[string]string) (changes []string, refused 
 	for _, key := range sortedKeys(cfg) {
 		if diskKey.MatchString(key) && !declared[key] && !strings.Contains(cfg[key], "media=cdrom") && !strings.Contains(cfg[key], "cloudinit") {
 			refused = append(refused, fmt.Errorf("%s: VM %s has disk %s (%s) that the node does not declare; the component would "+
-				"remove it with its data; declare it in %s.dataDisks (in interface order)", at, cfg["name"], key, cfg[key], at))
+				"remove it with its data; declare it in %s.dataDisks (they are scsi1, scsi2, … in order; a VM whose disks are on "+
+				"another bus than SCSI cannot be adopted yet)", at, cfg["name"], key, cfg[key], at))
 		}
 	}
 
 	changes = append(changes, nicDifferences(n, cfg["net0"])...)
 
+	// The proxmoxve provider removes what the VM has and the node does not declare.
+	declaredPCI := map[string]bool{}
+	for _, h := range p.Hostpcis {
+		declaredPCI[h.Device] = true
+	}
+
+	for _, key := range sortedKeys(cfg) {
+		switch {
+		case nicKey.MatchString(key) && key != "net0":
+			refused = append(refused, fmt.Errorf("%s: VM %s has a second network device, %s (%s), which the component would remove; "+
+				"a node has one NIC today: remove it from the VM first, or keep the VM out of the cluster", at, cfg["name"], key, cfg[key]))
+		case pciKey.MatchString(key) && !declaredPCI[key]:
+			refused = append(refused, fmt.Errorf("%s: VM %s has the PCI device %s (%s), which the node does not declare and the component "+
+				"would remove (with a reboot); declare it in %s.pciDevices (in slot order)", at, cfg["name"], key, cfg[key], at))
+		}
+	}
+
 	return changes, refused
 }
+
+var (
+	nicKey = regexp.MustCompile(`^net\d+$`)
+	pciKey = regexp.MustCompile(`^hostpci\d+$`)
+)
 
 var diskKey = regexp.MustCompile(`^(scsi|virtio|sata|ide)\d+$`)
 
@@ -285,14 +335,12 @@ func sortedKeys(m map[string]string) []string {
 func ReadAdoptees(ctx *pulumi.Context, opts []pulumi.ResourceOption, c *spec.Cluster, p *plan.Plan, adoptees map[string]Adoptee) (map[string][]string, []error) {
 	changes := map[string][]string{}
 
-	errs := adoptionProblems(c, adoptees)
-	if len(errs) > 0 {
-		return nil, errs
-	}
+	var errs []error
 
 	api, err := pveclient.New(proxmoxCredentials(ctx, opts))
 	if err != nil {
-		return nil, []error{fmt.Errorf("secrets.bundle: adopting the cluster's VMs needs their configuration from the Proxmox API: %w", err)}
+		return nil, []error{fmt.Errorf("the VMs to adopt are read through the Proxmox API, which the component cannot reach with "+
+			"the proxmoxve provider's credentials: %w; check proxmoxve:endpoint and proxmoxve:apiToken", err)}
 	}
 
 	for _, v := range p.VMs {
@@ -336,20 +384,18 @@ func (inv *Inventory) AdoptedWithoutBundle(c *spec.Cluster) error {
 	return nil
 }
 
-// BundleCheckNode is a control plane of a running cluster the component made (its own VMs, not
-// adopted ones) to check a newly given secrets.bundle against: a bundle of other secrets would
-// reconfigure every node with a PKI the cluster does not have. None when the cluster is new,
-// adopted, or has no bundle.
+// BundleCheckNode is a control plane of a running cluster (made by the component or adopted by it
+// before) to check secrets.bundle against on every `up`: a bundle of other secrets would
+// reconfigure every node with a PKI the cluster does not have. None when the cluster is new, has
+// no bundle, or the bundle is not known yet.
 func (inv *Inventory) BundleCheckNode(c *spec.Cluster) (spec.Node, bool) {
 	if inv == nil || c == nil || c.Secrets == nil || !c.Secrets.Known {
 		return spec.Node{}, false
 	}
 
 	for _, n := range c.ControlPlanes() {
-		for _, v := range ownVMs(c.Name, n.Name, inv.VMs) {
-			if !slices.Contains(v.Tags, AdoptedTag) && n.IP != "" {
-				return n, true
-			}
+		if len(ownVMs(c.Name, n.Name, inv.VMs)) > 0 && n.IP != "" {
+			return n, true
 		}
 	}
 

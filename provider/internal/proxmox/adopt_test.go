@@ -31,6 +31,8 @@ func TestAdoptees(t *testing.T) {
 		{Name: "w-1", NodeName: "pve1", VmId: 7003, Tags: []string{"home", "talos", "talos-i-00aa11bb"}},
 		{Name: "w-2", NodeName: "pve1", VmId: 7004},
 		{Name: "w-3", NodeName: "pve1", VmId: 7005, Tags: []string{"home", "talos", "talos-i-00aa11cc", AdoptedTag}},
+		// Another cluster's w-2, by name on w-2's host: never taken.
+		{Name: "w-2", NodeName: "pve2", VmId: 7006, Tags: []string{"prod", "talos", "talos-i-00aa11dd"}},
 	}}
 
 	got := inv.Adoptees(c)
@@ -58,7 +60,7 @@ func TestAdoptees(t *testing.T) {
 	// DHCP cluster cannot be adopted (its nodes are reached at the addresses they have).
 	errs := adoptionProblems(c, got)
 	if len(errs) != 4 || !strings.Contains(errs[0].Error(), "nodes.cp-1.ip:") ||
-		!strings.Contains(errs[1].Error(), "nodes.cp-2.hostNode: VM 7002 runs on pve1, not pve2; set hostNode: pve1") {
+		!strings.Contains(errs[1].Error(), "nodes.cp-2.hostNode: the adopted VM 7002 runs on pve1, not pve2; set hostNode: pve1") {
 		t.Errorf("problems: %v", errs)
 	}
 
@@ -101,6 +103,7 @@ func TestVMDifferences(t *testing.T) {
 	differs := map[string]string{
 		"name": "talos-w-01", "cores": "4", "memory": "2048", "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr1,tag=20",
 		"scsi0": "local-lvm:vm-7003-disk-0,size=10G", "scsi1": "fast:vm-7003-disk-1,size=200G", "scsi2": "local-lvm:vm-7003-disk-2,size=5G",
+		"net1": "virtio=BC:24:11:00:00:02,bridge=vmbr9", "hostpci0": "0000:01:00,pcie=1",
 	}
 	changes, refused := VMDifferences(p, differs)
 
@@ -116,9 +119,11 @@ func TestVMDifferences(t *testing.T) {
 		t.Errorf("changes:\n%s\nwant:\n%s", strings.Join(changes, "\n"), strings.Join(wantChanges, "\n"))
 	}
 
-	if len(refused) != 2 ||
+	if len(refused) != 4 ||
 		!strings.Contains(refused[0].Error(), "nodes.w-1.dataDisks[0].sizeGib: VM talos-w-01's disk scsi1 has 200 GiB; 100 GiB would shrink it") ||
-		!strings.Contains(refused[1].Error(), "nodes.w-1: VM talos-w-01 has disk scsi2 (local-lvm:vm-7003-disk-2,size=5G) that the node does not declare") {
+		!strings.Contains(refused[1].Error(), "nodes.w-1: VM talos-w-01 has disk scsi2 (local-lvm:vm-7003-disk-2,size=5G) that the node does not declare") ||
+		!strings.Contains(refused[2].Error(), "nodes.w-1: VM talos-w-01 has the PCI device hostpci0 (0000:01:00,pcie=1), which the node does not declare") ||
+		!strings.Contains(refused[3].Error(), "nodes.w-1: VM talos-w-01 has a second network device, net1") {
 		t.Errorf("refused: %v", refused)
 	}
 }
@@ -133,8 +138,8 @@ func TestSizeGiB(t *testing.T) {
 	}
 }
 
-// A bundle given to a running cluster the component made is checked against one of its control
-// planes; a new cluster, an adopted one, or an unknown bundle is not.
+// secrets.bundle of a running cluster, made by the component or adopted, is checked against one of
+// its control planes; a new cluster or an unknown bundle is not.
 func TestBundleCheckNode(t *testing.T) {
 	t.Parallel()
 
@@ -153,12 +158,12 @@ func TestBundleCheckNode(t *testing.T) {
 	adopted := &Inventory{Nodes: []string{"pve1"}, VMs: []vm.GetVirtualMachinesVm{
 		{Name: "cp-1", NodeName: "pve1", VmId: 7001, Tags: []string{"home", "talos", "talos-i-00aa11bb", AdoptedTag}},
 	}}
-	fresh := &Inventory{Nodes: []string{"pve1"}}
+	if n, ok := adopted.BundleCheckNode(c); !ok || n.Name != "cp-1" {
+		t.Errorf("an adopted cluster: %v %v", n.Name, ok)
+	}
 
-	for name, inv := range map[string]*Inventory{"adopted": adopted, "new": fresh} {
-		if _, ok := inv.BundleCheckNode(c); ok {
-			t.Errorf("%s: checked", name)
-		}
+	if _, ok := (&Inventory{Nodes: []string{"pve1"}}).BundleCheckNode(c); ok {
+		t.Error("a new cluster: checked")
 	}
 
 	c.Secrets.Known = false

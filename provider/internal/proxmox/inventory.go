@@ -247,8 +247,9 @@ func (inv *Inventory) problems(c *spec.Cluster, invalid *spec.ValidationError) [
 
 		if n.VMID != 0 && !refused(at+".vmId") {
 			if i := slices.IndexFunc(inv.VMs, func(v vm.GetVirtualMachinesVm) bool { return v.VmId == n.VMID }); i >= 0 {
-				// With secrets.bundle the VM is the running node to adopt (Adoptees).
-				if v := inv.VMs[i]; c.Secrets == nil && (v.Name != n.Name || !slices.Contains(v.Tags, c.Name)) {
+				// With secrets.bundle a VM no other cluster of the component made is the running node
+				// to adopt (Adoptees).
+				if v := inv.VMs[i]; (c.Secrets == nil || othersVM(c.Name, v.Tags)) && (v.Name != n.Name || !slices.Contains(v.Tags, c.Name)) {
 					add(at+".vmId", "%d is taken by VM %q on %s, which is not this cluster's %s; choose a free id, or remove vmId to let "+
 						"Proxmox choose; or, if it is this node of a cluster that runs already, set secrets.bundle to adopt that cluster",
 						n.VMID, v.Name, v.NodeName, n.Name)

@@ -50,6 +50,7 @@ func buildCluster(p *problems, in Input, c *Cluster) {
 	}
 
 	c.ConfigContract = buildContract(p, in.ConfigContract, minor)
+	c.ContractDeclared = in.ConfigContract != ""
 
 	// The Kubernetes version's form is checked whatever the Talos version; its range only
 	// when the Talos minor is known.

@@ -32,6 +32,9 @@ type Cluster struct {
 	// ConfigContract is the configuration contract a cluster created now gets (the Talos minor,
 	// at most NewestContract). A running cluster keeps the one it was created with.
 	ConfigContract string
+	// ContractDeclared says configContract is set (an adopted cluster keeps it, not the minor
+	// its nodes run).
+	ContractDeclared bool
 	// KubernetesVersion is the Kubernetes version the cluster runs, e.g. v1.34.1: kubernetesVersion
 	// when set; unset, Build puts the default of the Talos minor, which a new cluster records, and
 	// a running cluster runs the version it recorded (RunningKubernetes).

@@ -95,9 +95,8 @@ func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[st
 			args.Tags = pulumi.ToStringArray(adoptedTags(v.Node.Tags, instance, a.Tags))
 			ignored = append(ignored, adoptedIgnoredPaths(len(v.Disks))...)
 
-			if a.Import {
-				opts = append(opts, pulumi.Import(pulumi.ID(a.ImportID())))
-			}
+			// Every time, not only on the `up` that imports it (see proxmox.Adoptee.ImportID).
+			opts = append(opts, pulumi.Import(pulumi.ID(a.ImportID())))
 		} else {
 			// The guard clears what an interrupted create of the component's own VM left; an
 			// adopted VM is never created (nor cleared) by it.
@@ -179,9 +178,11 @@ func adoptedIgnoredPaths(disks int) []string {
 		"numas", "rngs", "serialDevices", "smbios", "startup", "tabletDevice", "tpmState", "usbs", "vga", "virtiofs",
 		"watchdog", "protection", "poolId", "memory.hugepages", "memory.keepHugepages", "memory.shared",
 		"cpu.flags", "cpu.units", "cpu.architecture", "cpu.hotplugged", "cpu.limit", "cpu.numa", "cpu.affinity",
+		"networkDevices[0].firewall", "networkDevices[0].mtu", "networkDevices[0].queues", "networkDevices[0].rateLimit",
+		"networkDevices[0].trunks", "networkDevices[0].enabled", "networkDevices[0].disconnected",
 	}
 	for i := range disks {
-		for _, f := range []string{"fileFormat", "discard", "ssd", "iothread", "serial"} {
+		for _, f := range []string{"fileFormat", "discard", "ssd", "iothread", "serial", "aio", "cache", "backup", "replicate"} {
 			paths = append(paths, fmt.Sprintf("disks[%d].%s", i, f))
 		}
 	}
