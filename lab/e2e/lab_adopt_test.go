@@ -5,6 +5,9 @@ package e2e
 import (
 	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -55,7 +58,8 @@ func adopt(t *testing.T, e *env, p *lab.Pulumi, bundle string) {
 // imported and no VM created, replaced or deleted, and no reboot; the `up` creates and deletes no
 // VM and applies no configuration on the lab's call log; every node keeps its boot id; the
 // ConfigMap is still there, read through the component's kubeconfig; the next preview shows no
-// change. Then the adopted cluster is upgraded (Talos v1.11.5 → v1.11.6) and loses a worker; a
+// change. A VM whose tags the old tool applies again is tagged again in place, not imported over
+// itself. Then the adopted cluster is upgraded (Talos v1.11.5 → v1.11.6) and loses a worker; a
 // declaration that drops secrets.bundle is refused.
 func TestAdoptAClusterMadeByHand(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
@@ -127,6 +131,30 @@ func TestAdoptAClusterMadeByHand(t *testing.T) {
 			t.Errorf("%s runs %s after the upgrade, want v1.11.6", name, v)
 		}
 	}
+
+	upgraded := bootIDs(t, l)
+
+	// The old tool applies its own tags again (it still thinks it owns the VM), after an up that
+	// did not import anything: the next up tags it again in place, and neither imports it a
+	// second time over the VM in the state (which would delete it) nor replaces it.
+	retag(t, l, "worker-1", "kubernetes;talos")
+
+	before := countsOn(t, l)
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	if c := countsOn(t, l); c.VMCreates != before.VMCreates || c.VMDeletes != before.VMDeletes {
+		t.Errorf("the up after worker-1 lost its tags created %d and deleted %d VMs", c.VMCreates-before.VMCreates, c.VMDeletes-before.VMDeletes)
+	}
+
+	if tags := vmOf(l, "worker-1").Config["tags"]; !strings.Contains(tags, "talos-adopted") {
+		t.Errorf("worker-1's tags after the up: %s", tags)
+	}
+
+	if boots := bootIDs(t, l); !maps.Equal(boots, upgraded) {
+		t.Errorf("boot ids changed: %v after the upgrade, %v after worker-1 was tagged again", upgraded, boots)
+	}
+
+	mustRun(t, p, "preview", "--expect-no-changes")
 
 	editProgram(t, e, fmt.Sprintf("        worker-2: {hostNode: pve1, role: worker, ip: %s}\n", l.Address(22)), "")
 	mustRun(t, p, "up", "--yes", "--skip-preview")
@@ -272,4 +300,22 @@ func previewSteps(t *testing.T, p *lab.Pulumi, typ string) map[string][]string {
 	}
 
 	return steps
+}
+
+// retag sets a VM's tags through the Proxmox API, as another tool would.
+func retag(t *testing.T, l *lab.Lab, name, tags string) {
+	t.Helper()
+
+	vm := vmOf(l, name)
+	form := url.Values{"tags": {tags}}
+	req := httptest.NewRequest(http.MethodPut, fmt.Sprintf("/api2/json/nodes/%s/qemu/%d/config", vm.Node, vm.VMID), strings.NewReader(form.Encode()))
+	req.Header.Set("Authorization", "PVEAPIToken="+l.APIToken())
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+
+	w := httptest.NewRecorder()
+	l.PVE.ServeHTTP(w, req)
+
+	if w.Code != http.StatusOK {
+		t.Fatalf("tagging %s: %d %s", name, w.Code, w.Body)
+	}
 }
