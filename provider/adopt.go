@@ -149,14 +149,15 @@ func checkBundle(ctx *pulumi.Context, c *spec.Cluster, inv *proxmox.Inventory) e
 		return nil
 	}
 
-	_, _, err := readAdoptees(ctx.Context(), c, map[string]proxmox.Adoptee{n.Name: {Node: n.Name, Import: true}})
-
-	var invalid *spec.ValidationError
+	tc, err := bundleTalosconfig(c)
+	if err == nil {
+		_, err = readNode(ctx.Context(), tc, c, n)
+	}
 
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &invalid) && strings.Contains(err.Error(), "CA does not match"):
+	case errors.Is(err, errNotTheClusters):
 		return err
 	default:
 		_ = ctx.Log.Warn(fmt.Sprintf("secrets.bundle could not be checked against %s: %v", n.Name, err), nil)

@@ -28,20 +28,9 @@ const adoptReadTimeout = 20 * time.Second
 
 // readAdoptees reads what each node to import runs, in parallel.
 func readAdoptees(ctx context.Context, c *spec.Cluster, adoptees map[string]proxmox.Adoptee) (map[string]day2.Running, string, error) {
-	s := c.Secrets.Parsed
-	os := s.Certs["os"]
-
-	var endpoints []string
-	for _, n := range c.ControlPlanes() {
-		endpoints = append(endpoints, n.IP)
-	}
-
-	tc, err := clientconfigs.Talosconfig(clientconfigs.Input{
-		ClusterName: c.Name, OSCA: clientconfigs.CertAndKey{Cert: os.Cert, Key: os.Key},
-		TalosEndpoints: endpoints, TalosNodes: endpoints, Validity: time.Hour, Now: time.Now(),
-	})
+	tc, err := bundleTalosconfig(c)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", secretsbundle.Field, err)
+		return nil, "", err
 	}
 
 	type read struct {
@@ -89,6 +78,30 @@ func readAdoptees(ctx context.Context, c *spec.Cluster, adoptees map[string]prox
 	return out, tc, nil
 }
 
+// bundleTalosconfig is a talosconfig (valid an hour) issued from secrets.bundle's Talos API CA,
+// with the control planes as endpoints: how the nodes of a cluster to adopt are read.
+func bundleTalosconfig(c *spec.Cluster) (string, error) {
+	os := c.Secrets.Parsed.Certs["os"]
+
+	var endpoints []string
+	for _, n := range c.ControlPlanes() {
+		endpoints = append(endpoints, n.IP)
+	}
+
+	tc, err := clientconfigs.Talosconfig(clientconfigs.Input{
+		ClusterName: c.Name, OSCA: clientconfigs.CertAndKey{Cert: os.Cert, Key: os.Key},
+		TalosEndpoints: endpoints, TalosNodes: endpoints, Validity: time.Hour, Now: time.Now(),
+	})
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", secretsbundle.Field, err)
+	}
+
+	return tc, nil
+}
+
+// errNotTheClusters marks a bundle that is not the running cluster's (readNode).
+var errNotTheClusters = errors.New("the cluster's CA does not match")
+
 // readNode reads what node n runs with talosconfig tc (issued from the bundle), within
 // adoptReadTimeout, and checks the bundle against it: the node trusts its Talos CA, and its
 // configuration holds the bundle's other CAs and token.
@@ -100,9 +113,9 @@ func readNode(ctx context.Context, tc string, c *spec.Cluster, n spec.Node) (day
 
 	switch {
 	case errors.Is(err, day2.ErrForeignCA):
-		return r, fmt.Errorf("%s: the cluster's CA does not match: node %s at %s does not trust the Talos CA of the "+
+		return r, fmt.Errorf("%s: %w: node %s at %s does not trust the Talos CA of the "+
 			"bundle (certs.os), so the bundle is another cluster's; give the secrets this cluster was made with. Nothing was changed",
-			secretsbundle.Field, n.Name, n.IP)
+			secretsbundle.Field, errNotTheClusters, n.Name, n.IP)
 	case err != nil:
 		return r, fmt.Errorf("nodes.%s: adopting the node needs its Talos API at %s:50000, which did not answer: %w; "+
 			"nothing was changed", n.Name, n.IP, err)
@@ -114,9 +127,9 @@ func readNode(ctx context.Context, tc string, c *spec.Cluster, n spec.Node) (day
 	}
 
 	if len(differ) > 0 {
-		return r, fmt.Errorf("%s: the cluster's CA does not match: node %s runs other %s than the bundle "+
+		return r, fmt.Errorf("%s: %w: node %s runs other %s than the bundle "+
 			"(a bundle from before a `talosctl rotate-ca`, or another cluster's); give the secrets this cluster runs. "+
-			"Nothing was changed", secretsbundle.Field, n.Name, strings.Join(differ, ", "))
+			"Nothing was changed", secretsbundle.Field, errNotTheClusters, n.Name, strings.Join(differ, ", "))
 	}
 
 	return r, nil

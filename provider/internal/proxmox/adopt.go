@@ -43,7 +43,7 @@ type Adoptee struct {
 // last registration in the state and compares it with the next one's, and an id that differs
 // from the state's (none there) would import the VM again over the one in the state — a
 // replacement that deletes the VM it just imported. The host is the node's hostNode, which an
-// adopted VM keeps (adoptionProblems refuses any other).
+// adopted VM keeps (AdopteeProblems refuses any other).
 func (a Adoptee) ImportID() string { return fmt.Sprintf("%s/%d", a.Host, a.VMID) }
 
 // Adoptees are the declared nodes whose VMs exist without having been created by the component,
@@ -106,10 +106,11 @@ func othersVM(cluster string, tags []string) bool {
 
 func isInstanceTag(t string) bool { return strings.HasPrefix(t, instancePrefix) }
 
-// adoptionProblems are the adopted nodes that the component cannot take over as they are
-// declared: a VM on another host than hostNode (moving it would replace it), or a node without
-// a static address (a running node is reached at the address it has).
-func adoptionProblems(c *spec.Cluster, adoptees map[string]Adoptee) []error {
+// AdopteeProblems are the adopted nodes the component cannot keep as they are declared, on every
+// `up` (not only the one that imports them): a VM on another host than hostNode (moving it would
+// replace it), or a node without a static address (a running node is reached at the address it
+// has).
+func AdopteeProblems(c *spec.Cluster, adoptees map[string]Adoptee) []error {
 	var errs []error
 
 	for _, n := range c.Nodes {
@@ -135,12 +136,6 @@ func adoptionProblems(c *spec.Cluster, adoptees map[string]Adoptee) []error {
 	}
 
 	return errs
-}
-
-// AdopteeProblems are the adopted nodes the component cannot keep as they are declared, on every
-// `up` (not only the one that imports them): a VM on another host than hostNode, or no address.
-func AdopteeProblems(c *spec.Cluster, adoptees map[string]Adoptee) []error {
-	return adoptionProblems(c, adoptees)
 }
 
 // VMDifferences compares an adopted VM's configuration (as Proxmox returns it) with the node's

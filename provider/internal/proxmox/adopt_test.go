@@ -58,7 +58,7 @@ func TestAdoptees(t *testing.T) {
 
 	// cp-2's VM is on pve1 while the node says pve2: refused, naming the host it runs on; a
 	// DHCP cluster cannot be adopted (its nodes are reached at the addresses they have).
-	errs := adoptionProblems(c, got)
+	errs := AdopteeProblems(c, got)
 	if len(errs) != 4 || !strings.Contains(errs[0].Error(), "nodes.cp-1.ip:") ||
 		!strings.Contains(errs[1].Error(), "nodes.cp-2.hostNode: the adopted VM 7002 runs on pve1, not pve2; set hostNode: pve1") {
 		t.Errorf("problems: %v", errs)
