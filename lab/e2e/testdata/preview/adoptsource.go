@@ -12,10 +12,6 @@ import (
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
-	talos "github.com/pulumiverse/pulumi-talos/sdk/go/talos"
-	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/client"
-	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
-	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/imagefactory"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 	"gopkg.in/yaml.v3"
 )
@@ -87,44 +83,19 @@ func adoptSource(ctx *pulumi.Context) error {
 		}
 	}
 
-	factoryProvider, err := talos.NewProvider(ctx, "talos", &talos.ProviderArgs{ImageFactoryUrl: pulumi.String(factory)})
+	images, installer, err := factoryImage(ctx, factory, adoptTalos, []string{"pve1", "pve2"},
+		func(host string) string { return "talos-image-" + host },
+		func(id string) string {
+			return fmt.Sprintf("%s-%s-%s-nocloud-amd64.qcow2", adoptCluster, id, adoptTalos)
+		})
 	if err != nil {
 		return err
-	}
-
-	img, err := imagefactory.NewSchematic(ctx, "schematic", &imagefactory.SchematicArgs{Schematic: pulumi.String(schematic)},
-		pulumi.Provider(factoryProvider))
-	if err != nil {
-		return err
-	}
-
-	images := map[string]*download.File{}
-
-	for _, host := range []string{"pve1", "pve2"} {
-		if images[host], err = download.NewFile(ctx, "talos-image-"+host, &download.FileArgs{
-			ContentType: pulumi.String("import"),
-			DatastoreId: pulumi.String("local"),
-			NodeName:    pulumi.String(host),
-			Url: img.ID().ApplyT(func(id string) string {
-				return fmt.Sprintf("%s/image/%s/%s/nocloud-amd64.qcow2", factory, id, adoptTalos)
-			}).(pulumi.StringOutput),
-			FileName: img.ID().ApplyT(func(id string) string {
-				return fmt.Sprintf("%s-%s-%s-nocloud-amd64.qcow2", adoptCluster, id, adoptTalos)
-			}).(pulumi.StringOutput),
-			Overwrite: pulumi.Bool(false),
-		}); err != nil {
-			return err
-		}
 	}
 
 	secrets, err := machine.NewSecrets(ctx, "machine-secrets", &machine.SecretsArgs{TalosVersion: pulumi.String(adoptTalos)})
 	if err != nil {
 		return err
 	}
-
-	installer := img.ID().ApplyT(func(id string) string {
-		return fmt.Sprintf("%s/nocloud-installer/%s:%s", strings.TrimPrefix(strings.TrimPrefix(factory, "https://"), "http://"), id, adoptTalos)
-	}).(pulumi.StringOutput)
 
 	manifests, err := yaml.Marshal(map[string]any{"cluster": map[string]any{
 		"inlineManifests": []any{map[string]any{"name": "cilium", "contents": ciliumManifest}},
@@ -180,44 +151,18 @@ func adoptSource(ctx *pulumi.Context) error {
 		applies = append(applies, apply)
 	}
 
-	boot, err := machine.NewBootstrap(ctx, "bootstrap", &machine.BootstrapArgs{
-		ClientConfiguration: secrets.ClientConfiguration,
-		Node:                pulumi.String(bootstrap.ip),
-		Endpoint:            pulumi.String(bootstrap.ip),
-	}, pulumi.DependsOn(applies))
-	if err != nil {
-		return err
-	}
-
-	cc := secrets.ClientConfiguration
-
-	kubeconfig, err := cluster.NewKubeconfig(ctx, "kubeconfig", &cluster.KubeconfigArgs{
-		ClientConfiguration: cluster.KubeconfigClientConfigurationArgs{
-			CaCertificate: cc.CaCertificate(), ClientCertificate: cc.ClientCertificate(), ClientKey: cc.ClientKey(),
-		},
-		Node:     pulumi.String(bootstrap.ip),
-		Endpoint: pulumi.String(bootstrap.ip),
-	}, pulumi.DependsOn([]pulumi.Resource{boot}))
-	if err != nil {
-		return err
-	}
-
 	var all []string
 	for _, n := range nodes {
 		all = append(all, n.ip)
 	}
 
-	talosconfig := client.GetConfigurationOutput(ctx, client.GetConfigurationOutputArgs{
-		ClusterName: pulumi.String(adoptCluster),
-		ClientConfiguration: client.GetConfigurationClientConfigurationArgs{
-			CaCertificate: cc.CaCertificate(), ClientCertificate: cc.ClientCertificate(), ClientKey: cc.ClientKey(),
-		},
-		Endpoints: pulumi.ToStringArray([]string{bootstrap.ip}),
-		Nodes:     pulumi.ToStringArray(all),
-	})
+	kubeconfig, talosconfig, err := startAndAccess(ctx, secrets, adoptCluster, bootstrap.ip, []string{bootstrap.ip}, all, applies)
+	if err != nil {
+		return err
+	}
 
-	ctx.Export("kubeconfig", kubeconfig.KubeconfigRaw)
-	ctx.Export("talosconfig", talosconfig.TalosConfig())
+	ctx.Export("kubeconfig", kubeconfig)
+	ctx.Export("talosconfig", talosconfig)
 	ctx.Export("machineSecrets", pulumi.ToSecret(secrets.MachineSecrets.ApplyT(func(s machine.MachineSecrets) (string, error) {
 		b, err := json.Marshal(pulumiFields(reflect.ValueOf(s)))
 		return string(b), err

@@ -1,24 +1,15 @@
 package main
 
 import (
-	"fmt"
-	"strings"
-
-	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
-	talos "github.com/pulumiverse/pulumi-talos/sdk/go/talos"
-	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/client"
-	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
-	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/imagefactory"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 )
 
 const (
 	clusterName  = "bench"
 	talosVersion = "v1.11.5"
-	schematic    = "customization:\n  systemExtensions:\n    officialExtensions:\n      - siderolabs/qemu-guest-agent\n"
 )
 
 type node struct {
@@ -48,40 +39,17 @@ func handwritten(ctx *pulumi.Context) error {
 		{"cp-3", "pve1", addrs[2], 902},
 	}
 
-	factoryProvider, err := talos.NewProvider(ctx, "talos", &talos.ProviderArgs{ImageFactoryUrl: pulumi.String(factory)})
+	images, installer, err := factoryImage(ctx, factory, talosVersion, []string{"pve1", "pve2"},
+		func(host string) string { return "image-" + host },
+		func(string) string { return "talos-" + clusterName + "-" + talosVersion + "-nocloud-amd64.qcow2" })
 	if err != nil {
 		return err
-	}
-
-	img, err := imagefactory.NewSchematic(ctx, "schematic", &imagefactory.SchematicArgs{Schematic: pulumi.String(schematic)},
-		pulumi.Provider(factoryProvider))
-	if err != nil {
-		return err
-	}
-
-	images := map[string]*download.File{}
-	for _, host := range []string{"pve1", "pve2"} {
-		if images[host], err = download.NewFile(ctx, "image-"+host, &download.FileArgs{
-			ContentType: pulumi.String("import"),
-			DatastoreId: pulumi.String("local"),
-			NodeName:    pulumi.String(host),
-			Url: img.ID().ApplyT(func(id string) string {
-				return fmt.Sprintf("%s/image/%s/%s/nocloud-amd64.qcow2", factory, id, talosVersion)
-			}).(pulumi.StringOutput),
-			FileName: pulumi.String("talos-" + clusterName + "-" + talosVersion + "-nocloud-amd64.qcow2"),
-		}); err != nil {
-			return err
-		}
 	}
 
 	secrets, err := machine.NewSecrets(ctx, "secrets", &machine.SecretsArgs{TalosVersion: pulumi.String(talosVersion)})
 	if err != nil {
 		return err
 	}
-
-	installer := img.ID().ApplyT(func(id string) string {
-		return fmt.Sprintf("%s/nocloud-installer/%s:%s", strings.TrimPrefix(strings.TrimPrefix(factory, "https://"), "http://"), id, talosVersion)
-	}).(pulumi.StringOutput)
 
 	var applies []pulumi.Resource
 
@@ -156,40 +124,16 @@ func handwritten(ctx *pulumi.Context) error {
 		applies = append(applies, apply)
 	}
 
-	bootstrap, err := machine.NewBootstrap(ctx, "bootstrap", &machine.BootstrapArgs{
-		ClientConfiguration: secrets.ClientConfiguration,
-		Node:                pulumi.String(nodes[0].ip),
-		Endpoint:            pulumi.String(nodes[0].ip),
-	}, pulumi.DependsOn(applies))
+	cps := []string{nodes[0].ip, nodes[1].ip, nodes[2].ip}
+
+	kubeconfig, talosconfig, err := startAndAccess(ctx, secrets, clusterName, nodes[0].ip, cps, cps, applies)
 	if err != nil {
 		return err
 	}
-
-	cc := secrets.ClientConfiguration
-
-	kubeconfig, err := cluster.NewKubeconfig(ctx, "kubeconfig", &cluster.KubeconfigArgs{
-		ClientConfiguration: cluster.KubeconfigClientConfigurationArgs{
-			CaCertificate: cc.CaCertificate(), ClientCertificate: cc.ClientCertificate(), ClientKey: cc.ClientKey(),
-		},
-		Node:     pulumi.String(nodes[0].ip),
-		Endpoint: pulumi.String(nodes[0].ip),
-	}, pulumi.DependsOn([]pulumi.Resource{bootstrap}))
-	if err != nil {
-		return err
-	}
-
-	talosconfig := client.GetConfigurationOutput(ctx, client.GetConfigurationOutputArgs{
-		ClusterName: pulumi.String(clusterName),
-		ClientConfiguration: client.GetConfigurationClientConfigurationArgs{
-			CaCertificate: cc.CaCertificate(), ClientCertificate: cc.ClientCertificate(), ClientKey: cc.ClientKey(),
-		},
-		Endpoints: pulumi.ToStringArray([]string{nodes[0].ip, nodes[1].ip, nodes[2].ip}),
-		Nodes:     pulumi.ToStringArray([]string{nodes[0].ip, nodes[1].ip, nodes[2].ip}),
-	})
 
 	ctx.Export("endpoint", pulumi.String("https://"+vip+":6443"))
-	ctx.Export("kubeconfig", kubeconfig.KubeconfigRaw)
-	ctx.Export("talosconfig", talosconfig.TalosConfig())
+	ctx.Export("kubeconfig", kubeconfig)
+	ctx.Export("talosconfig", talosconfig)
 
 	return nil
 }
