@@ -27,6 +27,9 @@ type adoption struct {
 	// the bundle).
 	running     map[string]day2.Running
 	talosconfig string
+	// images are the Talos images already on the hosts, by download key: the VMs made later
+	// (a node added, a replacement) use them instead of a download.
+	images map[string]plan.Existing
 }
 
 // importing tells whether this `up` imports VMs (the first adopting `up`).
@@ -53,6 +56,13 @@ func checkAdoption(ctx *pulumi.Context, c *spec.Cluster, inv *proxmox.Inventory,
 	a := &adoption{adoptees: inv.Adoptees(c)}
 	if problems := proxmox.AdopteeProblems(c, a.adoptees); len(problems) > 0 {
 		return nil, &spec.ValidationError{Errors: problems}
+	}
+
+	if len(a.adoptees) > 0 {
+		var err error
+		if a.images, err = proxmox.ImagesOnHosts(ctx, opts, c, p); err != nil {
+			return nil, err
+		}
 	}
 
 	if !a.importing() {

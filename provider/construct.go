@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/plan"
@@ -67,7 +66,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	// secrets keep the configuration contract its nodes run.
 	var early *started
 	if ctx.DryRun() && renderErr == nil && c.Secrets == nil {
-		early, err = start(ctx, name, c, pass, "", opts)
+		early, err = start(ctx, name, c, pass, nil, opts)
 	}
 
 	inv := <-inventoryDone
@@ -138,7 +137,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	}
 
 	if early == nil {
-		if early, err = start(ctx, name, c, pass, adopted.contract, opts); err != nil {
+		if early, err = start(ctx, name, c, pass, adopted, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -206,7 +205,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		}
 	}
 
-	machines, err := wire.VirtualMachines(s, early.plan, early.downloads, vmIDs, inv.inv, adopted.adoptees, proxmox.NewVMGuard(ctx, comp, cluster.Name, opts),
+	machines, err := wire.VirtualMachines(s, early.plan, early.images, vmIDs, inv.inv, adopted.adoptees, proxmox.NewVMGuard(ctx, comp, cluster.Name, opts),
 		configs.Checked, snapshotFirst, self)
 	if err != nil {
 		return nil, err
@@ -264,19 +263,20 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 // resources, and what does not depend on Proxmox' inventory (the image, its downloads and the
 // machine secrets).
 type started struct {
-	comp      *TalosProxmoxCluster
-	scope     wire.Scope
-	self      wire.Lifecycle
-	plan      *plan.Plan
-	downloads []*download.File
-	secrets   *wire.Secrets
+	comp    *TalosProxmoxCluster
+	scope   wire.Scope
+	self    wire.Lifecycle
+	plan    *plan.Plan
+	images  []wire.ImageFile
+	secrets *wire.Secrets
 }
 
 // start registers the component (after every input was checked) with the spec's warnings, the
 // lifecycle provider (its plugin then starts while the rest is wired), the image, its downloads
-// and the machine secrets: generated, or secrets.bundle's (an adopted cluster's, keeping contract,
-// the one its nodes run, or the spec's when "").
-func start(ctx *pulumi.Context, name string, c *spec.Cluster, pass wire.PassThrough, contract string, opts []pulumi.ResourceOption) (*started, error) {
+// and the machine secrets: generated, or secrets.bundle's. An adopted cluster (adopted; nil for a
+// new one) keeps the contract its nodes run (or the spec's when unknown) and the Talos images its
+// tool left on the hosts.
+func start(ctx *pulumi.Context, name string, c *spec.Cluster, pass wire.PassThrough, adopted *adoption, opts []pulumi.ResourceOption) (*started, error) {
 	comp := &TalosProxmoxCluster{}
 	if err := ctx.RegisterComponentResource(ClusterToken, name, comp, opts...); err != nil {
 		return nil, err
@@ -298,14 +298,20 @@ func start(ctx *pulumi.Context, name string, c *spec.Cluster, pass wire.PassThro
 
 	p := plan.Build(c)
 
-	downloads, err := wire.Image(s, p)
+	contract := c.ConfigContract
+	if adopted != nil {
+		p.Reuse(adopted.images)
+		contract = cmp.Or(adopted.contract, contract)
+	}
+
+	images, err := wire.Image(s, p)
 	if err != nil {
 		return nil, err
 	}
 
 	var secrets *wire.Secrets
 	if c.Secrets != nil {
-		secrets, err = wire.AdoptedSecrets(s, pass, cmp.Or(contract, c.ConfigContract), self)
+		secrets, err = wire.AdoptedSecrets(s, pass, contract, self)
 	} else {
 		secrets, err = wire.MachineSecrets(s)
 	}
@@ -314,7 +320,7 @@ func start(ctx *pulumi.Context, name string, c *spec.Cluster, pass wire.PassThro
 		return nil, err
 	}
 
-	return &started{comp: comp, scope: s, self: self, plan: p, downloads: downloads, secrets: secrets}, nil
+	return &started{comp: comp, scope: s, self: self, plan: p, images: images, secrets: secrets}, nil
 }
 
 // nodeInfos is the nodes output: every node's VM id, address, host and role.

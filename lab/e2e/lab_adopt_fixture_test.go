@@ -62,6 +62,8 @@ type labCounts struct {
 	// VMCreates and VMDeletes are the Proxmox calls POST /nodes/{node}/qemu and DELETE
 	// /nodes/{node}/qemu/{vmid}, refused ones included.
 	VMCreates, VMDeletes int
+	// Downloads are the Proxmox calls POST /nodes/{node}/storage/{storage}/download-url.
+	Downloads int
 	// Applies are the ApplyConfiguration calls each node served, dry runs left out, whatever
 	// their outcome; DryRunApplies the dry runs (previews ask them). By node (host)name; a VM
 	// started again is a new node, counting from 0 (with a new boot id).
@@ -75,6 +77,7 @@ func countsOn(t testing.TB, l *lab.Lab) labCounts {
 	c := labCounts{
 		VMCreates: l.PVE.CallCount("POST /nodes/{node}/qemu"),
 		VMDeletes: l.PVE.CallCount("DELETE /nodes/{node}/qemu/{vmid}"),
+		Downloads: l.PVE.CallCount("POST /nodes/{node}/storage/{storage}/download-url"),
 		Applies:   map[string]int{}, DryRunApplies: map[string]int{},
 	}
 

@@ -58,7 +58,8 @@ func adopt(t *testing.T, e *env, p *lab.Pulumi, bundle string) {
 // imported and no VM created, replaced or deleted, and no reboot; the `up` creates and deletes no
 // VM and applies no configuration on the lab's call log; every node keeps its boot id; the
 // ConfigMap is still there, read through the component's kubeconfig; the next preview shows no
-// change. A VM whose tags the old tool applies again is tagged again in place, not imported over
+// change. The Talos images the program downloaded are reused: nothing is downloaded, also not
+// for a worker added then, which joins the cluster. A VM whose tags the old tool applies again is tagged again in place, not imported over
 // itself. Then the adopted cluster is upgraded (Talos v1.11.5 → v1.11.6) and loses a worker; a
 // declaration that drops secrets.bundle is refused.
 func TestAdoptAClusterMadeByHand(t *testing.T) {
@@ -86,22 +87,31 @@ func TestAdoptAClusterMadeByHand(t *testing.T) {
 		t.Errorf("the preview of an adoption speaks of a reboot:\n%s", preview)
 	}
 
-	vmSteps := previewSteps(t, p, vmType)
+	// The VMs are imported; the Talos images the hand-written program downloaded are the
+	// cluster's: reused, not downloaded again.
+	steps := previewSteps(t, p, vmType, fileType)
 	for name := range adoptNodes {
-		if ops := vmSteps["adopt-"+name]; !slices.Contains(ops, "import") || slices.ContainsFunc(ops, func(op string) bool { return op != "import" && op != "update" }) {
+		if ops := steps["adopt-"+name]; !slices.Contains(ops, "import") || slices.ContainsFunc(ops, func(op string) bool { return op != "import" && op != "update" }) {
 			t.Errorf("the preview's steps of %s's VM are %v, want an import (and the update of its tags) only", name, ops)
 		}
 	}
 
-	if len(vmSteps) != len(adoptNodes) {
-		t.Errorf("the preview has VM steps %v", vmSteps)
+	if len(steps) != len(adoptNodes) {
+		t.Errorf("the preview has VM and image download steps %v, want the VMs' only", steps)
+	}
+
+	for _, host := range []string{"pve1", "pve2"} {
+		if want := regexp.MustCompile(`image: ` + host + ` reuses the Talos image local:import/adopt-[0-9a-f]{64}-v1\.11\.5-nocloud-amd64\.qcow2 already there`); !want.MatchString(preview) {
+			t.Errorf("the preview does not say %s", want)
+		}
 	}
 
 	mustRun(t, p, "up", "--yes", "--skip-preview")
 
 	after := countsOn(t, l)
-	if after.VMCreates != src.Counts.VMCreates || after.VMDeletes != src.Counts.VMDeletes {
-		t.Errorf("the adoption created %d and deleted %d VMs", after.VMCreates-src.Counts.VMCreates, after.VMDeletes-src.Counts.VMDeletes)
+	if after.VMCreates != src.Counts.VMCreates || after.VMDeletes != src.Counts.VMDeletes || after.Downloads != src.Counts.Downloads {
+		t.Errorf("the adoption created %d and deleted %d VMs and downloaded %d images", after.VMCreates-src.Counts.VMCreates,
+			after.VMDeletes-src.Counts.VMDeletes, after.Downloads-src.Counts.Downloads)
 	}
 
 	if !maps.Equal(after.Applies, src.Counts.Applies) {
@@ -122,9 +132,33 @@ func TestAdoptAClusterMadeByHand(t *testing.T) {
 		}
 	}
 
+	// A node added to the adopted cluster is made from the image already on its host (nothing is
+	// downloaded), joins the cluster and runs that image's Talos.
+	editProgram(t, e, "      nodes:\n", fmt.Sprintf("      nodes:\n        worker-3: {hostNode: pve2, role: worker, ip: %s}\n", l.Address(23)))
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	if c := countsOn(t, l); c.Downloads != after.Downloads || c.VMCreates != after.VMCreates+1 || c.VMDeletes != after.VMDeletes {
+		t.Errorf("adding worker-3 downloaded %d images, created %d VMs and deleted %d, want 0, 1 and 0", c.Downloads-after.Downloads,
+			c.VMCreates-after.VMCreates, c.VMDeletes-after.VMDeletes)
+	}
+
+	if w3, ok := labNodes(t, l)["worker-3"]; !ok || w3.Running().Version != "v1.11.5" {
+		t.Errorf("worker-3 (there: %v) does not run Talos v1.11.5, the image on pve2", ok)
+	}
+
+	if err := readyNodes(t.Context(), kubeClient(t, kubeconfig), 4); err != nil {
+		t.Errorf("after worker-3 was added: %v", err)
+	}
+
 	// Day 2 on the adopted cluster: a Talos upgrade, node by node, then a worker leaves.
 	setTalosVersion(t, e, "v1.11.5", "v1.11.6")
 	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	// No host has a v1.11.6 image: the component downloads its own to each, for the VMs it
+	// makes from now on.
+	if n := countsOn(t, l).Downloads - after.Downloads; n != 2 {
+		t.Errorf("the upgrade to v1.11.6 downloaded %d images, want one per host (2)", n)
+	}
 
 	for name, n := range labNodes(t, l) {
 		if v := n.Running().Version; v != "v1.11.6" {
@@ -163,7 +197,7 @@ func TestAdoptAClusterMadeByHand(t *testing.T) {
 		t.Error("worker-2's VM is still there after its removal")
 	}
 
-	if err := readyNodes(t.Context(), kubeClient(t, kubeconfig), 2); err != nil {
+	if err := readyNodes(t.Context(), kubeClient(t, kubeconfig), 3); err != nil {
 		t.Errorf("after worker-2's removal: %v", err)
 	}
 
@@ -287,16 +321,18 @@ func otherBundle(t *testing.T) string {
 	return string(out)
 }
 
-// previewSteps runs `pulumi preview --json` and returns, for the resources of type typ, the
+// previewSteps runs `pulumi preview --json` once and returns, for the resources of types, the
 // operations of their steps (same left out) by resource name.
-func previewSteps(t *testing.T, p *lab.Pulumi, typ string) map[string][]string {
+func previewSteps(t *testing.T, p *lab.Pulumi, types ...string) map[string][]string {
 	t.Helper()
 
 	steps := map[string][]string{}
 
-	for _, s := range previewUpdates(t, p, typ) {
-		op, name, _ := strings.Cut(s, " ")
-		steps[name] = append(steps[name], op)
+	for _, changes := range previewChanges(t, p, types...) {
+		for _, s := range changes {
+			op, name, _ := strings.Cut(s, " ")
+			steps[name] = append(steps[name], op)
+		}
 	}
 
 	return steps

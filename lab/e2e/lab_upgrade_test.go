@@ -114,6 +114,14 @@ func labNodes(t testing.TB, l *lab.Lab) map[string]*talosemu.Node {
 func previewUpdates(t *testing.T, p *lab.Pulumi, typ string) []string {
 	t.Helper()
 
+	return previewChanges(t, p, typ)[typ]
+}
+
+// previewChanges runs `pulumi preview --json` once and returns, for each of types, the steps
+// other than same as "<op> <resource name>", sorted.
+func previewChanges(t *testing.T, p *lab.Pulumi, types ...string) map[string][]string {
+	t.Helper()
+
 	out := mustRun(t, p, "preview", "--json")
 
 	var preview struct {
@@ -127,19 +135,21 @@ func previewUpdates(t *testing.T, p *lab.Pulumi, typ string) []string {
 		t.Fatalf("reading the preview: %v\n%s", err, out)
 	}
 
-	var names []string
+	changes := map[string][]string{}
 
 	for _, s := range preview.Steps {
-		if strings.Contains(s.URN, "::"+typ+"::") || strings.Contains(s.URN, "$"+typ+"::") {
-			if s.Op != "same" {
-				names = append(names, s.Op+" "+s.URN[strings.LastIndex(s.URN, "::")+2:])
+		for _, typ := range types {
+			if (strings.Contains(s.URN, "::"+typ+"::") || strings.Contains(s.URN, "$"+typ+"::")) && s.Op != "same" {
+				changes[typ] = append(changes[typ], s.Op+" "+s.URN[strings.LastIndex(s.URN, "::")+2:])
 			}
 		}
 	}
 
-	slices.Sort(names)
+	for _, names := range changes {
+		slices.Sort(names)
+	}
 
-	return names
+	return changes
 }
 
 const nodeUpgradeType = "talos-proxmox:lifecycle:NodeUpgrade"

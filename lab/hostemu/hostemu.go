@@ -51,6 +51,11 @@ type Controller struct {
 	// joined is the cluster each VM's disk belongs to: a VM started again boots into the cluster
 	// it is installed in, whatever its tags say now (tags change; adopting a cluster retags it).
 	joined map[int]*talosemu.Cluster
+	// byID is the cluster of each Talos cluster id seen in a first configuration: a node whose
+	// VM's tags put it elsewhere at its first boot (a node added by another tool than the one
+	// that made the cluster, say) moves there, as real Talos nodes belong together by their
+	// configurations.
+	byID   map[string]*talosemu.Cluster
 	dir    string // where the disks and etcd data live
 	leases map[int]netip.Prefix
 	errs   []error
@@ -71,6 +76,7 @@ func New(ctx context.Context, opts Options) *Controller {
 		ctx: ctx, opts: opts,
 		nodes: map[int]*talosemu.Node{}, clusters: map[string]*talosemu.Cluster{}, leases: map[int]netip.Prefix{},
 		disks: map[int]*talosemu.SystemDisk{}, joined: map[int]*talosemu.Cluster{},
+		byID: map[string]*talosemu.Cluster{},
 	}
 }
 
@@ -220,6 +226,7 @@ func (c *Controller) boot(e pvefake.Event) error {
 		Disk:         disk,
 		Address:      addr.Addr().String(),
 		Cluster:      c.cluster(e),
+		Join:         func(id string) *talosemu.Cluster { return c.join(e.VMID, id) },
 		Hostname:     e.Name,
 		Logf:         c.opts.Logf,
 		DataDisks:    dataDisks(e.Config),
@@ -367,6 +374,23 @@ func (c *Controller) lease(vmid int) (netip.Prefix, error) {
 	}
 
 	return netip.Prefix{}, fmt.Errorf("the DHCP pool %s is exhausted", c.opts.DHCPPool)
+}
+
+// join is the cluster of Talos cluster id for VM vmid getting its first configuration: the one
+// that id's first node was in, else (the first node of it) the one vmid's tags put it in.
+func (c *Controller) join(vmid int, id string) *talosemu.Cluster {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if cl := c.byID[id]; cl != nil {
+		c.joined[vmid] = cl
+
+		return cl
+	}
+
+	c.byID[id] = c.joined[vmid]
+
+	return c.joined[vmid]
 }
 
 // cluster groups the nodes of one Talos cluster, so control planes join etcd and workers get

@@ -97,10 +97,34 @@ func (n *Node) applyInMaintenance(req *machineapi.ApplyConfigurationRequest) (*m
 		return nil, status.Error(codes.Unavailable, "talosemu: the node is going down")
 	}
 
+	n.joinLocked(cfg)
 	n.active, n.persisted = applied, applied
 	n.takeDownLocked(StateInstalling, n.opts.InstallDelay, func() {})
 
 	return reply, nil
+}
+
+// joinLocked moves a node getting its first configuration to the cluster Options.Join names for
+// the configuration's cluster id, if that is another one than the node's.
+func (n *Node) joinLocked(cfg config.Provider) {
+	if n.opts.Join == nil || n.ownCluster || cfg.DiscoveryIdentityConfig() == nil || cfg.DiscoveryIdentityConfig().ClusterID() == "" {
+		return
+	}
+
+	to, from := n.opts.Join(cfg.DiscoveryIdentityConfig().ClusterID()), n.Cluster()
+	if to == nil || to == from {
+		return
+	}
+
+	from.unregister(n)
+
+	if err := to.register(n, n.recordLocked()); err != nil {
+		// Another node of that cluster has this address: the node stays where it was.
+		_ = from.register(n, n.recordLocked())
+		return
+	}
+
+	n.cluster.Store(to)
 }
 
 // applyConfigured is machined's apply on a configured node, with its modes:

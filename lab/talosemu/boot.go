@@ -88,7 +88,7 @@ func (n *Node) bringUp(phase State) error {
 	n.bootedAt = time.Now()
 	n.bootID = uuid.NewString()
 	n.setPhaseLocked(phase)
-	n.cluster.log.add(Event{Node: n.hostnameLocked(), Kind: "boot", Version: n.version})
+	n.Cluster().log.add(Event{Node: n.hostnameLocked(), Kind: "boot", Version: n.version})
 
 	return nil
 }
@@ -125,7 +125,7 @@ func (n *Node) takeDownLocked(during State, delay time.Duration, then func()) {
 	n.gen++
 	old := n.boot
 	n.boot = nil
-	n.cluster.log.add(Event{Node: n.hostnameLocked(), Kind: "down", Version: n.version})
+	n.Cluster().log.add(Event{Node: n.hostnameLocked(), Kind: "down", Version: n.version})
 	n.stopTryTimerLocked()
 	n.setPhaseLocked(during)
 
@@ -176,7 +176,7 @@ func (n *Node) comeBack() {
 			}
 		}
 
-		clusterCh := n.cluster.changedCh()
+		clusterCh := n.Cluster().changedCh()
 		n.mu.Unlock()
 
 		if err == nil {

@@ -44,7 +44,7 @@ func (s *machineService) controlPlaneOnly(method, api string) error {
 // withEtcd runs f with an etcd client for this node: its local member, or every control plane
 // with WithRequireLeader (calls fail fast without quorum).
 func (s *machineService) withEtcd(ctx context.Context, local bool, f func(context.Context, *clientv3.Client, *nodeEtcd) error) error {
-	cli, e, err := s.node.cluster.etcdClient(s.node, local)
+	cli, e, err := s.node.Cluster().etcdClient(s.node, local)
 	if err != nil {
 		return status.Error(codes.Unavailable, err.Error())
 	}
@@ -127,7 +127,7 @@ func (s *machineService) EtcdLeaveCluster(ctx context.Context, _ *machineapi.Etc
 		return nil, err
 	}
 
-	if !s.node.cluster.isMember(s.node) {
+	if !s.node.Cluster().isMember(s.node) {
 		return nil, status.Error(codes.Unavailable, "failed to leave cluster: etcd is not running on this node")
 	}
 
@@ -137,7 +137,7 @@ func (s *machineService) EtcdLeaveCluster(ctx context.Context, _ *machineapi.Etc
 		defer cancel()
 	}
 
-	if err := s.node.cluster.leave(ctx, s.node, true); err != nil {
+	if err := s.node.Cluster().leave(ctx, s.node, true); err != nil {
 		return nil, err
 	}
 

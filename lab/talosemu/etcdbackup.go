@@ -43,17 +43,17 @@ func (s *machineService) EtcdSnapshot(_ *machineapi.EtcdSnapshotRequest, srv mac
 
 	n := s.node
 	host := n.Hostname()
-	n.cluster.log.add(Event{Node: host, Kind: "etcd-snapshot", Detail: "started"})
+	n.Cluster().log.add(Event{Node: host, Kind: "etcd-snapshot", Detail: "started"})
 
 	sent, cut, err := s.streamSnapshot(srv)
 
 	switch {
 	case err != nil:
-		n.cluster.log.add(Event{Node: host, Kind: "etcd-snapshot", Detail: "failed", Bytes: sent, Error: err.Error()})
+		n.Cluster().log.add(Event{Node: host, Kind: "etcd-snapshot", Detail: "failed", Bytes: sent, Error: err.Error()})
 	case cut != nil:
-		n.cluster.log.add(Event{Node: host, Kind: "etcd-snapshot", Detail: "truncated", Bytes: sent, Error: cut.Error()})
+		n.Cluster().log.add(Event{Node: host, Kind: "etcd-snapshot", Detail: "truncated", Bytes: sent, Error: cut.Error()})
 	default:
-		n.cluster.log.add(Event{Node: host, Kind: "etcd-snapshot", Detail: "completed", Bytes: sent})
+		n.Cluster().log.add(Event{Node: host, Kind: "etcd-snapshot", Detail: "completed", Bytes: sent})
 	}
 
 	return err
@@ -74,7 +74,7 @@ func (s *machineService) streamSnapshot(srv machineapi.MachineService_EtcdSnapsh
 		defer cancel()
 	}
 
-	cli, err := s.node.cluster.localEtcdClient(s.node)
+	cli, err := s.node.Cluster().localEtcdClient(s.node)
 	if err != nil {
 		return 0, nil, fmt.Errorf("failed to create etcd client: %w", err)
 	}
@@ -143,7 +143,7 @@ func (s *machineService) EtcdRecover(srv machineapi.MachineService_EtcdRecoverSe
 		return err
 	}
 
-	path, err := s.node.cluster.recoverySnapshotPath(s.node)
+	path, err := s.node.Cluster().recoverySnapshotPath(s.node)
 	if err != nil {
 		return fmt.Errorf("error creating etcd recovery snapshot: %w", err)
 	}
@@ -153,7 +153,7 @@ func (s *machineService) EtcdRecover(srv machineapi.MachineService_EtcdRecoverSe
 		return err
 	}
 
-	s.node.cluster.log.add(Event{Node: s.node.Hostname(), Kind: "etcd-recover", Detail: "uploaded", Bytes: size})
+	s.node.Cluster().log.add(Event{Node: s.node.Hostname(), Kind: "etcd-recover", Detail: "uploaded", Bytes: size})
 	s.node.opts.Logf("talosemu %s: etcd snapshot of %d bytes uploaded", s.node.addr, size)
 
 	return srv.SendAndClose(&machineapi.EtcdRecoverResponse{Messages: []*machineapi.EtcdRecover{{}}})

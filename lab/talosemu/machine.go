@@ -50,9 +50,9 @@ func (n *Node) snapshot() snapshot {
 	return snapshot{
 		active:       n.active,
 		controlPlane: n.isControlPlaneLocked(),
-		etcdMember:   n.cluster.isMember(n),
-		etcdFailure:  n.cluster.etcdFailure(n),
-		kubelet:      n.cluster.kubeletHealthy(n),
+		etcdMember:   n.Cluster().isMember(n),
+		etcdFailure:  n.Cluster().etcdFailure(n),
+		kubelet:      n.Cluster().kubeletHealthy(n),
 		bootedAt:     n.bootedAt,
 	}
 }
@@ -88,7 +88,7 @@ func (s *machineService) Bootstrap(_ context.Context, req *machineapi.BootstrapR
 		return nil, status.Error(codes.FailedPrecondition, "bootstrap can only be performed on a control plane node")
 	}
 
-	if err := s.node.cluster.bootstrap(s.node, req.GetRecoverEtcd(), req.GetRecoverSkipHashCheck()); err != nil {
+	if err := s.node.Cluster().bootstrap(s.node, req.GetRecoverEtcd(), req.GetRecoverSkipHashCheck()); err != nil {
 		return nil, err
 	}
 
@@ -200,7 +200,7 @@ func (s *machineService) Reset(ctx context.Context, req *machineapi.ResetRequest
 	// A graceful reset leaves etcd first (failing the reset if that fails); an ungraceful one just
 	// wipes the data, leaving a dead member behind.
 	if wipeEphemeral {
-		if err := n.cluster.leave(ctx, n, req.GetGraceful()); err != nil {
+		if err := n.Cluster().leave(ctx, n, req.GetGraceful()); err != nil {
 			return nil, err
 		}
 	}

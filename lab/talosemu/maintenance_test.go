@@ -3,11 +3,14 @@ package talosemu_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -226,5 +229,78 @@ func TestStartRefusesNonLoopbackAndStopsWithContext(t *testing.T) {
 	again := startNode(t, talosemu.Options{Address: host})
 	if _, err := insecureClient(t, again).Disks(nodeCtx(t, again)); err != nil {
 		t.Fatalf("a new node on the freed address: %v", err)
+	}
+}
+
+// TestFirstConfigurationJoinsTheClusterItNames: a node started in one registry moves, with its
+// first configuration, to the registry Options.Join names for the configuration's cluster id (as
+// real Talos nodes belong together by their configurations); a dry run moves nothing, and a node
+// whose Join answers its own registry stays.
+func TestFirstConfigurationJoinsTheClusterItNames(t *testing.T) {
+	t.Parallel()
+
+	home, other := newCluster(t), newCluster(t)
+	wantID := ""
+
+	var (
+		mu    sync.Mutex
+		asked []string
+	)
+
+	join := func(id string) *talosemu.Cluster {
+		mu.Lock()
+		defer mu.Unlock()
+
+		asked = append(asked, id)
+		if id == wantID {
+			return home
+		}
+
+		return nil
+	}
+
+	cfg := machineConfig(t, machine.TypeControlPlane, "cp")
+
+	parsed, err := configloader.NewFromBytes(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	wantID = parsed.DiscoveryIdentityConfig().ClusterID()
+
+	n := startNode(t, talosemu.Options{Cluster: other, Join: join})
+
+	if _, err := insecureClient(t, n).ApplyConfiguration(nodeCtx(t, n), &machineapi.ApplyConfigurationRequest{
+		Data: cfg, Mode: machineapi.ApplyConfigurationRequest_AUTO, DryRun: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	mu.Lock()
+	none := len(asked) == 0
+	mu.Unlock()
+
+	if n.Cluster() != other || !none {
+		t.Fatalf("a dry run moved the node or asked Join (%v)", asked)
+	}
+
+	install(t, n, cfg)
+
+	if n.Cluster() != home || !slices.Contains(home.Nodes(), n) || slices.Contains(other.Nodes(), n) {
+		t.Errorf("after its first configuration the node is not (only) in the registry of its cluster id %s", wantID)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+
+	if !slices.Equal(asked, []string{wantID}) {
+		t.Errorf("Join was asked %v, want once for %s", asked, wantID)
+	}
+
+	stay := startNode(t, talosemu.Options{Cluster: other, Join: func(string) *talosemu.Cluster { return other }})
+	install(t, stay, machineConfig(t, machine.TypeControlPlane, "cp2"))
+
+	if stay.Cluster() != other || !slices.Contains(other.Nodes(), stay) {
+		t.Error("a node whose Join names its own registry left it")
 	}
 }

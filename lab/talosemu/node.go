@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/state"
@@ -68,8 +69,8 @@ type Node struct {
 	opts       Options
 	ip         netip.Addr
 	addr       string
-	cluster    *Cluster
-	ctx        context.Context //nolint:containedctx // the node's lifetime
+	cluster    atomic.Pointer[Cluster] // moves once, at the first configuration (Options.Join)
+	ctx        context.Context         //nolint:containedctx // the node's lifetime
 	cancel     context.CancelFunc
 	maintCert  tls.Certificate
 	faults     *faults
@@ -121,7 +122,6 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		opts:       opts,
 		ip:         ip,
 		addr:       net.JoinHostPort(ip.String(), strconv.Itoa(opts.Port)),
-		cluster:    opts.Cluster,
 		maintCert:  cert,
 		faults:     newFaults(opts),
 		phase:      StateMaintenance,
@@ -132,10 +132,11 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		resources:  newResourceState(),
 		ownCluster: ownCluster,
 	}
+	n.cluster.Store(opts.Cluster)
 	n.methods = newMethodTable(n)
 	n.ctx, n.cancel = context.WithCancel(ctx)
 
-	if err := n.cluster.register(n, n.recordLocked()); err != nil {
+	if err := n.Cluster().register(n, n.recordLocked()); err != nil {
 		n.cancel()
 		return nil, fmt.Errorf("talosemu: %w", err)
 	}
@@ -143,7 +144,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	installed, running, err := n.fromDisk()
 	if err != nil {
 		n.cancel()
-		n.cluster.unregister(n)
+		n.Cluster().unregister(n)
 
 		return nil, fmt.Errorf("talosemu: %w", err)
 	}
@@ -156,7 +157,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		n.mu.Unlock()
 	} else if err := n.bringUp(StateMaintenance); err != nil {
 		n.cancel()
-		n.cluster.unregister(n)
+		n.Cluster().unregister(n)
 
 		return nil, fmt.Errorf("talosemu: %w", err)
 	}
@@ -190,7 +191,7 @@ func (n *Node) Address() string { return n.addr }
 func (n *Node) IP() string { return n.ip.String() }
 
 // Cluster is the registry the node belongs to.
-func (n *Node) Cluster() *Cluster { return n.cluster }
+func (n *Node) Cluster() *Cluster { return n.cluster.Load() }
 
 // State reports the node's current state.
 func (n *Node) State() State {
@@ -201,7 +202,7 @@ func (n *Node) State() State {
 }
 
 func (n *Node) stateLocked() State {
-	if n.phase == StateInstalled && n.cluster.isMember(n) {
+	if n.phase == StateInstalled && n.Cluster().isMember(n) {
 		return StateBootstrapped
 	}
 
@@ -280,7 +281,7 @@ func (n *Node) WaitState(ctx context.Context, want ...State) error {
 
 		select {
 		case <-nodeCh:
-		case <-n.cluster.changedCh():
+		case <-n.Cluster().changedCh():
 		case <-ctx.Done():
 			return fmt.Errorf("talosemu %s: still %s, not %v: %w", n.addr, got, want, ctx.Err())
 		}
@@ -306,10 +307,10 @@ func (n *Node) Close() error {
 		}
 
 		n.wg.Wait()
-		n.cluster.unregister(n)
+		n.Cluster().unregister(n)
 
 		if n.ownCluster {
-			n.cluster.Close() //nolint:errcheck // removing a temporary directory
+			n.Cluster().Close() //nolint:errcheck // removing a temporary directory
 		}
 
 		if n.opts.Disk != nil {
@@ -342,7 +343,7 @@ func (n *Node) setPhaseLocked(s State) {
 
 	n.phase = s
 	n.publishLocked()
-	n.cluster.update(n, n.recordLocked())
+	n.Cluster().update(n, n.recordLocked())
 	n.notifyLocked()
 }
 

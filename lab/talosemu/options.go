@@ -55,6 +55,11 @@ type Options struct {
 	// control plane's OS CA key (trustd), and the `node` metadata can name any of them. Nil means a
 	// private cluster of one node.
 	Cluster *Cluster
+	// Join, when set, is asked for the cluster a node in maintenance mode belongs to once it gets
+	// its first configuration, by the configuration's cluster id: real Talos nodes belong together
+	// by what their configurations say (the cluster's CA, endpoint and id), not by anything the
+	// hypervisor knows. The node moves there from Cluster when the answer is another one.
+	Join func(clusterID string) *Cluster
 	// Hostname is used when the applied config names none (default "talos-127-0-0-X").
 	Hostname string
 	// TalosVersion is the version the node boots first (default v1.11.5): what the Version API

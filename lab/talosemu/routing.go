@@ -101,7 +101,7 @@ func (n *Node) unaryInterceptor(gen uint64) grpc.UnaryServerInterceptor {
 		case fanOut:
 			return n.fanOut(ctx, info.FullMethod, req, targets)
 		case len(targets) == 1 && !n.isNamed(targets[0]):
-			peer := n.cluster.lookup(targets[0])
+			peer := n.Cluster().lookup(targets[0])
 			if peer == nil {
 				return nil, unreachable(targets[0])
 			}
@@ -128,7 +128,7 @@ func (n *Node) streamInterceptor(gen uint64) grpc.StreamServerInterceptor {
 		}
 
 		if len(targets) == 1 && !n.isNamed(targets[0]) {
-			peer := n.cluster.lookup(targets[0])
+			peer := n.Cluster().lookup(targets[0])
 			if peer == nil {
 				return unreachable(targets[0])
 			}
@@ -200,7 +200,7 @@ func (n *Node) fanOut(ctx context.Context, method string, req any, targets []str
 			err  error
 		)
 
-		switch peer := n.cluster.lookup(target); {
+		switch peer := n.Cluster().lookup(target); {
 		case n.isNamed(target):
 			resp, err = n.serveUnary(ctx, method, req, false)
 		case peer != nil:

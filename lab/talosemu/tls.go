@@ -54,7 +54,7 @@ func (n *Node) servingTLSLocked() (*servingTLS, error) {
 	}
 
 	if len(ca.Key) == 0 {
-		if ca = n.cluster.osCAKey(ca.Crt); ca == nil {
+		if ca = n.Cluster().osCAKey(ca.Crt); ca == nil {
 			return nil, errNoOSCAKey
 		}
 	}

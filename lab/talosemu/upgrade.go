@@ -31,10 +31,10 @@ func (n *Node) SetRebootDelay(d time.Duration) {
 // StopEtcd hard-stops the node's etcd member while the node stays up (a crashed etcd): it stays in
 // the member list and starts again at the node's next boot. It returns once the member's server
 // has stopped (nothing listens on its ports any more).
-func (n *Node) StopEtcd() { <-n.cluster.killEtcd(n) }
+func (n *Node) StopEtcd() { <-n.Cluster().killEtcd(n) }
 
 // StartEtcd starts a member that StopEtcd stopped, from its data (`talosctl service etcd restart`).
-func (n *Node) StartEtcd() { n.cluster.restartEtcd(n) }
+func (n *Node) StartEtcd() { n.Cluster().restartEtcd(n) }
 
 // Installed is what a node runs: its Talos version and the Image Factory schematic of its
 // installer ("" for the vanilla installer).
@@ -247,7 +247,7 @@ func (s *machineService) Upgrade(ctx context.Context, req *machineapi.UpgradeReq
 // validateEtcdForUpgrade is etcd.Client.ValidateForUpgrade of Talos v1.13.9, against the real
 // members: not exactly two members, every member started and answering a quorum read.
 func (n *Node) validateEtcdForUpgrade(ctx context.Context) error {
-	cli, e, err := n.cluster.etcdClient(n, false)
+	cli, e, err := n.Cluster().etcdClient(n, false)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,26 @@ type Download struct {
 	FileName      string
 	ContentType   string
 	Decompression string
+	// Existing is the Talos image already on the host that the VMs are made from instead of a
+	// download (an adopted cluster's, left there by the tool that made it); none when VolID is "".
+	Existing Existing
+}
+
+// Existing is a Talos image file already on a datastore.
+type Existing struct {
+	// VolID is the file's volume id ("local:iso/talos-….img").
+	VolID string
+	// ISO tells a raw image in iso content (a disk's fileId) from an image to import (importFrom).
+	ISO bool
+}
+
+// Reuse makes the downloads of existing (by download key) use the image already there.
+func (p *Plan) Reuse(existing map[string]Existing) {
+	for i, d := range p.Downloads {
+		if e, ok := existing[d.Key]; ok {
+			p.Downloads[i].Existing = e
+		}
+	}
 }
 
 // VM is the Proxmox layout of one node.

@@ -198,3 +198,23 @@ func (c *Client) VMConfig(ctx context.Context, node string, vmid int) (map[strin
 
 	return out, nil
 }
+
+// Volume is one file of a datastore, as its content list shows it.
+type Volume struct {
+	// VolID is "<storage>:<content>/<file>" for files ("local:import/talos.qcow2").
+	VolID   string `json:"volid"`
+	Content string `json:"content"`
+	Format  string `json:"format"`
+	Size    int64  `json:"size"`
+}
+
+// Content lists the volumes of datastore storage on node (GET /nodes/{node}/storage/{storage}/content),
+// every content type the datastore holds.
+func (c *Client) Content(ctx context.Context, node, storage string) ([]Volume, error) {
+	var out []Volume
+	if err := c.get(ctx, fmt.Sprintf("/nodes/%s/storage/%s/content", url.PathEscape(node), url.PathEscape(storage)), nil, &out); err != nil {
+		return nil, err
+	}
+
+	return out, nil
+}

@@ -1,18 +1,29 @@
 package wire
 
 import (
+	"fmt"
+
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	talos "github.com/pulumiverse/pulumi-talos/sdk/go/talos"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/imagefactory"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/plan"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
+// ImageFile is the Talos image a node's VM is made from: a download of the plan, or the image
+// already on the host (plan.Existing) that an adopted cluster's tool put there.
+type ImageFile struct {
+	ID pulumi.StringOutput
+	// ISO: a raw image in iso content, a disk's fileId; else an image to import (importFrom).
+	ISO bool
+}
+
 // Image registers the Talos image: the schematic with the Image Factory, then one download per
-// (Proxmox host, datastore) of the plan, which the VMs are created from. It returns the
-// downloads, in the plan's order.
-func Image(s Scope, p *plan.Plan) ([]*download.File, error) {
+// (Proxmox host, datastore) of the plan without an image already there, which the VMs are
+// created from. It returns the image files, in the plan's order.
+func Image(s Scope, p *plan.Plan) ([]ImageFile, error) {
 	schematic, err := schematic(s)
 	if err != nil {
 		return nil, err
@@ -45,10 +56,18 @@ func schematic(s Scope) (pulumi.Resource, error) {
 
 // downloads registers one image download per (Proxmox host, datastore), or one in total on a
 // shared datastore. They wait for the schematic: the factory only serves registered schematics.
-func downloads(s Scope, p *plan.Plan, schematic pulumi.Resource) ([]*download.File, error) {
-	var files []*download.File
+// A download whose image is already on the host is not registered: the VMs use that image.
+func downloads(s Scope, p *plan.Plan, schematic pulumi.Resource) ([]ImageFile, error) {
+	var files []ImageFile
 
 	for _, d := range p.Downloads {
+		if e := d.Existing; e.VolID != "" {
+			s.info(fmt.Sprintf("image: %s reuses the Talos image %s already there; nothing is downloaded", d.HostNode, e.VolID))
+			files = append(files, ImageFile{ID: pulumi.String(e.VolID).ToStringOutput(), ISO: e.ISO})
+
+			continue
+		}
+
 		args := &download.FileArgs{
 			ContentType: pulumi.String(d.ContentType),
 			DatastoreId: pulumi.String(d.DatastoreID),
@@ -83,7 +102,7 @@ func downloads(s Scope, p *plan.Plan, schematic pulumi.Resource) ([]*download.Fi
 			return nil, errorf("registering the image download on %s: %w", d.HostNode, err)
 		}
 
-		files = append(files, f)
+		files = append(files, ImageFile{ID: f.ID().ToStringOutput(), ISO: d.ContentType == string(spec.ContentISO)})
 	}
 
 	return files, nil

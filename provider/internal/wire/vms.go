@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -68,7 +67,7 @@ func (m *Machines) Instances(nodes []string) map[string]string {
 //
 // The VMs of adoptees (an adopted cluster's; proxmox.Adoptee) are imported by the `up` that adopts
 // them, not created, and keep the settings the component does not declare (adoptedIgnoredPaths).
-func VirtualMachines(s Scope, p *plan.Plan, files []*download.File, vmIDs map[string]int, inv *proxmox.Inventory,
+func VirtualMachines(s Scope, p *plan.Plan, files []ImageFile, vmIDs map[string]int, inv *proxmox.Inventory,
 	adoptees map[string]proxmox.Adoptee, guard *proxmox.VMGuard, checked pulumi.ResourceArrayOutput, after []pulumi.Resource, self Lifecycle,
 ) (*Machines, error) {
 	m := &Machines{
@@ -203,7 +202,7 @@ func adoptedTags(tags []string, instance string, own []string) []string {
 	return out
 }
 
-func vmArgs(c *spec.Cluster, p plan.VM, image *download.File, vmid int, instance string) *vm.VirtualMachineArgs {
+func vmArgs(c *spec.Cluster, p plan.VM, image ImageFile, vmid int, instance string) *vm.VirtualMachineArgs {
 	n := p.Node
 
 	var disks vm.VirtualMachineDiskArray
@@ -220,10 +219,10 @@ func vmArgs(c *spec.Cluster, p plan.VM, image *download.File, vmid int, instance
 		}
 
 		switch {
-		case d.FromImage && c.Image.ContentType == spec.ContentISO:
-			disk.FileId = image.ID().ToStringOutput()
+		case d.FromImage && image.ISO:
+			disk.FileId = image.ID
 		case d.FromImage:
-			disk.ImportFrom = image.ID().ToStringOutput()
+			disk.ImportFrom = image.ID
 		}
 
 		if d.Serial != "" {
