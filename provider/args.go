@@ -89,6 +89,7 @@ type Node struct {
 	DataDisks     []DataDisk              `pulumi:"dataDisks,optional"`
 	PciDevices    []PciDevice             `pulumi:"pciDevices,optional"`
 	Labels        map[string]string       `pulumi:"labels,optional"`
+	Taints        []string                `pulumi:"taints,optional"`
 	ConfigPatches pulumi.StringArrayInput `pulumi:"configPatches,optional"`
 	InstallDisk   string                  `pulumi:"installDisk,optional"`
 }

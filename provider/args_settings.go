@@ -14,6 +14,7 @@ type NodeDefaults struct {
 	Bios         string   `pulumi:"bios,optional"`
 	ScsiHardware string   `pulumi:"scsiHardware,optional"`
 	Tags         []string `pulumi:"tags,optional"`
+	Taints       []string `pulumi:"taints,optional"`
 }
 
 // Annotate documents the node defaults.

@@ -61,7 +61,7 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 		in.NodeDefaults = spec.NodeDefaultsInput{
 			CPU: d.Cpu, MemoryMiB: d.MemoryMib, DiskSizeGiB: d.DiskSizeGib, DatastoreID: d.DatastoreId,
 			Bridge: d.Bridge, CPUType: d.CpuType, VMMachine: d.VmMachine, BIOS: d.Bios,
-			SCSIHardware: d.ScsiHardware, Tags: d.Tags,
+			SCSIHardware: d.ScsiHardware, Tags: d.Tags, Taints: d.Taints,
 		}
 	}
 
@@ -84,7 +84,7 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 		node := spec.NodeInput{
 			HostNode: n.HostNode, Role: n.Role, IP: n.Ip, MACAddress: n.MacAddress, VMID: n.VmId, CPU: n.Cpu,
 			MemoryMiB: n.MemoryMib, DiskSizeGiB: n.DiskSizeGib, DatastoreID: n.DatastoreId, Bridge: n.Bridge,
-			VLANID: n.VlanId, Tags: n.Tags, Labels: n.Labels, InstallDisk: n.InstallDisk,
+			VLANID: n.VlanId, Tags: n.Tags, Labels: n.Labels, Taints: n.Taints, InstallDisk: n.InstallDisk,
 		}
 
 		for _, d := range n.DataDisks {

@@ -130,7 +130,8 @@ upgrade (a cluster created on v1.11 keeps single-document configurations on v1.1
 switching formats under running nodes is a known source of breakage.
 
 - **up to v1.11**: one v1alpha1 document; the component sets ` + "`machine.network`" + ` (hostname, interface by
-  MAC or physical, address, route, VIP, nameservers), ` + "`machine.time`" + `, ` + "`machine.disks`" + ` and kubelet mounts.
+  MAC or physical, address, route, VIP, nameservers), ` + "`machine.time`" + `, ` + "`machine.disks`" + ` and kubelet mounts,
+  ` + "`machine.nodeLabels`" + ` and ` + "`machine.nodeTaints`" + ` (the node's ` + "`taints`" + `).
 - **v1.12 and v1.13**: the v1alpha1 document without the deprecated network, time and disk fields, and
   ` + "`HostnameConfig`" + ` (the node name, ` + "`auto: off`" + `), ` + "`LinkAliasConfig`" + ` ` + "`net0`" + ` (by MAC, or the VM's virtio
   NIC), ` + "`LinkConfig`" + ` (address and default route) or ` + "`DHCPv4Config`" + `, ` + "`Layer2VIPConfig`" + ` on control planes,
@@ -140,7 +141,7 @@ switching formats under running nodes is a known source of breakage.
   user volume mounts only under /var/mnt and pods read host paths from the host, not the kubelet.
 - **v1.14**: Kubernetes and the installer move to documents too. The v1alpha1 document keeps only
   ` + "`machine.certSANs`" + ` and etcd's subnet; the component writes ` + "`UnattendedInstallConfig`" + ` (installer image,
-  install disk), ` + "`KubeNodeConfig`" + ` (labels, node IP subnet, the control-plane taint removed when
+  install disk), ` + "`KubeNodeConfig`" + ` (labels, taints, node IP subnet, the control-plane taint removed when
   ` + "`allowSchedulingOnControlPlanes`" + `), ` + "`KubeNetworkConfig`" + `, ` + "`KubeAPIServerConfig`" + ` (certificate SANs),
   with Cilium ` + "`KubeFlannelCNIConfig`" + ` deleted and ` + "`KubeProxyConfig`" + ` disabled, inline and extra manifests as
   ` + "`KubeInlineManifestConfig`" + ` and ` + "`KubeExternalManifestConfig`" + `, and the network, time and volume documents of
@@ -155,6 +156,17 @@ secrets in the format its secrets will keep, so its VMs need not wait for the se
 ` + "`UserVolumeConfig`" + `) or, up to contract v1.11, JSON patches; from v1.12 Talos rejects JSON patches on a
 multi-document configuration and a ` + "`machine.network.hostname`" + ` beside the ` + "`HostnameConfig`" + ` document:
 the error names the patch and says what to write instead.
+
+## Node labels and taints
+
+A node's ` + "`labels`" + ` and ` + "`taints`" + ` (over ` + "`nodeDefaults.taints`" + `), its topology labels and, on control
+planes, the ` + "`node-role.kubernetes.io/control-plane:NoSchedule`" + ` taint unless
+` + "`allowSchedulingOnControlPlanes`" + `, are in its configuration (` + "`machine.nodeLabels`" + `/` + "`machine.nodeTaints`" + `,
+or ` + "`KubeNodeConfig`" + ` from contract v1.14). Talos applies them to the Kubernetes Node itself and records
+which it set (the Node's ` + "`talos.dev/owned-labels`" + ` and ` + "`talos.dev/owned-taints`" + ` annotations): a label or
+taint removed from the declaration is removed from the Node, one set by someone else with another
+value is left alone. Changing any of them applies live, without a reboot; the preview shows the
+configuration change and says so.
 
 `)
 

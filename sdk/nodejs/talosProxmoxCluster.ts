@@ -155,7 +155,7 @@ export interface TalosProxmoxClusterArgs {
      */
     allowDataLoss?: boolean;
     /**
-     * Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
+     * Let ordinary workloads run on control plane nodes: Talos removes the `node-role.kubernetes.io/control-plane:NoSchedule` taint from their Nodes (and sets it again when false); a change applies live, without a reboot. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
      */
     allowSchedulingOnControlPlanes?: boolean;
     /**

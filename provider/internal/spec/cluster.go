@@ -127,7 +127,10 @@ type Node struct {
 	DataDisks    []DataDisk
 	PCIDevices   []PCIDevice
 	Labels       map[string]string // user labels only
-	InstallDisk  string
+	// Taints are the node's taints as Talos' nodeTaints holds them: by key, "value:Effect" or
+	// "Effect" (nodeDefaults.taints with the node's own over them); nil when none.
+	Taints      map[string]string
+	InstallDisk string
 }
 
 // DataDisk is an extra disk; Serial identifies it inside the guest.

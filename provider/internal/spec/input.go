@@ -66,6 +66,7 @@ type NodeInput struct {
 	DataDisks     []DataDiskInput
 	PCIDevices    []PCIDeviceInput
 	Labels        map[string]string
+	Taints        []string
 	ConfigPatches []Patch
 	InstallDisk   string
 }
@@ -98,6 +99,7 @@ type NodeDefaultsInput struct {
 	BIOS         string
 	SCSIHardware string
 	Tags         []string
+	Taints       []string
 }
 
 // NetworkInput is the cluster network.

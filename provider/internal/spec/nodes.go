@@ -96,6 +96,7 @@ func checkNodeDefaults(p *problems, d NodeDefaultsInput) {
 	}
 
 	checkTags(p, "nodeDefaults.tags", d.Tags)
+	parseTaints(p, "nodeDefaults.taints", d.Taints)
 }
 
 // buildNode applies the defaults to one node and reports its own problems. It always returns
@@ -213,6 +214,9 @@ func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) No
 			p.errorf(at, "%s", why)
 		}
 	}
+
+	// nodeDefaults.taints' problems are reported once, by checkNodeDefaults.
+	n.Taints = nodeTaints(parseTaints(&problems{}, "nodeDefaults.taints", d.Taints), parseTaints(p, path+".taints", in.Taints))
 
 	n.DataDisks = buildDataDisks(p, path, in.DataDisks, n.DatastoreID)
 	n.PCIDevices = buildPCIDevices(p, path, in.PCIDevices, n.VMMachine)

@@ -45,8 +45,17 @@ func nodePatchKube(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 		node["nodeIP"] = map[string]any{"validSubnets": []string{subnet}}
 	}
 
+	taints := map[string]any{}
+	for k, v := range n.Taints {
+		taints[k] = v
+	}
+
 	if n.Role == spec.RoleControlPlane && c.AllowSchedulingOnControlPlanes {
-		node["taints"] = map[string]any{"node-role.kubernetes.io/control-plane": map[string]any{"$patch": "delete"}}
+		taints["node-role.kubernetes.io/control-plane"] = map[string]any{"$patch": "delete"}
+	}
+
+	if len(taints) > 0 {
+		node["taints"] = taints
 	}
 
 	docs = append(docs, doc("KubeNodeConfig", node), doc("KubeNetworkConfig", map[string]any{

@@ -109,6 +109,9 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 		},
 		"nodeLabels": labels,
 	}
+	if len(n.Taints) > 0 {
+		machine["nodeTaints"] = n.Taints
+	}
 
 	if len(c.Network.NTPServers) > 0 {
 		machine["time"] = map[string]any{"servers": c.Network.NTPServers}

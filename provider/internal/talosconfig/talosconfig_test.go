@@ -26,14 +26,16 @@ func homelab() spec.Input {
 			Nameservers: []string{"1.1.1.1", "9.9.9.9"},
 			NTPServers:  []string{"time.cloudflare.com"},
 		},
-		Image: spec.ImageInput{Extensions: []string{"siderolabs/qemu-guest-agent", "siderolabs/iscsi-tools"}},
+		Image:        spec.ImageInput{Extensions: []string{"siderolabs/qemu-guest-agent", "siderolabs/iscsi-tools"}},
+		NodeDefaults: spec.NodeDefaultsInput{Taints: []string{"example.com/pool=home:PreferNoSchedule"}},
 		Nodes: map[string]spec.NodeInput{
 			"cp-1": {HostNode: "pve1", Role: "controlplane", IP: "10.0.0.11", MACAddress: "bc:24:11:00:00:11"},
 			"cp-2": {HostNode: "pve2", Role: "controlplane", IP: "10.0.0.12"},
 			"cp-3": {HostNode: "pve1", Role: "controlplane", IP: "10.0.0.13"},
 			"worker-1": {HostNode: "pve1", Role: "worker", IP: "10.0.0.21", Labels: map[string]string{"storage": "longhorn"},
+				Taints:    []string{"example.com/pool=storage:NoSchedule"},
 				DataDisks: []spec.DataDiskInput{{SizeGiB: 100, MountPath: "/var/lib/longhorn"}, {SizeGiB: 10}, {SizeGiB: 20, MountPath: "/var/mnt/scratch"}}},
-			"worker-2": {HostNode: "pve2", Role: "worker", IP: "10.0.0.22",
+			"worker-2": {HostNode: "pve2", Role: "worker", IP: "10.0.0.22", Taints: []string{"nvidia.com/gpu:NoSchedule"},
 				PCIDevices: []spec.PCIDeviceInput{{Mapping: "gpu"}}},
 		},
 	}

@@ -2155,6 +2155,8 @@ type Node struct {
 	Role string `pulumi:"role"`
 	// Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
 	Tags []string `pulumi:"tags"`
+	// Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+	Taints []string `pulumi:"taints"`
 	// VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
 	VlanId *int `pulumi:"vlanId"`
 	// Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
@@ -2204,6 +2206,8 @@ type NodeArgs struct {
 	Role string `pulumi:"role"`
 	// Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
 	Tags []string `pulumi:"tags"`
+	// Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+	Taints []string `pulumi:"taints"`
 	// VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
 	VlanId *int `pulumi:"vlanId"`
 	// Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
@@ -2337,6 +2341,11 @@ func (o NodeOutput) Tags() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v Node) []string { return v.Tags }).(pulumi.StringArrayOutput)
 }
 
+// Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+func (o NodeOutput) Taints() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v Node) []string { return v.Taints }).(pulumi.StringArrayOutput)
+}
+
 // VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
 func (o NodeOutput) VlanId() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v Node) *int { return v.VlanId }).(pulumi.IntPtrOutput)
@@ -2387,6 +2396,8 @@ type NodeDefaults struct {
 	ScsiHardware *string `pulumi:"scsiHardware"`
 	// Extra Proxmox tags on every VM.
 	Tags []string `pulumi:"tags"`
+	// Kubernetes taints of every node (`key=value:Effect` or `key:Effect`); a node's own `taints` override these key by key.
+	Taints []string `pulumi:"taints"`
 	// Proxmox machine type. Default: `q35`.
 	VmMachine *string `pulumi:"vmMachine"`
 }
@@ -2422,6 +2433,8 @@ type NodeDefaultsArgs struct {
 	ScsiHardware *string `pulumi:"scsiHardware"`
 	// Extra Proxmox tags on every VM.
 	Tags []string `pulumi:"tags"`
+	// Kubernetes taints of every node (`key=value:Effect` or `key:Effect`); a node's own `taints` override these key by key.
+	Taints []string `pulumi:"taints"`
 	// Proxmox machine type. Default: `q35`.
 	VmMachine *string `pulumi:"vmMachine"`
 }
@@ -2549,6 +2562,11 @@ func (o NodeDefaultsOutput) Tags() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v NodeDefaults) []string { return v.Tags }).(pulumi.StringArrayOutput)
 }
 
+// Kubernetes taints of every node (`key=value:Effect` or `key:Effect`); a node's own `taints` override these key by key.
+func (o NodeDefaultsOutput) Taints() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v NodeDefaults) []string { return v.Taints }).(pulumi.StringArrayOutput)
+}
+
 // Proxmox machine type. Default: `q35`.
 func (o NodeDefaultsOutput) VmMachine() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v NodeDefaults) *string { return v.VmMachine }).(pulumi.StringPtrOutput)
@@ -2665,6 +2683,16 @@ func (o NodeDefaultsPtrOutput) Tags() pulumi.StringArrayOutput {
 			return nil
 		}
 		return v.Tags
+	}).(pulumi.StringArrayOutput)
+}
+
+// Kubernetes taints of every node (`key=value:Effect` or `key:Effect`); a node's own `taints` override these key by key.
+func (o NodeDefaultsPtrOutput) Taints() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v *NodeDefaults) []string {
+		if v == nil {
+			return nil
+		}
+		return v.Taints
 	}).(pulumi.StringArrayOutput)
 }
 

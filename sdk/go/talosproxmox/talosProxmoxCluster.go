@@ -67,7 +67,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context,
 type talosProxmoxClusterArgs struct {
 	// Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one, with neither `etcdBackup` nor `recovery`; or a new `clusterName`, which makes a new cluster). Default: false: such a plan is refused at preview, naming the change.
 	AllowDataLoss *bool `pulumi:"allowDataLoss"`
-	// Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
+	// Let ordinary workloads run on control plane nodes: Talos removes the `node-role.kubernetes.io/control-plane:NoSchedule` taint from their Nodes (and sets it again when false); a change applies live, without a reboot. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
 	AllowSchedulingOnControlPlanes *bool `pulumi:"allowSchedulingOnControlPlanes"`
 	// Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
 	Cilium *Cilium `pulumi:"cilium"`
@@ -129,7 +129,7 @@ type talosProxmoxClusterArgs struct {
 type TalosProxmoxClusterArgs struct {
 	// Accept a plan that leaves the cluster without its etcd data (replacing or removing every control plane of a running cluster, e.g. the only one, with neither `etcdBackup` nor `recovery`; or a new `clusterName`, which makes a new cluster). Default: false: such a plan is refused at preview, naming the change.
 	AllowDataLoss *bool
-	// Let ordinary workloads run on control plane nodes. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
+	// Let ordinary workloads run on control plane nodes: Talos removes the `node-role.kubernetes.io/control-plane:NoSchedule` taint from their Nodes (and sets it again when false); a change applies live, without a reboot. Default: true when the cluster has no worker (a single-node or control-plane-only cluster), else false.
 	AllowSchedulingOnControlPlanes *bool
 	// Install Cilium as the CNI, replacing flannel and kube-proxy. Its Helm chart is rendered by the component (no helm binary) with the Talos values and embedded in the control planes' configuration, so the cluster boots with its network ready. Set `{}` for the defaults.
 	Cilium *CiliumArgs

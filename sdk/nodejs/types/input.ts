@@ -338,6 +338,10 @@ export interface NodeArgs {
      */
     tags?: string[];
     /**
+     * Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+     */
+    taints?: string[];
+    /**
      * VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
      */
     vlanId?: number;
@@ -387,6 +391,10 @@ export interface NodeDefaultsArgs {
      * Extra Proxmox tags on every VM.
      */
     tags?: string[];
+    /**
+     * Kubernetes taints of every node (`key=value:Effect` or `key:Effect`); a node's own `taints` override these key by key.
+     */
+    taints?: string[];
     /**
      * Proxmox machine type. Default: `q35`.
      */

@@ -1289,6 +1289,10 @@ class NodeArgsDict(TypedDict):
     """
     Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
     """
+    taints: NotRequired[Sequence[_builtins.str]]
+    """
+    Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+    """
     vlan_id: NotRequired[_builtins.int]
     """
     VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
@@ -1316,6 +1320,7 @@ class NodeArgs:
                  memory_mib: Optional[_builtins.int] = None,
                  pci_devices: Optional[Sequence['PciDeviceArgs']] = None,
                  tags: Optional[Sequence[_builtins.str]] = None,
+                 taints: Optional[Sequence[_builtins.str]] = None,
                  vlan_id: Optional[_builtins.int] = None,
                  vm_id: Optional[_builtins.int] = None):
         """
@@ -1336,6 +1341,7 @@ class NodeArgs:
         :param _builtins.int memory_mib: Memory in MiB. Control planes need at least 2048 (4096 recommended). Default: `nodeDefaults.memoryMib` (4096).
         :param Sequence['PciDeviceArgs'] pci_devices: Host PCI devices (e.g. a GPU) passed through to the VM.
         :param Sequence[_builtins.str] tags: Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
+        :param Sequence[_builtins.str] taints: Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
         :param _builtins.int vlan_id: VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
         :param _builtins.int vm_id: Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
         """
@@ -1367,6 +1373,8 @@ class NodeArgs:
             pulumi.set(__self__, "pci_devices", pci_devices)
         if tags is not None:
             pulumi.set(__self__, "tags", tags)
+        if taints is not None:
+            pulumi.set(__self__, "taints", taints)
         if vlan_id is not None:
             pulumi.set(__self__, "vlan_id", vlan_id)
         if vm_id is not None:
@@ -1553,6 +1561,18 @@ class NodeArgs:
         pulumi.set(self, "tags", value)
 
     @_builtins.property
+    @pulumi.getter
+    def taints(self) -> Optional[Sequence[_builtins.str]]:
+        """
+        Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+        """
+        return pulumi.get(self, "taints")
+
+    @taints.setter
+    def taints(self, value: Optional[Sequence[_builtins.str]]):
+        pulumi.set(self, "taints", value)
+
+    @_builtins.property
     @pulumi.getter(name="vlanId")
     def vlan_id(self) -> Optional[_builtins.int]:
         """
@@ -1617,6 +1637,10 @@ class NodeDefaultsArgsDict(TypedDict):
     """
     Extra Proxmox tags on every VM.
     """
+    taints: NotRequired[Sequence[_builtins.str]]
+    """
+    Kubernetes taints of every node (`key=value:Effect` or `key:Effect`); a node's own `taints` override these key by key.
+    """
     vm_machine: NotRequired[_builtins.str]
     """
     Proxmox machine type. Default: `q35`.
@@ -1634,6 +1658,7 @@ class NodeDefaultsArgs:
                  memory_mib: Optional[_builtins.int] = None,
                  scsi_hardware: Optional[_builtins.str] = None,
                  tags: Optional[Sequence[_builtins.str]] = None,
+                 taints: Optional[Sequence[_builtins.str]] = None,
                  vm_machine: Optional[_builtins.str] = None):
         """
         Values applied to every node that does not set its own. Memory ballooning is always off, as Talos requires.
@@ -1647,6 +1672,7 @@ class NodeDefaultsArgs:
         :param _builtins.int memory_mib: Memory per node in MiB. Default: 4096.
         :param _builtins.str scsi_hardware: SCSI controller. Default: `virtio-scsi-pci`. Do not use `virtio-scsi-single`: Talos installs hang on it (siderolabs/talos#11173).
         :param Sequence[_builtins.str] tags: Extra Proxmox tags on every VM.
+        :param Sequence[_builtins.str] taints: Kubernetes taints of every node (`key=value:Effect` or `key:Effect`); a node's own `taints` override these key by key.
         :param _builtins.str vm_machine: Proxmox machine type. Default: `q35`.
         """
         if bios is not None:
@@ -1667,6 +1693,8 @@ class NodeDefaultsArgs:
             pulumi.set(__self__, "scsi_hardware", scsi_hardware)
         if tags is not None:
             pulumi.set(__self__, "tags", tags)
+        if taints is not None:
+            pulumi.set(__self__, "taints", taints)
         if vm_machine is not None:
             pulumi.set(__self__, "vm_machine", vm_machine)
 
@@ -1777,6 +1805,18 @@ class NodeDefaultsArgs:
     @tags.setter
     def tags(self, value: Optional[Sequence[_builtins.str]]):
         pulumi.set(self, "tags", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def taints(self) -> Optional[Sequence[_builtins.str]]:
+        """
+        Kubernetes taints of every node (`key=value:Effect` or `key:Effect`); a node's own `taints` override these key by key.
+        """
+        return pulumi.get(self, "taints")
+
+    @taints.setter
+    def taints(self, value: Optional[Sequence[_builtins.str]]):
+        pulumi.set(self, "taints", value)
 
     @_builtins.property
     @pulumi.getter(name="vmMachine")

@@ -1,0 +1,80 @@
+package spec
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// TaintEffects are the effects a Kubernetes taint can have.
+var TaintEffects = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
+
+// controlPlaneTaint is the taint Talos sets on control planes unless allowSchedulingOnControlPlanes.
+const controlPlaneTaint = "node-role.kubernetes.io/control-plane"
+
+// parseTaints checks the taints at path, written as kubectl does (`key=value:Effect`, or
+// `key:Effect` without a value), and returns them as Talos' nodeTaints holds them: by key,
+// "value:Effect" (or "Effect"). Talos keeps one taint per key.
+func parseTaints(p *problems, path string, in []string) map[string]string {
+	out := map[string]string{}
+
+	for i, t := range in {
+		at := fmt.Sprintf("%s[%d]", path, i)
+
+		rest, effect, ok := strings.Cut(t, ":")
+		key, value, _ := strings.Cut(rest, "=")
+
+		switch {
+		case !ok || effect == "":
+			p.errorf(at, "%q has no effect; write key=value:Effect or key:Effect, the effect one of %s", t, strings.Join(TaintEffects, ", "))
+			continue
+		case !slices.Contains(TaintEffects, effect):
+			hint := ""
+			if i := slices.IndexFunc(TaintEffects, func(e string) bool { return strings.EqualFold(e, effect) }); i >= 0 {
+				hint = fmt.Sprintf(" (effects are case-sensitive: %s)", TaintEffects[i])
+			}
+
+			p.errorf(at, "%q: the effect %q is not one of %s%s", t, effect, strings.Join(TaintEffects, ", "), hint)
+
+			continue
+		case key == controlPlaneTaint:
+			p.errorf(at, "%q: Talos sets the %s taint on control planes itself; use allowSchedulingOnControlPlanes to remove it", t, controlPlaneTaint)
+			continue
+		}
+
+		if why := checkLabel(key, value); why != "" {
+			p.errorf(at, "%q: %s", t, strings.Replace(why, "label", "taint", 1))
+			continue
+		}
+
+		if _, dup := out[key]; dup {
+			p.errorf(at, "%q: the key %q is tainted twice; Talos keeps one taint per key", t, key)
+			continue
+		}
+
+		out[key] = effect
+		if value != "" {
+			out[key] = value + ":" + effect
+		}
+	}
+
+	return out
+}
+
+// nodeTaints are a node's taints: nodeDefaults.taints with the node's own over them, by key; nil
+// when there are none.
+func nodeTaints(defaults, own map[string]string) map[string]string {
+	if len(defaults)+len(own) == 0 {
+		return nil
+	}
+
+	out := maps.Clone(defaults)
+	if out == nil {
+		out = map[string]string{}
+	}
+
+	maps.Copy(out, own)
+
+	return out
+}
