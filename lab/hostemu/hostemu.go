@@ -377,12 +377,17 @@ func (c *Controller) lease(vmid int) (netip.Prefix, error) {
 }
 
 // join is the cluster of Talos cluster id for VM vmid getting its first configuration: the one
-// that id's first node was in, else (the first node of it) the one vmid's tags put it in.
+// that id's first node was in while it has nodes, else (the first node of it, or the first since
+// all of that cluster's went) the one vmid's tags put it in. A VM deleted meanwhile joins nothing.
 func (c *Controller) join(vmid int, id string) *talosemu.Cluster {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	if cl := c.byID[id]; cl != nil {
+	if c.disks[vmid] == nil || c.joined[vmid] == nil {
+		return nil
+	}
+
+	if cl := c.byID[id]; cl != nil && cl != c.joined[vmid] && len(cl.Nodes()) > 0 {
 		c.joined[vmid] = cl
 
 		return cl

@@ -107,7 +107,7 @@ func (n *Node) applyInMaintenance(req *machineapi.ApplyConfigurationRequest) (*m
 // joinLocked moves a node getting its first configuration to the cluster Options.Join names for
 // the configuration's cluster id, if that is another one than the node's.
 func (n *Node) joinLocked(cfg config.Provider) {
-	if n.opts.Join == nil || n.ownCluster || cfg.DiscoveryIdentityConfig() == nil || cfg.DiscoveryIdentityConfig().ClusterID() == "" {
+	if n.opts.Join == nil || n.ownCluster || n.closing || cfg.DiscoveryIdentityConfig() == nil || cfg.DiscoveryIdentityConfig().ClusterID() == "" {
 		return
 	}
 

@@ -136,6 +136,7 @@ func (c *Cluster) reconcileKube(ctx context.Context) {
 	}
 
 	c.reconcileKubelets(ctx, v)
+	c.applyNodeSpecs(ctx, v)
 	c.applyManifests(ctx, v)
 	c.runOperators(ctx)
 }

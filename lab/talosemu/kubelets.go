@@ -21,6 +21,8 @@ type runningKubelet struct {
 	opts    kubeletemu.Options
 	kubelet *kubeletemu.Kubelet
 	node    *Node
+	// specs is the nodeSpecsKey of the labels and taints last synced to its Node ("": none yet).
+	specs string
 }
 
 func (k *runningKubelet) stop() { k.kubelet.Stop() }
@@ -167,8 +169,59 @@ func imageTag(ref string) string {
 
 // kubeletKey identifies a kubelet's settings (funcs and the client left out): a change means a
 // kubelet restart.
+//
+// Labels and taints are not kubelet settings: Talos applies them to the Node itself
+// (applyNodeSpecs), live.
 func kubeletKey(o kubeletemu.Options) string {
 	o.Client, o.HungPod, o.Logf = nil, nil, nil
+	o.Labels, o.AllowSchedulingOnControlPlanes = nil, false
 
 	return fmt.Sprintf("%+v", o)
+}
+
+// applyNodeSpecs runs Talos' node apply (syncNodeSpecs) for each node whose kubelet runs, when its
+// configuration's labels or taints changed since they last reached its Node. A Node not
+// registered yet, or a conflicting write, is tried again at the next reconcile.
+func (c *Cluster) applyNodeSpecs(ctx context.Context, v controlPlaneView) {
+	type job struct {
+		kl     *runningKubelet
+		name   string
+		labels map[string]string
+		taints []corev1.Taint
+		key    string
+	}
+
+	c.mu.Lock()
+	k := c.kube
+	if k == nil || k.cp == nil {
+		c.mu.Unlock()
+		return
+	}
+
+	var jobs []job
+
+	for n, kl := range k.kubelets {
+		rec, up := v.upNodes[n]
+		if !up || rec.cfg == nil {
+			continue
+		}
+
+		labels, taints := nodeSpecs(rec.cfg)
+		if key := nodeSpecsKey(labels, taints); key != kl.specs {
+			jobs = append(jobs, job{kl: kl, name: rec.hostname, labels: labels, taints: taints, key: key})
+		}
+	}
+
+	client := k.client
+	c.mu.Unlock()
+
+	for _, j := range jobs {
+		if err := syncNodeSpecs(ctx, client, j.name, j.labels, j.taints); err != nil {
+			continue
+		}
+
+		c.mu.Lock()
+		j.kl.specs = j.key
+		c.mu.Unlock()
+	}
 }

@@ -45,29 +45,34 @@ func ImagesOnHosts(ctx *pulumi.Context, opts []pulumi.ResourceOption, c *spec.Cl
 	return out, nil
 }
 
-// knownPlatforms and knownArches are the Image Factory's platform and architecture names a file
-// name may carry: an image naming another one than the cluster's is not its image.
+// knownPlatforms and knownArches are the Image Factory's platform and architecture names (and
+// the architectures' other names) a file name may carry: an image naming another one than the
+// cluster's is not its image, nor is a Secure Boot image (UEFI only).
 var (
 	knownPlatforms = []string{
 		"metal", "nocloud", "openstack", "aws", "gcp", "azure", "vmware", "digital-ocean", "hcloud", "oracle", "scaleway",
 		"upcloud", "vultr", "exoscale", "equinixMetal", "akamai", "cloudstack", "nutanix", "opennebula",
 	}
-	knownArches = []string{"amd64", "arm64"}
+	knownArches = map[string][]string{"amd64": {"amd64", "x86_64", "x86-64"}, "arm64": {"arm64", "aarch64"}}
 )
 
 // MatchImage picks among the volumes of download d's datastore the Talos image of the cluster's
 // schematic, version, platform and architecture that another tool put there, the way the
-// Terraform modules name them ("<cluster>-<schematic id>-<version>-<platform>-<arch>.img", raw in
-// iso content, or a qcow2 in import content): a disk image whose file name holds the schematic
-// id (its first 16 characters at least), the Talos version as a whole word, and no other
-// platform or architecture than the cluster's. An image in the content type the component
-// downloads to is preferred; then the first by name. None when the component's own file
-// (d.FileName) is there: that one is the stack's.
+// Terraform modules name them ("<cluster>-<schematic id>-<version>-<platform>-<arch>.img" or
+// ".qcow2"): a disk image in the content type the cluster downloads to (an image of the other
+// type would be imported another way: a raw image in iso content over SSH), whose file name holds
+// the schematic id (its first 16 characters at least), the Talos version as a whole word, the
+// cluster's platform and architecture and no other, and no "secureboot". A file named as the
+// component names its own downloads is another stack's (or this one's, of another content type):
+// never taken. A name holding the cluster's name is preferred; then the first by name. None when
+// the component's own file (d.FileName) is there: that one is the stack's.
 func MatchImage(c *spec.Cluster, d plan.Download, vols []pveclient.Volume) (plan.Existing, bool) {
-	version := regexp.MustCompile(`(^|[^0-9A-Za-z.])v?` + regexp.QuoteMeta(strings.TrimPrefix(c.TalosVersion, "v")) +
-		`($|\.[a-z]|[^0-9A-Za-z.-]|-(` + strings.Join(append(slices.Clone(knownPlatforms), knownArches...), "|") + `)|-[0-9a-f]{16})`)
+	sch := c.Image.SchematicID[:16]
+	version := regexp.MustCompile(`(^|[^0-9A-Za-z.])v?` + regexp.QuoteMeta(strings.TrimPrefix(c.TalosVersion, "v")) + `($|[^0-9A-Za-z.-]|\.[a-z]|-[0-9a-z])`)
+	prerelease := regexp.MustCompile(regexp.QuoteMeta(strings.TrimPrefix(c.TalosVersion, "v")) + `-(alpha|beta|rc)`)
+	components := regexp.MustCompile(`-talos-v[0-9]+\.[0-9]+\.[0-9]+-[0-9a-f]{16}-[A-Za-z-]+-(amd64|arm64)\.(qcow2|img)$`)
 
-	var found []plan.Existing
+	var found []string
 
 	for _, v := range vols {
 		_, file, _ := strings.Cut(v.VolID, ":")
@@ -77,32 +82,51 @@ func MatchImage(c *spec.Cluster, d plan.Download, vols []pveclient.Volume) (plan
 			return plan.Existing{}, false
 		}
 
-		if !diskImage(v.Content, name) || !strings.Contains(name, c.Image.SchematicID[:16]) || !version.MatchString(name) ||
-			namesOther(name, knownPlatforms, c.Image.Platform) || namesOther(name, knownArches, c.Image.Arch) {
+		words := "-" + strings.ReplaceAll(strings.TrimSuffix(name, path.Ext(name)), "_", "-") + "-"
+		has := func(w string) bool { return strings.Contains(words, "-"+w+"-") }
+
+		switch {
+		case v.Content != string(c.Image.ContentType) || !diskImage(v.Content, name), components.MatchString(name),
+			!strings.Contains(name, sch), !version.MatchString(name), prerelease.MatchString(name), has("secureboot"),
+			!has(c.Image.Platform), slices.ContainsFunc(knownPlatforms, func(p string) bool { return p != c.Image.Platform && has(p) }),
+			!slices.ContainsFunc(knownArches[c.Image.Arch], has),
+			slices.ContainsFunc(otherArches(c.Image.Arch), has):
 			continue
 		}
 
-		found = append(found, plan.Existing{VolID: v.VolID, ISO: v.Content == string(spec.ContentISO)})
+		found = append(found, v.VolID)
 	}
 
-	slices.SortStableFunc(found, func(a, b plan.Existing) int {
-		mine := func(e plan.Existing) bool { return e.ISO == (c.Image.ContentType == spec.ContentISO) }
-		if mine(a) != mine(b) {
-			if mine(a) {
+	if len(found) == 0 {
+		return plan.Existing{}, false
+	}
+
+	slices.SortStableFunc(found, func(a, b string) int {
+		if ca, cb := strings.Contains(a, c.Name), strings.Contains(b, c.Name); ca != cb {
+			if ca {
 				return -1
 			}
 
 			return 1
 		}
 
-		return strings.Compare(a.VolID, b.VolID)
+		return strings.Compare(a, b)
 	})
 
-	if len(found) == 0 {
-		return plan.Existing{}, false
+	return plan.Existing{VolID: found[0], ISO: c.Image.ContentType == spec.ContentISO}, true
+}
+
+// otherArches are the names of every architecture but arch.
+func otherArches(arch string) []string {
+	var out []string
+
+	for a, names := range knownArches {
+		if a != arch {
+			out = append(out, names...)
+		}
 	}
 
-	return found[0], true
+	return out
 }
 
 // diskImage tells whether a file of content type content is a disk a VM can be made from: a raw
@@ -115,21 +139,6 @@ func diskImage(content, name string) bool {
 		return ext == ".img"
 	case string(spec.ContentImport):
 		return ext == ".qcow2" || ext == ".raw" || ext == ".img"
-	}
-
-	return false
-}
-
-// namesOther tells whether name holds one of names other than own, as a word ("-metal-").
-func namesOther(name string, names []string, own string) bool {
-	words := strings.FieldsFunc(strings.TrimSuffix(name, path.Ext(name)), func(r rune) bool {
-		return r == '-' || r == '_' || r == '.'
-	})
-
-	for _, n := range names {
-		if n != own && (slices.Contains(words, n) || strings.Contains(name, "-"+n+"-") || strings.Contains(name, "_"+n+"_")) {
-			return true
-		}
 	}
 
 	return false

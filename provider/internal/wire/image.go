@@ -63,7 +63,10 @@ func downloads(s Scope, p *plan.Plan, schematic pulumi.Resource) ([]ImageFile, e
 	for _, d := range p.Downloads {
 		if e := d.Existing; e.VolID != "" {
 			s.info(fmt.Sprintf("image: %s reuses the Talos image %s already there; nothing is downloaded", d.HostNode, e.VolID))
-			files = append(files, ImageFile{ID: pulumi.String(e.VolID).ToStringOutput(), ISO: e.ISO})
+			// Through the schematic's URN: what uses the image (the VMs, then the upgrades from
+			// the factory's installer) still waits for the schematic's registration.
+			id := schematic.URN().ApplyT(func(pulumi.URN) string { return e.VolID }).(pulumi.StringOutput)
+			files = append(files, ImageFile{ID: id, ISO: e.ISO})
 
 			continue
 		}
