@@ -133,10 +133,10 @@ func logAdoptees(ctx *pulumi.Context, c *spec.Cluster, a *adoption, changes map[
 
 		_ = ctx.Log.Info(msg, nil)
 
-		if read && (r.Version != c.TalosVersion || r.Schematic != c.Image.SchematicID) {
+		if read && (r.Version != c.TalosVersion || r.Schematic != c.ImageOf(n).SchematicID) {
 			_ = ctx.Log.Warn(fmt.Sprintf("%s: adopted: runs Talos %s (schematic %q), the declaration says %s (schematic %.12s…): "+
 				"this up upgrades it in place, with a reboot; declare talosVersion and image as the node runs them to adopt "+
-				"it without one", n.Name, r.Version, short(r.Schematic), c.TalosVersion, c.Image.SchematicID), nil)
+				"it without one", n.Name, r.Version, short(r.Schematic), c.TalosVersion, c.ImageOf(n).SchematicID), nil)
 		}
 	}
 }

@@ -92,10 +92,20 @@ type Node struct {
 	Taints        []string                `pulumi:"taints,optional"`
 	ConfigPatches pulumi.StringArrayInput `pulumi:"configPatches,optional"`
 	InstallDisk   string                  `pulumi:"installDisk,optional"`
+	Image         *NodeImage              `pulumi:"image,optional"`
 }
 
 // Annotate documents a node.
 func (n *Node) Annotate(an infer.Annotator) { describeType(an, n) }
+
+// NodeImage is a node's own Talos image.
+type NodeImage struct {
+	Extensions []string `pulumi:"extensions,optional"`
+	Schematic  string   `pulumi:"schematic,optional"`
+}
+
+// Annotate documents a node's image.
+func (i *NodeImage) Annotate(an infer.Annotator) { describeType(an, i) }
 
 // VmIdRange bounds the default VM ids.
 type VmIdRange struct {

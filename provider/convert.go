@@ -87,6 +87,10 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 			VLANID: n.VlanId, Tags: n.Tags, Labels: n.Labels, Taints: n.Taints, InstallDisk: n.InstallDisk,
 		}
 
+		if i := n.Image; i != nil {
+			node.Image = &spec.NodeImageInput{Extensions: i.Extensions, Schematic: i.Schematic}
+		}
+
 		for _, d := range n.DataDisks {
 			node.DataDisks = append(node.DataDisks, spec.DataDiskInput{SizeGiB: d.SizeGib, DatastoreID: d.DatastoreId, MountPath: d.MountPath})
 		}

@@ -28,6 +28,7 @@ type Download struct {
 	Key           string
 	HostNode      string
 	DatastoreID   string
+	SchematicID   string
 	URL           string
 	FileName      string
 	ContentType   string
@@ -92,82 +93,83 @@ type Hostpci struct {
 	XVGA    bool
 }
 
-// ImageFileName is the name of the downloaded image in the datastore. It carries the cluster,
-// the Talos version and the schematic, so clusters and versions never collide.
-func ImageFileName(c *spec.Cluster) string {
+// ImageFileName is the name of image img downloaded in the datastore. It carries the cluster,
+// the Talos version and the schematic, so clusters, versions and node images never collide.
+func ImageFileName(c *spec.Cluster, img spec.Image) string {
 	ext := "qcow2"
-	if c.Image.ContentType == spec.ContentISO {
+	if img.ContentType == spec.ContentISO {
 		// Proxmox only accepts .iso and .img in an iso datastore; the raw image is
 		// decompressed on download.
 		ext = "img"
 	}
 
-	return fmt.Sprintf("%s-talos-%s-%s-%s-%s.%s", c.Name, c.TalosVersion, c.Image.SchematicID[:16],
-		c.Image.Platform, c.Image.Arch, ext)
+	return fmt.Sprintf("%s-talos-%s-%s-%s-%s.%s", c.Name, c.TalosVersion, img.SchematicID[:16], img.Platform, img.Arch, ext)
 }
 
-// ImageURL is the Image Factory URL the download fetches.
-func ImageURL(c *spec.Cluster) string {
+// ImageURL is the Image Factory URL the download of image img fetches.
+func ImageURL(c *spec.Cluster, img spec.Image) string {
 	ext := "qcow2"
-	if c.Image.ContentType == spec.ContentISO {
+	if img.ContentType == spec.ContentISO {
 		ext = "raw.gz"
 	}
 
-	return imagefactory.ImageURL(c.Image.FactoryURL, c.Image.SchematicID, c.TalosVersion, c.Image.Platform, c.Image.Arch, ext)
+	return imagefactory.ImageURL(img.FactoryURL, img.SchematicID, c.TalosVersion, img.Platform, img.Arch, ext)
 }
 
-// Build plans the Proxmox side of a cluster.
+// Build plans the Proxmox side of a cluster: one download per (host, schematic) its nodes need
+// (per schematic with a shared datastore), and the VMs.
 func Build(c *spec.Cluster) *Plan {
 	p := &Plan{}
 
-	url := ImageURL(c)
-	fileName := ImageFileName(c)
-	decompression := ""
-	if c.Image.ContentType == spec.ContentISO {
-		decompression = "gz"
-	}
-
-	index := map[string]int{}
-	downloadFor := func(host string) int {
+	// The key names the download resource; the cluster image's keys are those of a cluster
+	// without node images, so a node image added later changes no existing download.
+	keyOf := func(host string, img spec.Image) string {
 		key := "image-" + host
 		if c.Image.SharedDatastore {
 			key = "image"
 		}
 
-		if i, ok := index[key]; ok {
-			return i
+		if img.SchematicID != c.Image.SchematicID {
+			key += "-" + img.SchematicID[:8]
 		}
 
-		p.Downloads = append(p.Downloads, Download{
-			Key:           key,
-			HostNode:      host,
-			DatastoreID:   c.Image.DatastoreID,
-			URL:           url,
-			FileName:      fileName,
-			ContentType:   string(c.Image.ContentType),
-			Decompression: decompression,
-		})
-		index[key] = len(p.Downloads) - 1
-
-		return index[key]
+		return key
 	}
 
-	// Hosts in sorted order, so the shared download lands on the first host by name and
-	// the plan does not depend on map order.
-	hosts := []string{}
-	for _, n := range c.Nodes {
-		if !slices.Contains(hosts, n.HostNode) {
-			hosts = append(hosts, n.HostNode)
+	// Hosts in sorted order, so a shared download lands on the first host by name and the plan
+	// does not depend on map order.
+	nodes := slices.Clone(c.Nodes)
+	slices.SortStableFunc(nodes, func(a, b spec.Node) int { return strings.Compare(a.HostNode, b.HostNode) })
+
+	for _, n := range nodes {
+		img := c.ImageOf(n)
+		key := keyOf(n.HostNode, img)
+
+		if slices.ContainsFunc(p.Downloads, func(d Download) bool { return d.Key == key }) {
+			continue
 		}
-	}
-	slices.Sort(hosts)
 
-	for _, h := range hosts {
-		downloadFor(h)
+		d := Download{
+			Key:         key,
+			HostNode:    n.HostNode,
+			DatastoreID: img.DatastoreID,
+			SchematicID: img.SchematicID,
+			URL:         ImageURL(c, img),
+			FileName:    ImageFileName(c, img),
+			ContentType: string(img.ContentType),
+		}
+		if img.ContentType == spec.ContentISO {
+			d.Decompression = "gz"
+		}
+
+		p.Downloads = append(p.Downloads, d)
 	}
+
+	slices.SortFunc(p.Downloads, func(a, b Download) int { return strings.Compare(a.Key, b.Key) })
 
 	for _, n := range c.Nodes {
-		p.VMs = append(p.VMs, planVM(c, n, downloadFor(n.HostNode)))
+		key := keyOf(n.HostNode, c.ImageOf(n))
+		p.VMs = append(p.VMs, planVM(c, n, slices.IndexFunc(p.Downloads, func(d Download) bool { return d.Key == key })))
 	}
 
 	return p
@@ -177,7 +179,7 @@ func planVM(c *spec.Cluster, n spec.Node, download int) VM {
 	vm := VM{
 		Node:     n,
 		Download: download,
-		Agent:    c.Image.GuestAgent,
+		Agent:    c.ImageOf(n).GuestAgent,
 		EFIDisk:  n.BIOS == "ovmf",
 		// No Talos version or schematic: the VM is updated before a rollout starts, so the
 		// description would claim the new version on nodes a failed rollout never reached, and

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,5 +131,62 @@ func TestVMLayout(t *testing.T) {
 	}))
 	if v := dhcp.VMs[0]; v.IPv4Address != "dhcp" || v.IPv4Gateway != "" || !v.EFIDisk {
 		t.Fatalf("dhcp vm = %+v", v)
+	}
+}
+
+// TestNodeImages: a node with its own image gets one download of it per host that runs it (and
+// the cluster image's downloads keep their keys); its VM is made from it, with the guest agent
+// only if its image has the extension; with a shared datastore, one download per schematic.
+func TestNodeImages(t *testing.T) {
+	t.Parallel()
+
+	gpu := []string{"siderolabs/nvidia-container-toolkit-production", "siderolabs/nonfree-kmod-nvidia-production"}
+	c := cluster(t, func(in *spec.Input) {
+		w := in.Nodes["w-1"]
+		w.Image = &spec.NodeImageInput{Extensions: gpu}
+		in.Nodes["w-1"] = w
+	})
+
+	own := c.ImageOf(c.Nodes[slices.IndexFunc(c.Nodes, func(n spec.Node) bool { return n.Name == "w-1" })])
+	if own.SchematicID == c.Image.SchematicID || own.GuestAgent || !strings.Contains(own.InstallerImage, own.SchematicID) {
+		t.Fatalf("w-1's image %+v is not its own", own)
+	}
+
+	p := Build(c)
+
+	var keys []string
+	for _, d := range p.Downloads {
+		keys = append(keys, d.Key+" "+d.HostNode+" "+d.SchematicID[:8])
+
+		if !strings.Contains(d.URL, "/"+d.SchematicID+"/") || !strings.Contains(d.FileName, d.SchematicID[:16]) {
+			t.Errorf("download %s: url %s, file %s are not of schematic %s", d.Key, d.URL, d.FileName, d.SchematicID)
+		}
+	}
+
+	want := []string{
+		"image-pve1 pve1 " + c.Image.SchematicID[:8],
+		"image-pve2 pve2 " + c.Image.SchematicID[:8],
+		"image-pve2-" + own.SchematicID[:8] + " pve2 " + own.SchematicID[:8],
+	}
+	if !slices.Equal(keys, want) {
+		t.Errorf("downloads %v, want %v", keys, want)
+	}
+
+	for _, v := range p.VMs {
+		d := p.Downloads[v.Download]
+		if wantOwn := v.Node.Name == "w-1"; (d.SchematicID == own.SchematicID) != wantOwn || v.Agent == wantOwn {
+			t.Errorf("%s is made from %s (agent %v)", v.Node.Name, d.Key, v.Agent)
+		}
+	}
+
+	shared := Build(cluster(t, func(in *spec.Input) {
+		in.Image.SharedDatastore = new(true)
+		w := in.Nodes["w-1"]
+		w.Image = &spec.NodeImageInput{Extensions: gpu}
+		in.Nodes["w-1"] = w
+	}))
+
+	if len(shared.Downloads) != 2 || shared.Downloads[0].Key != "image" || shared.Downloads[1].Key != "image-"+own.SchematicID[:8] {
+		t.Errorf("shared downloads %+v, want image and image-%s", shared.Downloads, own.SchematicID[:8])
 	}
 }

@@ -112,7 +112,7 @@ func Required(c *spec.Cluster, vmIDs map[string]int, pve9 bool) []Need {
 			add(Need{Path: vm, Priv: v.priv, What: v.what})
 		}
 
-		if c.Image.GuestAgent {
+		if c.ImageOf(n).GuestAgent {
 			add(Need{Path: vm, Priv: agent, Any: agentAny, What: "read the VMs' addresses from the QEMU guest agent"})
 		}
 

@@ -131,6 +131,9 @@ type Node struct {
 	// "Effect" (nodeDefaults.taints with the node's own over them); nil when none.
 	Taints      map[string]string
 	InstallDisk string
+	// Image is the image the node runs: the cluster's, or its own schematic (nodes.<n>.image)
+	// with the cluster's factory, platform, architecture and datastore.
+	Image Image
 }
 
 // DataDisk is an extra disk; Serial identifies it inside the guest.

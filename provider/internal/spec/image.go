@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/imagefactory"
@@ -51,7 +52,7 @@ func buildImage(p *problems, in ImageInput, c *Cluster) {
 		p.errorf("image.contentType", "%q is not supported; use \"import\" (qcow2 imported through the Proxmox API, no SSH, PVE 8.4+) or \"iso\" (raw image imported over SSH)", in.ContentType)
 	}
 
-	buildSchematic(p, in, &img)
+	buildSchematic(p, "image", in.Schematic, in.Extensions, &img)
 
 	if c.TalosVersion != "" && img.SchematicID != "" && img.Platform != "" {
 		img.InstallerImage, _ = imagefactory.InstallerImage(img.FactoryURL, img.Platform, img.SchematicID, c.TalosVersion)
@@ -60,24 +61,26 @@ func buildImage(p *problems, in ImageInput, c *Cluster) {
 	c.Image = img
 }
 
-func buildSchematic(p *problems, in ImageInput, img *Image) {
+// buildSchematic resolves the schematic of the image at path ("image", or a node's
+// "nodes.<n>.image"): schematic when given, else one of extensions (nil: the defaults).
+func buildSchematic(p *problems, at, schematic string, extensions []string, img *Image) {
 	var (
 		s   imagefactory.Schematic
 		err error
 	)
 
-	if in.Schematic != "" {
-		if in.Extensions != nil {
-			p.warnf("image.extensions", "is ignored because image.schematic is set; list the extensions in the schematic")
+	if schematic != "" {
+		if extensions != nil {
+			p.warnf(at+".extensions", "is ignored because %s.schematic is set; list the extensions in the schematic", at)
 		}
 
-		s, err = imagefactory.Parse(in.Schematic)
+		s, err = imagefactory.Parse(schematic)
 		if err != nil {
-			p.errorf("image.schematic", "%v; write an Image Factory schematic such as \"customization:\\n  systemExtensions:\\n    officialExtensions: [siderolabs/qemu-guest-agent]\"", err)
+			p.errorf(at+".schematic", "%v; write an Image Factory schematic such as \"customization:\\n  systemExtensions:\\n    officialExtensions: [siderolabs/qemu-guest-agent]\"", err)
 			return
 		}
 	} else {
-		exts := in.Extensions
+		exts := extensions
 		if exts == nil {
 			exts = Defaults.Extensions
 		}
@@ -86,7 +89,7 @@ func buildSchematic(p *problems, in ImageInput, img *Image) {
 		bad := false
 
 		for i, e := range exts {
-			path := fmt.Sprintf("image.extensions[%d]", i)
+			path := fmt.Sprintf("%s.extensions[%d]", at, i)
 			switch {
 			case !extensionRe.MatchString(e):
 				p.errorf(path, "%q is not an official extension name; use the form \"siderolabs/qemu-guest-agent\"", e)
@@ -103,7 +106,7 @@ func buildSchematic(p *problems, in ImageInput, img *Image) {
 		}
 
 		if s, err = imagefactory.FromExtensions(exts); err != nil {
-			p.errorf("image.extensions", "%v", err)
+			p.errorf(at+".extensions", "%v", err)
 			return
 		}
 	}
@@ -112,4 +115,58 @@ func buildSchematic(p *problems, in ImageInput, img *Image) {
 	img.SchematicID = s.ID
 	img.Extensions = s.Extensions
 	img.GuestAgent = s.HasExtension(imagefactory.GuestAgentExtension)
+}
+
+// nodeImage is the image of a node: the cluster's, or with nodes.<n>.image its own schematic
+// (same factory, platform, architecture and datastore) and the installer of that schematic.
+func nodeImage(p *problems, path string, in *NodeImageInput, c *Cluster) Image {
+	if in == nil {
+		return c.Image
+	}
+
+	img := c.Image
+	img.SchematicYAML, img.SchematicID, img.Extensions, img.GuestAgent, img.InstallerImage = "", "", nil, false, ""
+
+	if in.Schematic == "" && in.Extensions == nil {
+		p.errorf(path, "is empty; give extensions or a schematic for this node's image, or remove it to use the cluster's")
+		return c.Image
+	}
+
+	buildSchematic(p, path, in.Schematic, in.Extensions, &img)
+
+	if img.SchematicID == "" {
+		return c.Image
+	}
+
+	if c.TalosVersion != "" && img.Platform != "" {
+		img.InstallerImage, _ = imagefactory.InstallerImage(img.FactoryURL, img.Platform, img.SchematicID, c.TalosVersion)
+	}
+
+	return img
+}
+
+// ImageOf is the image node n runs: its own (nodes.<n>.image), else the cluster's.
+func (c *Cluster) ImageOf(n Node) Image {
+	if n.Image.SchematicID == "" {
+		return c.Image
+	}
+
+	return n.Image
+}
+
+// Images are the distinct images the nodes run, by schematic id: the cluster's first (whether a
+// node runs it or not: it is the cluster's schematic output), then the nodes' own in id order.
+func (c *Cluster) Images() []Image {
+	out := []Image{c.Image}
+
+	for _, n := range c.Nodes {
+		img := c.ImageOf(n)
+		if !slices.ContainsFunc(out, func(o Image) bool { return o.SchematicID == img.SchematicID }) {
+			out = append(out, img)
+		}
+	}
+
+	slices.SortStableFunc(out[1:], func(a, b Image) int { return strings.Compare(a.SchematicID, b.SchematicID) })
+
+	return out
 }

@@ -69,6 +69,14 @@ type NodeInput struct {
 	Taints        []string
 	ConfigPatches []Patch
 	InstallDisk   string
+	// Image is the node's own image (nil: the cluster's).
+	Image *NodeImageInput
+}
+
+// NodeImageInput is a node's own image: extensions or a schematic, over the cluster's image.
+type NodeImageInput struct {
+	Extensions []string
+	Schematic  string
 }
 
 // DataDiskInput is an extra virtual disk of a node.

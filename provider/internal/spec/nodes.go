@@ -218,6 +218,8 @@ func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) No
 	// nodeDefaults.taints' problems are reported once, by checkNodeDefaults.
 	n.Taints = nodeTaints(parseTaints(&problems{}, "nodeDefaults.taints", d.Taints), parseTaints(p, path+".taints", in.Taints))
 
+	n.Image = nodeImage(p, path+".image", in.Image, c)
+
 	n.DataDisks = buildDataDisks(p, path, in.DataDisks, n.DatastoreID)
 	n.PCIDevices = buildPCIDevices(p, path, in.PCIDevices, n.VMMachine)
 	checkPatches(p, path+".configPatches", in.ConfigPatches)

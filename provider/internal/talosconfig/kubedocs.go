@@ -33,7 +33,7 @@ func nodePatchKube(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 	}
 
 	docs := []map[string]any{v1, doc("UnattendedInstallConfig", map[string]any{
-		"installer": map[string]any{"image": c.Image.InstallerImage},
+		"installer": map[string]any{"image": c.ImageOf(n).InstallerImage},
 		"provisioning": map[string]any{"diskSelector": map[string]any{
 			// A device path, or one of its udev links (/dev/disk/by-id/…).
 			"match": fmt.Sprintf("disk.dev_path == %[1]q || %[1]q in disk.symlinks", n.InstallDisk),

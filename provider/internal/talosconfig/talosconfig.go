@@ -105,7 +105,7 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 		"network":  network,
 		"install": map[string]any{
 			"disk":  n.InstallDisk,
-			"image": c.Image.InstallerImage,
+			"image": c.ImageOf(n).InstallerImage,
 		},
 		"nodeLabels": labels,
 	}

@@ -84,8 +84,14 @@ func snapshotTrigger(c *spec.Cluster) string {
 		cps = append(cps, fmt.Sprintf("%s@%s/%d", n.Name, n.HostNode, n.VMID))
 	}
 
+	// Every image's schematic (the cluster's alone when no node has its own image).
+	var schematics []string
+	for _, img := range c.Images() {
+		schematics = append(schematics, img.SchematicID)
+	}
+
 	return fmt.Sprintf("talos=%s schematic=%s kubernetes=%s controlPlanes=%s snapshotNow=%s",
-		c.TalosVersion, c.Image.SchematicID, c.KubernetesVersion, strings.Join(cps, ","), c.EtcdBackup.SnapshotNow)
+		c.TalosVersion, strings.Join(schematics, ","), c.KubernetesVersion, strings.Join(cps, ","), c.EtcdBackup.SnapshotNow)
 }
 
 // StaticAddresses are the nodes' addresses with static addressing (nil with DHCP, where they

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
@@ -20,21 +21,24 @@ type ImageFile struct {
 	ISO bool
 }
 
-// Image registers the Talos image: the schematic with the Image Factory, then one download per
-// (Proxmox host, datastore) of the plan without an image already there, which the VMs are
-// created from. It returns the image files, in the plan's order.
+// Image registers the Talos images: each schematic with the Image Factory (the cluster's, and
+// each node image's), then one download per (Proxmox host, datastore, schematic) of the plan
+// without an image already there, which the VMs are created from. It returns the image files,
+// in the plan's order.
 func Image(s Scope, p *plan.Plan) ([]ImageFile, error) {
-	schematic, err := schematic(s)
+	schematics, err := schematics(s)
 	if err != nil {
 		return nil, err
 	}
 
-	return downloads(s, p, schematic)
+	return downloads(s, p, schematics)
 }
 
-// schematic registers the image schematic with the Image Factory at image.factoryUrl, through a
-// talos provider configured for that factory. Its id is already known (computed locally).
-func schematic(s Scope) (pulumi.Resource, error) {
+// schematics registers the schematic of each image the cluster has (spec.Cluster.Images) with
+// the Image Factory at image.factoryUrl, through a talos provider configured for that factory,
+// by schematic id. Their ids are already known (computed locally). The cluster's is
+// `<name>-schematic`, a node image's `<name>-schematic-<first 8 of its id>`.
+func schematics(s Scope) (map[string]pulumi.Resource, error) {
 	img := s.Cluster.Image
 
 	prov, err := talos.NewProvider(s.Ctx, s.child("talos"), &talos.ProviderArgs{
@@ -44,23 +48,36 @@ func schematic(s Scope) (pulumi.Resource, error) {
 		return nil, errorf("registering the talos provider for %s: %w", img.FactoryURL, err)
 	}
 
-	r, err := imagefactory.NewSchematic(s.Ctx, s.child("schematic"), &imagefactory.SchematicArgs{
-		Schematic: pulumi.String(img.SchematicYAML),
-	}, s.parent(), pulumi.Provider(prov))
-	if err != nil {
-		return nil, errorf("registering the image schematic: %w", err)
+	out := map[string]pulumi.Resource{}
+
+	for _, i := range s.Cluster.Images() {
+		name := s.child("schematic")
+		if i.SchematicID != img.SchematicID {
+			name += "-" + i.SchematicID[:8]
+		}
+
+		r, err := imagefactory.NewSchematic(s.Ctx, name, &imagefactory.SchematicArgs{
+			Schematic: pulumi.String(i.SchematicYAML),
+		}, s.parent(), pulumi.Provider(prov))
+		if err != nil {
+			return nil, errorf("registering the image schematic %s: %w", i.SchematicID, err)
+		}
+
+		out[i.SchematicID] = r
 	}
 
-	return r, nil
+	return out, nil
 }
 
 // downloads registers one image download per (Proxmox host, datastore), or one in total on a
 // shared datastore. They wait for the schematic: the factory only serves registered schematics.
 // A download whose image is already on the host is not registered: the VMs use that image.
-func downloads(s Scope, p *plan.Plan, schematic pulumi.Resource) ([]ImageFile, error) {
+func downloads(s Scope, p *plan.Plan, schematics map[string]pulumi.Resource) ([]ImageFile, error) {
 	var files []ImageFile
 
 	for _, d := range p.Downloads {
+		schematic := schematics[cmp.Or(d.SchematicID, s.Cluster.Image.SchematicID)]
+
 		if e := d.Existing; e.VolID != "" {
 			s.info(fmt.Sprintf("image: %s reuses the Talos image %s already there; nothing is downloaded", d.HostNode, e.VolID))
 			// Through the schematic's URN: what uses the image (the VMs, then the upgrades from

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -60,8 +61,8 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 		setNodeRef(in, &a.NodeRef, n, m)
 		lifecycle.Set(in, &a.ControlPlanes, cps)
 		lifecycle.Set(in, &a.TalosVersion, pulumi.String(c.TalosVersion))
-		lifecycle.Set(in, &a.SchematicId, pulumi.String(c.Image.SchematicID))
-		lifecycle.Set(in, &a.InstallerImage, pulumi.String(c.Image.InstallerImage))
+		lifecycle.Set(in, &a.SchematicId, pulumi.String(c.ImageOf(n).SchematicID))
+		lifecycle.Set(in, &a.InstallerImage, pulumi.String(c.ImageOf(n).InstallerImage))
 		lifecycle.Set(in, &a.Drain, pulumi.Bool(c.Upgrade.Drain))
 		lifecycle.Set(in, &a.DrainTimeout, pulumi.String(c.Upgrade.DrainTimeout.String()))
 		lifecycle.Set(in, &a.Timeout, pulumi.String(c.Upgrade.Timeout.String()))
@@ -93,7 +94,13 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 		instances = append(instances, pulumi.String(m.instances[n.Name]))
 	}
 
-	revision := pulumi.All(r.Configs.ToStringArrayOutput(), pulumi.String(c.Image.InstallerImage), pulumi.String(c.KubernetesVersion),
+	// Every image's installer (the cluster's alone, as before node images, when no node has its own).
+	var installers []string
+	for _, img := range c.Images() {
+		installers = append(installers, img.InstallerImage)
+	}
+
+	revision := pulumi.All(r.Configs.ToStringArrayOutput(), pulumi.String(strings.Join(installers, " ")), pulumi.String(c.KubernetesVersion),
 		instances.ToStringArrayOutput()).ApplyT(
 		func(v []any) string {
 			h := sha256.New()

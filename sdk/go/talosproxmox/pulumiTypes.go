@@ -2139,6 +2139,8 @@ type Node struct {
 	DiskSizeGib *int `pulumi:"diskSizeGib"`
 	// Proxmox host (node name as shown in the Proxmox UI, e.g. `pve1`) that runs the VM.
 	HostNode string `pulumi:"hostNode"`
+	// This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
+	Image *NodeImage `pulumi:"image"`
 	// Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).
 	InstallDisk *string `pulumi:"installDisk"`
 	// Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
@@ -2190,6 +2192,8 @@ type NodeArgs struct {
 	DiskSizeGib *int `pulumi:"diskSizeGib"`
 	// Proxmox host (node name as shown in the Proxmox UI, e.g. `pve1`) that runs the VM.
 	HostNode string `pulumi:"hostNode"`
+	// This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
+	Image *NodeImageArgs `pulumi:"image"`
 	// Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).
 	InstallDisk *string `pulumi:"installDisk"`
 	// Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
@@ -2299,6 +2303,11 @@ func (o NodeOutput) DiskSizeGib() pulumi.IntPtrOutput {
 // Proxmox host (node name as shown in the Proxmox UI, e.g. `pve1`) that runs the VM.
 func (o NodeOutput) HostNode() pulumi.StringOutput {
 	return o.ApplyT(func(v Node) string { return v.HostNode }).(pulumi.StringOutput)
+}
+
+// This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
+func (o NodeOutput) Image() NodeImagePtrOutput {
+	return o.ApplyT(func(v Node) *NodeImage { return v.Image }).(NodeImagePtrOutput)
 }
 
 // Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).
@@ -2703,6 +2712,165 @@ func (o NodeDefaultsPtrOutput) VmMachine() pulumi.StringPtrOutput {
 			return nil
 		}
 		return v.VmMachine
+	}).(pulumi.StringPtrOutput)
+}
+
+// A node's own Talos image: the Image Factory schematic of its extensions, or a whole schematic.
+type NodeImage struct {
+	// Official system extensions of this node's image (e.g. `siderolabs/qemu-guest-agent`, `siderolabs/nvidia-container-toolkit-production`). Include the guest agent if the node should report through it.
+	Extensions []string `pulumi:"extensions"`
+	// A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
+	Schematic *string `pulumi:"schematic"`
+}
+
+// NodeImageInput is an input type that accepts NodeImageArgs and NodeImageOutput values.
+// You can construct a concrete instance of `NodeImageInput` via:
+//
+//	NodeImageArgs{...}
+type NodeImageInput interface {
+	pulumi.Input
+
+	ToNodeImageOutput() NodeImageOutput
+	ToNodeImageOutputWithContext(context.Context) NodeImageOutput
+}
+
+// A node's own Talos image: the Image Factory schematic of its extensions, or a whole schematic.
+type NodeImageArgs struct {
+	// Official system extensions of this node's image (e.g. `siderolabs/qemu-guest-agent`, `siderolabs/nvidia-container-toolkit-production`). Include the guest agent if the node should report through it.
+	Extensions pulumi.StringArrayInput `pulumi:"extensions"`
+	// A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
+	Schematic pulumi.StringPtrInput `pulumi:"schematic"`
+}
+
+func (NodeImageArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*NodeImage)(nil)).Elem()
+}
+
+func (i NodeImageArgs) ToNodeImageOutput() NodeImageOutput {
+	return i.ToNodeImageOutputWithContext(context.Background())
+}
+
+func (i NodeImageArgs) ToNodeImageOutputWithContext(ctx context.Context) NodeImageOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeImageOutput)
+}
+
+func (i NodeImageArgs) ToNodeImagePtrOutput() NodeImagePtrOutput {
+	return i.ToNodeImagePtrOutputWithContext(context.Background())
+}
+
+func (i NodeImageArgs) ToNodeImagePtrOutputWithContext(ctx context.Context) NodeImagePtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeImageOutput).ToNodeImagePtrOutputWithContext(ctx)
+}
+
+// NodeImagePtrInput is an input type that accepts NodeImageArgs, NodeImagePtr and NodeImagePtrOutput values.
+// You can construct a concrete instance of `NodeImagePtrInput` via:
+//
+//	        NodeImageArgs{...}
+//
+//	or:
+//
+//	        nil
+type NodeImagePtrInput interface {
+	pulumi.Input
+
+	ToNodeImagePtrOutput() NodeImagePtrOutput
+	ToNodeImagePtrOutputWithContext(context.Context) NodeImagePtrOutput
+}
+
+type nodeImagePtrType NodeImageArgs
+
+func NodeImagePtr(v *NodeImageArgs) NodeImagePtrInput {
+	return (*nodeImagePtrType)(v)
+}
+
+func (*nodeImagePtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**NodeImage)(nil)).Elem()
+}
+
+func (i *nodeImagePtrType) ToNodeImagePtrOutput() NodeImagePtrOutput {
+	return i.ToNodeImagePtrOutputWithContext(context.Background())
+}
+
+func (i *nodeImagePtrType) ToNodeImagePtrOutputWithContext(ctx context.Context) NodeImagePtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeImagePtrOutput)
+}
+
+// A node's own Talos image: the Image Factory schematic of its extensions, or a whole schematic.
+type NodeImageOutput struct{ *pulumi.OutputState }
+
+func (NodeImageOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*NodeImage)(nil)).Elem()
+}
+
+func (o NodeImageOutput) ToNodeImageOutput() NodeImageOutput {
+	return o
+}
+
+func (o NodeImageOutput) ToNodeImageOutputWithContext(ctx context.Context) NodeImageOutput {
+	return o
+}
+
+func (o NodeImageOutput) ToNodeImagePtrOutput() NodeImagePtrOutput {
+	return o.ToNodeImagePtrOutputWithContext(context.Background())
+}
+
+func (o NodeImageOutput) ToNodeImagePtrOutputWithContext(ctx context.Context) NodeImagePtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v NodeImage) *NodeImage {
+		return &v
+	}).(NodeImagePtrOutput)
+}
+
+// Official system extensions of this node's image (e.g. `siderolabs/qemu-guest-agent`, `siderolabs/nvidia-container-toolkit-production`). Include the guest agent if the node should report through it.
+func (o NodeImageOutput) Extensions() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v NodeImage) []string { return v.Extensions }).(pulumi.StringArrayOutput)
+}
+
+// A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
+func (o NodeImageOutput) Schematic() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NodeImage) *string { return v.Schematic }).(pulumi.StringPtrOutput)
+}
+
+type NodeImagePtrOutput struct{ *pulumi.OutputState }
+
+func (NodeImagePtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**NodeImage)(nil)).Elem()
+}
+
+func (o NodeImagePtrOutput) ToNodeImagePtrOutput() NodeImagePtrOutput {
+	return o
+}
+
+func (o NodeImagePtrOutput) ToNodeImagePtrOutputWithContext(ctx context.Context) NodeImagePtrOutput {
+	return o
+}
+
+func (o NodeImagePtrOutput) Elem() NodeImageOutput {
+	return o.ApplyT(func(v *NodeImage) NodeImage {
+		if v != nil {
+			return *v
+		}
+		var ret NodeImage
+		return ret
+	}).(NodeImageOutput)
+}
+
+// Official system extensions of this node's image (e.g. `siderolabs/qemu-guest-agent`, `siderolabs/nvidia-container-toolkit-production`). Include the guest agent if the node should report through it.
+func (o NodeImagePtrOutput) Extensions() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v *NodeImage) []string {
+		if v == nil {
+			return nil
+		}
+		return v.Extensions
+	}).(pulumi.StringArrayOutput)
+}
+
+// A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
+func (o NodeImagePtrOutput) Schematic() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *NodeImage) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Schematic
 	}).(pulumi.StringPtrOutput)
 }
 
@@ -3608,6 +3776,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeMapInput)(nil)).Elem(), NodeMap{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeDefaultsInput)(nil)).Elem(), NodeDefaultsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeDefaultsPtrInput)(nil)).Elem(), NodeDefaultsArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*NodeImageInput)(nil)).Elem(), NodeImageArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*NodeImagePtrInput)(nil)).Elem(), NodeImageArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceInput)(nil)).Elem(), PciDeviceArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceArrayInput)(nil)).Elem(), PciDeviceArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RecoveryInput)(nil)).Elem(), RecoveryArgs{})
@@ -3645,6 +3815,8 @@ func init() {
 	pulumi.RegisterOutputType(NodeMapOutput{})
 	pulumi.RegisterOutputType(NodeDefaultsOutput{})
 	pulumi.RegisterOutputType(NodeDefaultsPtrOutput{})
+	pulumi.RegisterOutputType(NodeImageOutput{})
+	pulumi.RegisterOutputType(NodeImagePtrOutput{})
 	pulumi.RegisterOutputType(NodeInfoOutput{})
 	pulumi.RegisterOutputType(NodeInfoMapOutput{})
 	pulumi.RegisterOutputType(PciDeviceOutput{})

@@ -306,6 +306,10 @@ export interface NodeArgs {
      */
     hostNode: string;
     /**
+     * This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
+     */
+    image?: inputs.NodeImageArgs;
+    /**
      * Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).
      */
     installDisk?: string;
@@ -399,6 +403,20 @@ export interface NodeDefaultsArgs {
      * Proxmox machine type. Default: `q35`.
      */
     vmMachine?: string;
+}
+
+/**
+ * A node's own Talos image: the Image Factory schematic of its extensions, or a whole schematic.
+ */
+export interface NodeImageArgs {
+    /**
+     * Official system extensions of this node's image (e.g. `siderolabs/qemu-guest-agent`, `siderolabs/nvidia-container-toolkit-production`). Include the guest agent if the node should report through it.
+     */
+    extensions?: pulumi.Input<pulumi.Input<string>[] | undefined>;
+    /**
+     * A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
+     */
+    schematic?: pulumi.Input<string | undefined>;
 }
 
 /**

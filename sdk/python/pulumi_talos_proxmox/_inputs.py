@@ -39,6 +39,8 @@ __all__ = [
     'NodeArgsDict',
     'NodeDefaultsArgs',
     'NodeDefaultsArgsDict',
+    'NodeImageArgs',
+    'NodeImageArgsDict',
     'PciDeviceArgs',
     'PciDeviceArgsDict',
     'RecoveryArgs',
@@ -1261,6 +1263,10 @@ class NodeArgsDict(TypedDict):
     """
     Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
     """
+    image: NotRequired['NodeImageArgsDict']
+    """
+    This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
+    """
     install_disk: NotRequired[_builtins.str]
     """
     Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).
@@ -1313,6 +1319,7 @@ class NodeArgs:
                  data_disks: Optional[Sequence['DataDiskArgs']] = None,
                  datastore_id: Optional[_builtins.str] = None,
                  disk_size_gib: Optional[_builtins.int] = None,
+                 image: Optional['NodeImageArgs'] = None,
                  install_disk: Optional[_builtins.str] = None,
                  ip: Optional[_builtins.str] = None,
                  labels: Optional[Mapping[str, _builtins.str]] = None,
@@ -1334,6 +1341,7 @@ class NodeArgs:
         :param Sequence['DataDiskArgs'] data_disks: Extra disks. A disk with a `mountPath` is formatted and mounted by Talos and bind-mounted into the kubelet with shared propagation (what Longhorn needs).
         :param _builtins.str datastore_id: Proxmox storage for the OS disk, the data disks and the cloud-init drive. Default: `nodeDefaults.datastoreId` (`local-lvm`).
         :param _builtins.int disk_size_gib: Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
+        :param 'NodeImageArgs' image: This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
         :param _builtins.str install_disk: Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).
         :param _builtins.str ip: Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
         :param Mapping[str, _builtins.str] labels: Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself.
@@ -1359,6 +1367,8 @@ class NodeArgs:
             pulumi.set(__self__, "datastore_id", datastore_id)
         if disk_size_gib is not None:
             pulumi.set(__self__, "disk_size_gib", disk_size_gib)
+        if image is not None:
+            pulumi.set(__self__, "image", image)
         if install_disk is not None:
             pulumi.set(__self__, "install_disk", install_disk)
         if ip is not None:
@@ -1475,6 +1485,18 @@ class NodeArgs:
     @disk_size_gib.setter
     def disk_size_gib(self, value: Optional[_builtins.int]):
         pulumi.set(self, "disk_size_gib", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def image(self) -> Optional['NodeImageArgs']:
+        """
+        This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
+        """
+        return pulumi.get(self, "image")
+
+    @image.setter
+    def image(self, value: Optional['NodeImageArgs']):
+        pulumi.set(self, "image", value)
 
     @_builtins.property
     @pulumi.getter(name="installDisk")
@@ -1829,6 +1851,60 @@ class NodeDefaultsArgs:
     @vm_machine.setter
     def vm_machine(self, value: Optional[_builtins.str]):
         pulumi.set(self, "vm_machine", value)
+
+
+class NodeImageArgsDict(TypedDict):
+    """
+    A node's own Talos image: the Image Factory schematic of its extensions, or a whole schematic.
+    """
+    extensions: NotRequired[pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]]
+    """
+    Official system extensions of this node's image (e.g. `siderolabs/qemu-guest-agent`, `siderolabs/nvidia-container-toolkit-production`). Include the guest agent if the node should report through it.
+    """
+    schematic: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
+    """
+
+@pulumi.input_type
+class NodeImageArgs:
+    def __init__(__self__, *,
+                 extensions: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
+                 schematic: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        A node's own Talos image: the Image Factory schematic of its extensions, or a whole schematic.
+
+        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] extensions: Official system extensions of this node's image (e.g. `siderolabs/qemu-guest-agent`, `siderolabs/nvidia-container-toolkit-production`). Include the guest agent if the node should report through it.
+        :param pulumi.Input[_builtins.str] schematic: A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
+        """
+        if extensions is not None:
+            pulumi.set(__self__, "extensions", extensions)
+        if schematic is not None:
+            pulumi.set(__self__, "schematic", schematic)
+
+    @_builtins.property
+    @pulumi.getter
+    def extensions(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
+        """
+        Official system extensions of this node's image (e.g. `siderolabs/qemu-guest-agent`, `siderolabs/nvidia-container-toolkit-production`). Include the guest agent if the node should report through it.
+        """
+        return pulumi.get(self, "extensions")
+
+    @extensions.setter
+    def extensions(self, value: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]):
+        pulumi.set(self, "extensions", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def schematic(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
+        """
+        return pulumi.get(self, "schematic")
+
+    @schematic.setter
+    def schematic(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "schematic", value)
 
 
 class PciDeviceArgsDict(TypedDict):

@@ -18,8 +18,9 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 )
 
-// taintsProgram is a cluster of one control plane and one worker with taints: one for every node
-// (nodeDefaults) and the worker's own, control planes not schedulable.
+// taintsProgram is a cluster of one control plane and two workers with taints: one for every node
+// (nodeDefaults) and worker-1's own, control planes not schedulable; worker-2, alone on pve3,
+// runs its own image (its own extensions).
 func taintsProgram(l *lab.Lab) string {
 	return fmt.Sprintf(`name: taints
 runtime: yaml
@@ -42,18 +43,24 @@ resources:
       nodes:
         cp-1: {hostNode: pve1, role: controlplane, ip: %[2]s}
         worker-1: {hostNode: pve2, role: worker, ip: %[3]s, taints: ["dedicated=storage:NoSchedule"]}
+        worker-2: {hostNode: pve3, role: worker, ip: %[4]s, image: {extensions: [siderolabs/qemu-guest-agent, siderolabs/iscsi-tools]}}
 outputs:
   kubeconfig: ${taints.kubeconfig}
-`, l.Address(1), l.Address(11), l.Address(21))
+  schematicId: ${taints.schematicId}
+`, l.Address(1), l.Address(11), l.Address(21), l.Address(22))
 }
 
-// TestTaintsAndControlPlaneScheduling: declared taints (nodeDefaults' and a node's own) and the
+// TestNodeTaintsSchedulingAndImages: declared taints (nodeDefaults' and a node's own) and the
 // control-plane taint of allowSchedulingOnControlPlanes: false reach the Nodes as Talos sets them.
 // Allowing scheduling on control planes and changing the taints is previewed as configuration
 // changes that apply live: after the `up` the control plane's Node has lost its NoSchedule taint,
 // the worker's has its new taint and not the removed ones, and no node rebooted. Disallowing it
 // again taints the control plane again, live; the preview after is clean.
-func TestTaintsAndControlPlaneScheduling(t *testing.T) {
+//
+// worker-2's own image: only its host (pve3) downloads it, and only it; it runs that image's
+// schematic, the others the cluster's. A Talos upgrade rolls each node to its own image of the
+// new version; changing only worker-2's image upgrades only worker-2.
+func TestNodeTaintsSchedulingAndImages(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
 
 	e := newEnv(t)
@@ -67,6 +74,12 @@ func TestTaintsAndControlPlaneScheduling(t *testing.T) {
 	wantNodeTaints(t, kc, map[string][]string{
 		"cp-1":     {"example.com/pool=home:PreferNoSchedule", controlPlaneTaint},
 		"worker-1": {"dedicated=storage:NoSchedule", "example.com/pool=home:PreferNoSchedule"},
+	})
+
+	clusterSchematic := strings.TrimSpace(mustRun(t, p, "stack", "output", "schematicId"))
+	own := runningImages(t, l, "v1.11.5", clusterSchematic, "worker-2")
+	wantImageFiles(t, l, map[string][]string{
+		"pve1": {"v1.11.5-" + clusterSchematic[:16]}, "pve2": {"v1.11.5-" + clusterSchematic[:16]}, "pve3": {"v1.11.5-" + own[:16]},
 	})
 
 	boots := bootIDs(t, l)
@@ -103,6 +116,93 @@ func TestTaintsAndControlPlaneScheduling(t *testing.T) {
 	}
 
 	mustRun(t, p, "preview", "--expect-no-changes")
+
+	// A Talos upgrade: each node to its own image of v1.11.6.
+	setTalosVersion(t, e, "v1.11.5", "v1.11.6")
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+	runningImages(t, l, "v1.11.6", clusterSchematic, "worker-2")
+
+	// Only worker-2's image changes: only worker-2 is upgraded.
+	upgraded := bootIDs(t, l)
+
+	editProgram(t, e, "image: {extensions: [siderolabs/qemu-guest-agent, siderolabs/iscsi-tools]}",
+		"image: {extensions: [siderolabs/qemu-guest-agent, siderolabs/iscsi-tools, siderolabs/util-linux-tools]}")
+
+	if got := previewUpdates(t, p, nodeUpgradeType); !slices.Equal(got, []string{"update taints-worker-2-upgrade"}) {
+		t.Errorf("the preview of worker-2's new image updates the upgrades %v, want worker-2's only", got)
+	}
+
+	mustRun(t, p, "up", "--yes", "--skip-preview")
+
+	if again := runningImages(t, l, "v1.11.6", clusterSchematic, "worker-2"); again == own {
+		t.Errorf("worker-2 still runs schematic %s after its image changed", own)
+	}
+
+	for name, id := range bootIDs(t, l) {
+		if changed := id != upgraded[name]; changed != (name == "worker-2") {
+			t.Errorf("%s's boot id changed: %v (only worker-2 should have rebooted)", name, changed)
+		}
+	}
+
+	mustRun(t, p, "preview", "--expect-no-changes")
+}
+
+// runningImages checks that every node runs Talos version with the cluster's schematic, except
+// own, which runs another; it returns own's schematic.
+func runningImages(t *testing.T, l *lab.Lab, version, cluster, own string) string {
+	t.Helper()
+
+	var schematic string
+
+	for name, n := range labNodes(t, l) {
+		r := n.Running()
+
+		switch {
+		case r.Version != version:
+			t.Errorf("%s runs Talos %s, want %s", name, r.Version, version)
+		case name == own && r.Schematic == cluster:
+			t.Errorf("%s runs the cluster's schematic, not its own image's", name)
+		case name != own && r.Schematic != cluster:
+			t.Errorf("%s runs schematic %s, not the cluster's %s", name, r.Schematic, cluster)
+		}
+
+		if name == own {
+			schematic = r.Schematic
+		}
+	}
+
+	if len(schematic) < 16 {
+		t.Fatalf("%s runs no schematic", own)
+	}
+
+	return schematic
+}
+
+// wantImageFiles checks that each host's image datastore (local) holds exactly the Talos images
+// named (each by a part of its file name: version and schematic).
+func wantImageFiles(t *testing.T, l *lab.Lab, want map[string][]string) {
+	t.Helper()
+
+	for host, parts := range want {
+		var files []string
+
+		for _, v := range l.PVE.Volumes(host, "local") {
+			if v.Content == "import" || v.Content == "iso" {
+				files = append(files, v.VolID)
+			}
+		}
+
+		if len(files) != len(parts) {
+			t.Errorf("%s holds the images %v, want %d: %v", host, files, len(parts), parts)
+			continue
+		}
+
+		for _, part := range parts {
+			if !slices.ContainsFunc(files, func(f string) bool { return strings.Contains(f, part) }) {
+				t.Errorf("%s holds the images %v, none of them %s", host, files, part)
+			}
+		}
+	}
 }
 
 // wantNodeTaints waits (Talos applies a configuration's taints to the Node shortly after the
