@@ -93,6 +93,7 @@ type Node struct {
 	ConfigPatches pulumi.StringArrayInput `pulumi:"configPatches,optional"`
 	InstallDisk   string                  `pulumi:"installDisk,optional"`
 	Image         *NodeImage              `pulumi:"image,optional"`
+	Gpu           string                  `pulumi:"gpu,optional"`
 }
 
 // Annotate documents a node.

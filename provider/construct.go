@@ -180,7 +180,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 
 	comp.HelmReleases = releaseInfos(helm)
 
-	manifests := inlineManifests(helm)
+	manifests := append(inlineManifests(helm), gpuManifests(cluster)...)
 	if m, ok, err := backupManifest(cluster); err != nil {
 		return nil, err
 	} else if ok {

@@ -87,6 +87,8 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 			VLANID: n.VlanId, Tags: n.Tags, Labels: n.Labels, Taints: n.Taints, InstallDisk: n.InstallDisk,
 		}
 
+		node.GPU = n.Gpu
+
 		if i := n.Image; i != nil {
 			node.Image = &spec.NodeImageInput{Extensions: i.Extensions, Schematic: i.Schematic}
 		}

@@ -235,6 +235,12 @@ var badInputs = []badInput{
 	{"taint key twice", onNode("worker-1", func(n *Node) { n.Taints = []string{"a=b:NoSchedule", "a:NoExecute"} }), "nodes.worker-1.taints[1]:", "one taint per key"},
 	{"the control-plane taint", onNode("cp-1", func(n *Node) { n.Taints = []string{"node-role.kubernetes.io/control-plane:NoSchedule"} }), "nodes.cp-1.taints[0]:",
 		"allowSchedulingOnControlPlanes"},
+	{"gpu without a pci device", onNode("worker-1", func(n *Node) { n.Gpu = "nvidia" }), "nodes.worker-1.gpu:", "pciDevices"},
+	{"unknown gpu preset", onNode("worker-2", func(n *Node) { n.Gpu = "amd" }), "nodes.worker-2.gpu:", "\"nvidia\""},
+	{"gpu on a schematic without its extensions", onNode("worker-2", func(n *Node) {
+		n.Gpu = "nvidia"
+		n.Image = &NodeImage{Schematic: "customization:\n  systemExtensions:\n    officialExtensions: [siderolabs/qemu-guest-agent]\n"}
+	}), "nodes.worker-2.gpu:", "lacks siderolabs/nonfree-kmod-nvidia-production"},
 	{"empty node image", onNode("worker-1", func(n *Node) { n.Image = &NodeImage{} }), "nodes.worker-1.image:", "is empty"},
 	{"bad node image extension", onNode("worker-1", func(n *Node) { n.Image = &NodeImage{Extensions: []string{"nvidia"}} }),
 		"nodes.worker-1.image.extensions[0]:", "official extension name"},

@@ -20,7 +20,7 @@ import (
 
 // taintsProgram is a cluster of one control plane and two workers with taints: one for every node
 // (nodeDefaults) and worker-1's own, control planes not schedulable; worker-2, alone on pve3,
-// runs its own image (its own extensions).
+// runs its own image (its own extensions) and the NVIDIA GPU preset, over a passed-through GPU.
 func taintsProgram(l *lab.Lab) string {
 	return fmt.Sprintf(`name: taints
 runtime: yaml
@@ -43,9 +43,11 @@ resources:
       nodes:
         cp-1: {hostNode: pve1, role: controlplane, ip: %[2]s}
         worker-1: {hostNode: pve2, role: worker, ip: %[3]s, taints: ["dedicated=storage:NoSchedule"]}
-        worker-2: {hostNode: pve3, role: worker, ip: %[4]s, image: {extensions: [siderolabs/qemu-guest-agent, siderolabs/iscsi-tools]}}
+        worker-2: {hostNode: pve3, role: worker, ip: %[4]s, image: {extensions: [siderolabs/qemu-guest-agent, siderolabs/iscsi-tools]},
+          gpu: nvidia, pciDevices: [{mapping: gpu}]}
 outputs:
   kubeconfig: ${taints.kubeconfig}
+  talosconfig: ${taints.talosconfig}
   schematicId: ${taints.schematicId}
 `, l.Address(1), l.Address(11), l.Address(21), l.Address(22))
 }
@@ -58,7 +60,8 @@ outputs:
 // again taints the control plane again, live; the preview after is clean.
 //
 // worker-2's own image: only its host (pve3) downloads it, and only it; it runs that image's
-// schematic, the others the cluster's. A Talos upgrade rolls each node to its own image of the
+// schematic (its extensions and the NVIDIA ones), the others the cluster's; its configuration
+// loads the NVIDIA kernel modules and the cluster has the nvidia RuntimeClass. A Talos upgrade rolls each node to its own image of the
 // new version; changing only worker-2's image upgrades only worker-2.
 func TestNodeTaintsSchedulingAndImages(t *testing.T) {
 	t.Parallel() // its own lab (subnet), Pulumi home and backend
@@ -81,6 +84,8 @@ func TestNodeTaintsSchedulingAndImages(t *testing.T) {
 	wantImageFiles(t, l, map[string][]string{
 		"pve1": {"v1.11.5-" + clusterSchematic[:16]}, "pve2": {"v1.11.5-" + clusterSchematic[:16]}, "pve3": {"v1.11.5-" + own[:16]},
 	})
+
+	wantGPUNode(t, p, kc, l.Address(22), own)
 
 	boots := bootIDs(t, l)
 
@@ -249,5 +254,41 @@ func wantNodeTaints(t *testing.T, kc kubernetes.Interface, want map[string][]str
 			t.Fatalf("Node taints %v, want %v", got, want)
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// wantGPUNode checks the NVIDIA preset of the node at addr running schematic: the schematic the
+// stack registered for it has the NVIDIA extensions, the node runs a configuration loading the
+// NVIDIA kernel modules with the toolkit's sysctl, and the nvidia RuntimeClass exists.
+func wantGPUNode(t *testing.T, p *lab.Pulumi, kc kubernetes.Interface, addr, schematic string) {
+	t.Helper()
+
+	registered := ""
+
+	for _, r := range exportState(t, p).Deployment.Resources {
+		if r.Type == "talos:imageFactory/schematic:Schematic" && r.ID == schematic {
+			registered, _ = r.Outputs["schematic"].(string)
+		}
+	}
+
+	for _, ext := range []string{"siderolabs/nonfree-kmod-nvidia-production", "siderolabs/nvidia-container-toolkit-production", "siderolabs/iscsi-tools"} {
+		if !strings.Contains(registered, ext) {
+			t.Errorf("the schematic %s the GPU node runs (%q) lacks %s", schematic, registered, ext)
+		}
+	}
+
+	c := stackTalosClient(t, p, addr)
+	defer c.Close() //nolint:errcheck
+
+	running := runningConfig(t, c, addr)
+	for _, want := range []string{"- name: nvidia\n", "- name: nvidia_uvm\n", "- name: nvidia_drm\n", "- name: nvidia_modeset\n", `net.core.bpf_jit_harden: "1"`} {
+		if !strings.Contains(running, want) {
+			t.Errorf("the GPU node's configuration lacks %q:\n%s", want, running)
+		}
+	}
+
+	rc, err := kc.NodeV1().RuntimeClasses().Get(t.Context(), "nvidia", metav1.GetOptions{})
+	if err != nil || rc.Handler != "nvidia" {
+		t.Errorf("the nvidia RuntimeClass: %v, %v", rc, err)
 	}
 }

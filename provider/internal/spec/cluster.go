@@ -103,6 +103,8 @@ type Image struct {
 	ContentType     ContentType
 	GuestAgent      bool // the qemu-guest-agent extension is in the image
 	InstallerImage  string
+	// Custom: the schematic is a whole one given (image.schematic), not made of extensions.
+	Custom bool
 }
 
 // Node is a validated node with defaults applied.
@@ -134,6 +136,8 @@ type Node struct {
 	// Image is the image the node runs: the cluster's, or its own schematic (nodes.<n>.image)
 	// with the cluster's factory, platform, architecture and datastore.
 	Image Image
+	// GPU is the node's GPU preset (GPUNvidia) or "".
+	GPU string
 }
 
 // DataDisk is an extra disk; Serial identifies it inside the guest.

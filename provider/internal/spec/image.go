@@ -112,6 +112,7 @@ func buildSchematic(p *problems, at, schematic string, extensions []string, img 
 	}
 
 	img.SchematicYAML = s.YAML
+	img.Custom = schematic != ""
 	img.SchematicID = s.ID
 	img.Extensions = s.Extensions
 	img.GuestAgent = s.HasExtension(imagefactory.GuestAgentExtension)
@@ -125,7 +126,7 @@ func nodeImage(p *problems, path string, in *NodeImageInput, c *Cluster) Image {
 	}
 
 	img := c.Image
-	img.SchematicYAML, img.SchematicID, img.Extensions, img.GuestAgent, img.InstallerImage = "", "", nil, false, ""
+	img.SchematicYAML, img.SchematicID, img.Extensions, img.GuestAgent, img.InstallerImage, img.Custom = "", "", nil, false, "", false
 
 	if in.Schematic == "" && in.Extensions == nil {
 		p.errorf(path, "is empty; give extensions or a schematic for this node's image, or remove it to use the cluster's")

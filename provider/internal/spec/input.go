@@ -71,6 +71,8 @@ type NodeInput struct {
 	InstallDisk   string
 	// Image is the node's own image (nil: the cluster's).
 	Image *NodeImageInput
+	// GPU is a GPU preset ("nvidia"; "" none).
+	GPU string
 }
 
 // NodeImageInput is a node's own image: extensions or a schematic, over the cluster's image.

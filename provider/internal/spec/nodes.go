@@ -219,6 +219,7 @@ func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) No
 	n.Taints = nodeTaints(parseTaints(&problems{}, "nodeDefaults.taints", d.Taints), parseTaints(p, path+".taints", in.Taints))
 
 	n.Image = nodeImage(p, path+".image", in.Image, c)
+	buildGPU(p, path, in, &n, c)
 
 	n.DataDisks = buildDataDisks(p, path, in.DataDisks, n.DatastoreID)
 	n.PCIDevices = buildPCIDevices(p, path, in.PCIDevices, n.VMMachine)

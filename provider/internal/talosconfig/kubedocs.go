@@ -66,6 +66,15 @@ func nodePatchKube(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 		docs = append(docs, doc("KubeAPIServerConfig", map[string]any{"certExtraSANs": sans}))
 	}
 
+	if n.GPU == spec.GPUNvidia {
+		// From v1.14 kernel modules and sysctls are documents (KernelModuleConfig, SysctlConfig).
+		for _, m := range spec.NvidiaKernelModules {
+			docs = append(docs, doc("KernelModuleConfig", map[string]any{"name": m}))
+		}
+
+		docs = append(docs, doc("SysctlConfig", map[string]any{"params": spec.NvidiaSysctls}))
+	}
+
 	if scheduledBackups(c, n) {
 		docs = append(docs, doc("KubeTalosAPIAccessConfig", map[string]any{
 			"allowedRoles": []string{backupRole}, "allowedKubernetesNamespaces": []string{etcdbackup.BackupNamespace},

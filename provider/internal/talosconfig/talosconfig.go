@@ -113,6 +113,16 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 		machine["nodeTaints"] = n.Taints
 	}
 
+	if n.GPU == spec.GPUNvidia {
+		var modules []any
+		for _, m := range spec.NvidiaKernelModules {
+			modules = append(modules, map[string]any{"name": m})
+		}
+
+		machine["kernel"] = map[string]any{"modules": modules}
+		machine["sysctls"] = spec.NvidiaSysctls
+	}
+
 	if len(c.Network.NTPServers) > 0 {
 		machine["time"] = map[string]any{"servers": c.Network.NTPServers}
 	}

@@ -1,10 +1,12 @@
 package talosconfig
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
@@ -35,7 +37,7 @@ func homelab() spec.Input {
 			"worker-1": {HostNode: "pve1", Role: "worker", IP: "10.0.0.21", Labels: map[string]string{"storage": "longhorn"},
 				Taints:    []string{"example.com/pool=storage:NoSchedule"},
 				DataDisks: []spec.DataDiskInput{{SizeGiB: 100, MountPath: "/var/lib/longhorn"}, {SizeGiB: 10}, {SizeGiB: 20, MountPath: "/var/mnt/scratch"}}},
-			"worker-2": {HostNode: "pve2", Role: "worker", IP: "10.0.0.22", Taints: []string{"nvidia.com/gpu:NoSchedule"},
+			"worker-2": {HostNode: "pve2", Role: "worker", IP: "10.0.0.22", Taints: []string{"nvidia.com/gpu:NoSchedule"}, GPU: "nvidia",
 				PCIDevices: []spec.PCIDeviceInput{{Mapping: "gpu"}}},
 		},
 	}
@@ -214,9 +216,11 @@ func checkNodeConfig(t *testing.T, b *secrets.Bundle, c *spec.Cluster, n spec.No
 		t.Errorf("%s: hostname = %q", at, got)
 	}
 
-	if got := installerImage(cfg); got != c.Image.InstallerImage {
-		t.Errorf("%s: installer = %q, want %q", at, got, c.Image.InstallerImage)
+	if got := installerImage(cfg); got != c.ImageOf(n).InstallerImage {
+		t.Errorf("%s: installer = %q, want the node's image's %q", at, got, c.ImageOf(n).InstallerImage)
 	}
+
+	checkNodeShape(t, cfg, c, n, at)
 
 	if got := cfg.K8sNodeConfig().Labels()["topology.kubernetes.io/zone"]; got != n.HostNode {
 		t.Errorf("%s: zone label = %q", at, got)
@@ -239,4 +243,38 @@ func checkNodeConfig(t *testing.T, b *secrets.Bundle, c *spec.Cluster, n spec.No
 	}
 
 	checkNetwork(t, cfg, c, n, a, contract, at)
+}
+
+// checkNodeShape checks, through Talos' accessors, the node's taints (with the control-plane
+// taint Talos adds unless scheduling on control planes is allowed) and its GPU preset's kernel
+// modules and sysctl.
+func checkNodeShape(t *testing.T, cfg config.Config, c *spec.Cluster, n spec.Node, at string) {
+	t.Helper()
+
+	want := maps.Clone(n.Taints)
+	if want == nil {
+		want = map[string]string{}
+	}
+
+	if n.Role == spec.RoleControlPlane && !c.AllowSchedulingOnControlPlanes {
+		want["node-role.kubernetes.io/control-plane"] = "NoSchedule"
+	}
+
+	if got := cfg.K8sNodeConfig().Taints(); len(got)+len(want) > 0 && !maps.Equal(got, want) {
+		t.Errorf("%s: taints %v, want %v", at, got, want)
+	}
+
+	var modules []string
+	for _, m := range cfg.KernelModuleConfigs() {
+		modules = append(modules, m.Name())
+	}
+
+	gpu := n.GPU == spec.GPUNvidia
+	if hasAll := len(modules) == len(spec.NvidiaKernelModules) && slices.Equal(modules, spec.NvidiaKernelModules); hasAll != gpu {
+		t.Errorf("%s: kernel modules %v (GPU preset: %v)", at, modules, gpu)
+	}
+
+	if got := cfg.SysctlConfig()["net.core.bpf_jit_harden"]; (got == "1") != gpu {
+		t.Errorf("%s: net.core.bpf_jit_harden = %q (GPU preset: %v)", at, got, gpu)
+	}
 }

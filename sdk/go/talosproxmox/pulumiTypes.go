@@ -2137,6 +2137,8 @@ type Node struct {
 	DatastoreId *string `pulumi:"datastoreId"`
 	// Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
 	DiskSizeGib *int `pulumi:"diskSizeGib"`
+	// A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+	Gpu *string `pulumi:"gpu"`
 	// Proxmox host (node name as shown in the Proxmox UI, e.g. `pve1`) that runs the VM.
 	HostNode string `pulumi:"hostNode"`
 	// This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
@@ -2190,6 +2192,8 @@ type NodeArgs struct {
 	DatastoreId *string `pulumi:"datastoreId"`
 	// Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
 	DiskSizeGib *int `pulumi:"diskSizeGib"`
+	// A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+	Gpu *string `pulumi:"gpu"`
 	// Proxmox host (node name as shown in the Proxmox UI, e.g. `pve1`) that runs the VM.
 	HostNode string `pulumi:"hostNode"`
 	// This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
@@ -2298,6 +2302,11 @@ func (o NodeOutput) DatastoreId() pulumi.StringPtrOutput {
 // Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
 func (o NodeOutput) DiskSizeGib() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v Node) *int { return v.DiskSizeGib }).(pulumi.IntPtrOutput)
+}
+
+// A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+func (o NodeOutput) Gpu() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Node) *string { return v.Gpu }).(pulumi.StringPtrOutput)
 }
 
 // Proxmox host (node name as shown in the Proxmox UI, e.g. `pve1`) that runs the VM.

@@ -302,6 +302,10 @@ export interface NodeArgs {
      */
     diskSizeGib?: number;
     /**
+     * A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+     */
+    gpu?: string;
+    /**
      * Proxmox host (node name as shown in the Proxmox UI, e.g. `pve1`) that runs the VM.
      */
     hostNode: string;

@@ -1263,6 +1263,10 @@ class NodeArgsDict(TypedDict):
     """
     Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
     """
+    gpu: NotRequired[_builtins.str]
+    """
+    A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+    """
     image: NotRequired['NodeImageArgsDict']
     """
     This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
@@ -1319,6 +1323,7 @@ class NodeArgs:
                  data_disks: Optional[Sequence['DataDiskArgs']] = None,
                  datastore_id: Optional[_builtins.str] = None,
                  disk_size_gib: Optional[_builtins.int] = None,
+                 gpu: Optional[_builtins.str] = None,
                  image: Optional['NodeImageArgs'] = None,
                  install_disk: Optional[_builtins.str] = None,
                  ip: Optional[_builtins.str] = None,
@@ -1341,6 +1346,7 @@ class NodeArgs:
         :param Sequence['DataDiskArgs'] data_disks: Extra disks. A disk with a `mountPath` is formatted and mounted by Talos and bind-mounted into the kubelet with shared propagation (what Longhorn needs).
         :param _builtins.str datastore_id: Proxmox storage for the OS disk, the data disks and the cloud-init drive. Default: `nodeDefaults.datastoreId` (`local-lvm`).
         :param _builtins.int disk_size_gib: Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
+        :param _builtins.str gpu: A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
         :param 'NodeImageArgs' image: This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
         :param _builtins.str install_disk: Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).
         :param _builtins.str ip: Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
@@ -1367,6 +1373,8 @@ class NodeArgs:
             pulumi.set(__self__, "datastore_id", datastore_id)
         if disk_size_gib is not None:
             pulumi.set(__self__, "disk_size_gib", disk_size_gib)
+        if gpu is not None:
+            pulumi.set(__self__, "gpu", gpu)
         if image is not None:
             pulumi.set(__self__, "image", image)
         if install_disk is not None:
@@ -1485,6 +1493,18 @@ class NodeArgs:
     @disk_size_gib.setter
     def disk_size_gib(self, value: Optional[_builtins.int]):
         pulumi.set(self, "disk_size_gib", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def gpu(self) -> Optional[_builtins.str]:
+        """
+        A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+        """
+        return pulumi.get(self, "gpu")
+
+    @gpu.setter
+    def gpu(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "gpu", value)
 
     @_builtins.property
     @pulumi.getter
