@@ -48,6 +48,11 @@ func readsOf(tc badInput) []string {
 		reads = append(reads, "Cilium", "HelmCharts")
 	case tc.path == "nodes:":
 		reads = append(reads, "Nodes")
+	case strings.Contains(tc.path, ".labels:"):
+		reads = append(reads, "Nodes.*.Role") // a worker may set fewer labels
+	case strings.Contains(tc.path, ".gpu:"):
+		// The preset needs a PCI device and extends the node's (or the cluster's) image.
+		reads = append(reads, "Nodes.*.PciDevices", "Nodes.*.Image", "Image", "NodeDefaults")
 	}
 
 	return reads

@@ -226,6 +226,8 @@ var badInputs = []badInput{
 		node(a, "worker-2", func(n *Node) { n.PciDevices[0].Pcie = new(true) })
 	}, "nodes.worker-2.pciDevices[0].pcie:", "q35"},
 	{"bad label key", onNode("cp-1", func(n *Node) { n.Labels = map[string]string{"-bad": "x"} }), "nodes.cp-1.labels:", "label name"},
+	{"restricted label on a worker", onNode("worker-1", func(n *Node) { n.Labels = map[string]string{"node-role.kubernetes.io/worker": ""} }),
+		"nodes.worker-1.labels:", "NodeRestriction"},
 	{"reserved label", onNode("cp-1", func(n *Node) { n.Labels = map[string]string{"topology.kubernetes.io/zone": "a"} }), "nodes.cp-1.labels:", "proxmoxClusterName"},
 	{"taint without an effect", onNode("worker-1", func(n *Node) { n.Taints = []string{"dedicated=storage"} }), "nodes.worker-1.taints[0]:", "has no effect"},
 	{"taint with an unknown effect", onNode("worker-1", func(n *Node) { n.Taints = []string{"dedicated=storage:Evict"} }), "nodes.worker-1.taints[0]:",

@@ -44,7 +44,10 @@ type Options struct {
 	ControlPlane                   bool
 	AllowSchedulingOnControlPlanes bool
 	Labels                         map[string]string
-	StaticPods                     []StaticPod
+	// Taints, when set, are the taints the Node is registered with instead (the kubelet's
+	// registerWithTaints, which Talos fills from the configuration's taints).
+	Taints     []corev1.Taint
+	StaticPods []StaticPod
 	// CNIConfigured makes the network ready from the start (a CNI built into the node).
 	CNIConfigured bool
 	// HeartbeatInterval is how often the Lease and the status are renewed (default 2s).

@@ -73,7 +73,11 @@ func (k *Kubelet) desiredNode(node *corev1.Node) *corev1.Node {
 
 	maps.Copy(node.Labels, labels)
 
-	if node.CreationTimestamp.IsZero() && k.opts.ControlPlane && !k.opts.AllowSchedulingOnControlPlanes {
+	switch {
+	case !node.CreationTimestamp.IsZero():
+	case k.opts.Taints != nil:
+		node.Spec.Taints = append(node.Spec.Taints, k.opts.Taints...)
+	case k.opts.ControlPlane && !k.opts.AllowSchedulingOnControlPlanes:
 		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: controlPlaneRole, Effect: corev1.TaintEffectNoSchedule})
 	}
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/kubeletemu"
 )
@@ -118,6 +120,7 @@ func (c *Cluster) kubeletOptions(rec nodeRecord) kubeletemu.Options {
 		ControlPlane:                   cp,
 		AllowSchedulingOnControlPlanes: allowSchedulingOnControlPlanes(cfg),
 		Labels:                         nodeLabels(cfg),
+		Taints:                         registerTaints(cfg),
 		HeartbeatInterval:              c.opts.Kube.Heartbeat,
 		HungPod:                        c.opts.Kube.HungPod,
 		Logf:                           c.opts.Logf,
@@ -170,11 +173,11 @@ func imageTag(ref string) string {
 // kubeletKey identifies a kubelet's settings (funcs and the client left out): a change means a
 // kubelet restart.
 //
-// Labels and taints are not kubelet settings: Talos applies them to the Node itself
-// (applyNodeSpecs), live.
+// Labels are not kubelet settings: Talos applies them to the Node itself (applyNodeSpecs), live.
+// Taints are also the kubelet's registerWithTaints, so a change restarts it, as on Talos.
 func kubeletKey(o kubeletemu.Options) string {
 	o.Client, o.HungPod, o.Logf = nil, nil, nil
-	o.Labels, o.AllowSchedulingOnControlPlanes = nil, false
+	o.Labels = nil
 
 	return fmt.Sprintf("%+v", o)
 }
@@ -189,6 +192,8 @@ func (c *Cluster) applyNodeSpecs(ctx context.Context, v controlPlaneView) {
 		labels map[string]string
 		taints []corev1.Taint
 		key    string
+		// controlPlane: Talos writes with an admin client (else the kubelet's).
+		controlPlane bool
 	}
 
 	c.mu.Lock()
@@ -208,15 +213,26 @@ func (c *Cluster) applyNodeSpecs(ctx context.Context, v controlPlaneView) {
 
 		labels, taints := nodeSpecs(rec.cfg)
 		if key := nodeSpecsKey(labels, taints); key != kl.specs {
-			jobs = append(jobs, job{kl: kl, name: rec.hostname, labels: labels, taints: taints, key: key})
+			jobs = append(jobs, job{kl: kl, name: rec.hostname, labels: labels, taints: taints, key: key, controlPlane: rec.controlPlane})
 		}
 	}
 
-	client := k.client
+	client, rc := k.client, k.cp.RESTConfig()
 	c.mu.Unlock()
 
 	for _, j := range jobs {
-		if err := syncNodeSpecs(ctx, client, j.name, j.labels, j.taints); err != nil {
+		nodeClient := client
+		if !j.controlPlane {
+			// Talos writes a worker's Node with the kubelet's credentials, so NodeRestriction
+			// applies: a worker cannot change its taints (nor set restricted labels).
+			var err error
+			if nodeClient, err = asNode(rc, j.name); err != nil {
+				continue
+			}
+		}
+
+		if err := syncNodeSpecs(ctx, nodeClient, j.name, j.labels, j.taints); err != nil {
+			c.opts.Logf("talosemu %s: applying labels and taints to the Node: %v", j.name, err)
 			continue
 		}
 
@@ -224,4 +240,24 @@ func (c *Cluster) applyNodeSpecs(ctx context.Context, v controlPlaneView) {
 		j.kl.specs = j.key
 		c.mu.Unlock()
 	}
+}
+
+// registerTaints are the taints a node's kubelet registers with: the configuration's (Talos puts
+// them in the kubelet's registerWithTaints).
+func registerTaints(cfg config.Config) []corev1.Taint {
+	_, taints := nodeSpecs(cfg)
+	if taints == nil {
+		return []corev1.Taint{}
+	}
+
+	return taints
+}
+
+// asNode is a client acting as node name's kubelet (system:node:<name> in system:nodes), through
+// the admin's impersonation: the API server's Node authorizer and NodeRestriction apply to it.
+func asNode(rc *rest.Config, name string) (kubernetes.Interface, error) {
+	rc = rest.CopyConfig(rc)
+	rc.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + name, Groups: []string{"system:nodes", "system:authenticated"}}
+
+	return kubernetes.NewForConfig(rc)
 }

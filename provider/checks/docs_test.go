@@ -165,8 +165,13 @@ planes, the ` + "`node-role.kubernetes.io/control-plane:NoSchedule`" + ` taint u
 or ` + "`KubeNodeConfig`" + ` from contract v1.14). Talos applies them to the Kubernetes Node itself and records
 which it set (the Node's ` + "`talos.dev/owned-labels`" + ` and ` + "`talos.dev/owned-taints`" + ` annotations): a label or
 taint removed from the declaration is removed from the Node, one set by someone else with another
-value is left alone. Changing any of them applies live, without a reboot; the preview shows the
-configuration change and says so.
+value is left alone. Talos writes a worker's Node with the kubelet's credentials, which the
+NodeRestriction admission plugin forbids to change taints or to set labels of the kubernetes.io and
+k8s.io namespaces (other than node.kubernetes.io/ and kubelet.kubernetes.io/): a worker registers with
+its taints, and after applying a worker's new configuration the component sets its labels and taints
+on the Node itself, with the admin credentials and the same ownership rules, so Talos finds nothing left
+to change; such labels on a worker are refused at preview. Changing any of them applies live, without a
+reboot; the preview shows the configuration change and says so.
 
 `)
 

@@ -139,13 +139,31 @@ func ApplyConfig(ctx context.Context, o ConfigOptions) (bool, error) {
 		return false, fmt.Errorf("applying the configuration of node %s: %w", o.Node.Name, err)
 	}
 
-	if !planOf(resp).Reboot {
-		return false, nil
+	reboot := planOf(resp).Reboot
+	if reboot {
+		o.Progress.say("%s: the new configuration needs a reboot", o.Node.Name)
+
+		if err := o.afterReboot(ctx, before); err != nil {
+			return true, err
+		}
 	}
 
-	o.Progress.say("%s: the new configuration needs a reboot", o.Node.Name)
+	return reboot, o.syncWorker(ctx)
+}
 
-	return true, o.afterReboot(ctx, before)
+// syncWorker sets a worker's labels and taints on its Node (SyncWorkerNode): Talos cannot change
+// a worker's taints itself.
+func (o ConfigOptions) syncWorker(ctx context.Context) error {
+	if o.Node.ControlPlane {
+		return nil
+	}
+
+	kube, err := o.Access.Kube()
+	if err != nil {
+		return err
+	}
+
+	return SyncWorkerNode(ctx, kube, o.Node.Name, o.Config)
 }
 
 func (o ConfigOptions) afterReboot(ctx context.Context, before Observed) error {

@@ -212,6 +212,10 @@ func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) No
 		}
 		if why := checkLabel(k, in.Labels[k]); why != "" {
 			p.errorf(at, "%s", why)
+		} else if n.Role == RoleWorker && nodeRestricted(k) {
+			p.errorf(at, "%q: a worker cannot set a label of the kubernetes.io or k8s.io namespaces itself (Talos writes a worker's "+
+				"labels with its kubelet's credentials, which the NodeRestriction admission plugin limits to node.kubernetes.io/ and "+
+				"kubelet.kubernetes.io/ ones); use another prefix, e.g. example.com/role, or label the Node with an admin's credentials", k)
 		}
 	}
 

@@ -78,3 +78,22 @@ func nodeTaints(defaults, own map[string]string) map[string]string {
 
 	return out
 }
+
+// nodeRestricted tells whether a node may not set label key on its own Node: the NodeRestriction
+// admission plugin refuses the kubernetes.io and k8s.io namespaces but for the well-known labels
+// and the node.kubernetes.io/ and kubelet.kubernetes.io/ prefixes.
+func nodeRestricted(key string) bool {
+	prefix, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return false
+	}
+
+	restricted := prefix == "kubernetes.io" || strings.HasSuffix(prefix, ".kubernetes.io") || prefix == "k8s.io" || strings.HasSuffix(prefix, ".k8s.io")
+	allowed := prefix == "node.kubernetes.io" || prefix == "kubelet.kubernetes.io" || slices.Contains([]string{
+		"kubernetes.io/hostname", "kubernetes.io/arch", "kubernetes.io/os", "beta.kubernetes.io/instance-type",
+		"node.kubernetes.io/instance-type", "failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
+		"topology.kubernetes.io/region", "topology.kubernetes.io/zone",
+	}, key)
+
+	return restricted && !allowed
+}

@@ -2159,7 +2159,7 @@ type Node struct {
 	Role string `pulumi:"role"`
 	// Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
 	Tags []string `pulumi:"tags"`
-	// Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+	// Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node (on a worker, which may not change its own taints, the component does it after applying the configuration) and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
 	Taints []string `pulumi:"taints"`
 	// VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
 	VlanId *int `pulumi:"vlanId"`
@@ -2214,7 +2214,7 @@ type NodeArgs struct {
 	Role string `pulumi:"role"`
 	// Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
 	Tags []string `pulumi:"tags"`
-	// Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+	// Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node (on a worker, which may not change its own taints, the component does it after applying the configuration) and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
 	Taints []string `pulumi:"taints"`
 	// VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
 	VlanId *int `pulumi:"vlanId"`
@@ -2359,7 +2359,7 @@ func (o NodeOutput) Tags() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v Node) []string { return v.Tags }).(pulumi.StringArrayOutput)
 }
 
-// Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+// Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node (on a worker, which may not change its own taints, the component does it after applying the configuration) and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
 func (o NodeOutput) Taints() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v Node) []string { return v.Taints }).(pulumi.StringArrayOutput)
 }

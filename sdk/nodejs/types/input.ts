@@ -346,7 +346,7 @@ export interface NodeArgs {
      */
     tags?: string[];
     /**
-     * Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+     * Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node (on a worker, which may not change its own taints, the component does it after applying the configuration) and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
      */
     taints?: string[];
     /**

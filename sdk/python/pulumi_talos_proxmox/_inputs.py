@@ -1301,7 +1301,7 @@ class NodeArgsDict(TypedDict):
     """
     taints: NotRequired[Sequence[_builtins.str]]
     """
-    Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+    Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node (on a worker, which may not change its own taints, the component does it after applying the configuration) and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
     """
     vlan_id: NotRequired[_builtins.int]
     """
@@ -1355,7 +1355,7 @@ class NodeArgs:
         :param _builtins.int memory_mib: Memory in MiB. Control planes need at least 2048 (4096 recommended). Default: `nodeDefaults.memoryMib` (4096).
         :param Sequence['PciDeviceArgs'] pci_devices: Host PCI devices (e.g. a GPU) passed through to the VM.
         :param Sequence[_builtins.str] tags: Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
-        :param Sequence[_builtins.str] taints: Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+        :param Sequence[_builtins.str] taints: Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node (on a worker, which may not change its own taints, the component does it after applying the configuration) and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
         :param _builtins.int vlan_id: VLAN tag of the NIC (1 to 4094). Default: `network.vlanId` (untagged).
         :param _builtins.int vm_id: Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
         """
@@ -1606,7 +1606,7 @@ class NodeArgs:
     @pulumi.getter
     def taints(self) -> Optional[Sequence[_builtins.str]]:
         """
-        Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
+        Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node (on a worker, which may not change its own taints, the component does it after applying the configuration) and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
         """
         return pulumi.get(self, "taints")
 
