@@ -235,6 +235,8 @@ var badInputs = []badInput{
 	{"taint effect in the wrong case", onNode("worker-1", func(n *Node) { n.Taints = []string{"dedicated:noschedule"} }), "nodes.worker-1.taints[0]:", "case-sensitive: NoSchedule"},
 	{"taint with a bad key", onNode("worker-1", func(n *Node) { n.Taints = []string{"-x=y:NoSchedule"} }), "nodes.worker-1.taints[0]:", "taint name"},
 	{"taint key twice", onNode("worker-1", func(n *Node) { n.Taints = []string{"a=b:NoSchedule", "a:NoExecute"} }), "nodes.worker-1.taints[1]:", "one taint per key"},
+	{"a node controller's taint", onNode("worker-1", func(n *Node) { n.Taints = []string{"node.kubernetes.io/unschedulable:NoSchedule"} }),
+		"nodes.worker-1.taints[0]:", "node controller"},
 	{"the control-plane taint", onNode("cp-1", func(n *Node) { n.Taints = []string{"node-role.kubernetes.io/control-plane:NoSchedule"} }), "nodes.cp-1.taints[0]:",
 		"allowSchedulingOnControlPlanes"},
 	{"gpu without a pci device", onNode("worker-1", func(n *Node) { n.Gpu = "nvidia" }), "nodes.worker-1.gpu:", "pciDevices"},

@@ -130,7 +130,7 @@ func Build(c *spec.Cluster) *Plan {
 		}
 
 		if img.SchematicID != c.Image.SchematicID {
-			key += "-" + img.SchematicID[:8]
+			key += "-" + img.SchematicID[:16]
 		}
 
 		return key

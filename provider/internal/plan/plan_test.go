@@ -166,7 +166,7 @@ func TestNodeImages(t *testing.T) {
 	want := []string{
 		"image-pve1 pve1 " + c.Image.SchematicID[:8],
 		"image-pve2 pve2 " + c.Image.SchematicID[:8],
-		"image-pve2-" + own.SchematicID[:8] + " pve2 " + own.SchematicID[:8],
+		"image-pve2-" + own.SchematicID[:16] + " pve2 " + own.SchematicID[:8],
 	}
 	if !slices.Equal(keys, want) {
 		t.Errorf("downloads %v, want %v", keys, want)
@@ -186,7 +186,7 @@ func TestNodeImages(t *testing.T) {
 		in.Nodes["w-1"] = w
 	}))
 
-	if len(shared.Downloads) != 2 || shared.Downloads[0].Key != "image" || shared.Downloads[1].Key != "image-"+own.SchematicID[:8] {
-		t.Errorf("shared downloads %+v, want image and image-%s", shared.Downloads, own.SchematicID[:8])
+	if len(shared.Downloads) != 2 || shared.Downloads[0].Key != "image" || shared.Downloads[1].Key != "image-"+own.SchematicID[:16] {
+		t.Errorf("shared downloads %+v, want image and image-%s", shared.Downloads, own.SchematicID[:16])
 	}
 }

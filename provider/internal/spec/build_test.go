@@ -98,7 +98,8 @@ func TestWarningsAreNotErrors(t *testing.T) {
 
 	in := base()
 	in.Nodes["cp-2"] = NodeInput{HostNode: "pve1", Role: "controlplane", IP: "10.0.0.12"}
-	in.Nodes["w-1"] = NodeInput{HostNode: "pve2", Role: "worker", IP: "10.0.0.21", PCIDevices: []PCIDeviceInput{{ID: "0000:01:00.0"}}}
+	in.Nodes["w-1"] = NodeInput{HostNode: "pve2", Role: "worker", IP: "10.0.0.21", PCIDevices: []PCIDeviceInput{{ID: "0000:01:00.0"}},
+		Image: &NodeImageInput{Extensions: []string{"siderolabs/qemu-guest-agent"}}}
 	in.NodeDefaults.SCSIHardware = "virtio-scsi-single"
 	in.Image.Extensions = []string{"siderolabs/iscsi-tools"}
 	in.Image.Schematic = "customization: {}\n"
@@ -111,7 +112,7 @@ func TestWarningsAreNotErrors(t *testing.T) {
 	all := strings.Join(c.Warnings, "\n")
 	for _, w := range []string{"has 2 control planes", "endpoint: is not set and there is no vip", "control planes cp-1, cp-2 all run on Proxmox host \"pve1\"",
 		"nodeDefaults.scsiHardware: \"virtio-scsi-single\" makes Talos installs hang", "nodes.w-1.pciDevices[0].id:",
-		"image.extensions: is ignored"} {
+		"image.extensions: is ignored", "nodes.w-1.image: the node's image has siderolabs/qemu-guest-agent and the cluster's lacks it"} {
 		if !strings.Contains(all, w) {
 			t.Errorf("missing warning %q in:\n%s", w, all)
 		}

@@ -139,6 +139,15 @@ func nodeImage(p *problems, path string, in *NodeImageInput, c *Cluster) Image {
 		return c.Image
 	}
 
+	// The QEMU agent setting of the VM follows the image: a change is a VM update the proxmoxve
+	// provider applies by rebooting the VM, at once and outside the rolling upgrade.
+	if img.GuestAgent != c.Image.GuestAgent {
+		has := map[bool]string{true: "has", false: "lacks"}
+		p.warnf(path, "the node's image %s %s and the cluster's %s it: the VM's QEMU agent setting differs, and changing it on "+
+			"a running node reboots its VM at once, outside the rolling upgrade; keep the extension as in the cluster's image "+
+			"unless the node is new", has[img.GuestAgent], imagefactory.GuestAgentExtension, has[c.Image.GuestAgent])
+	}
+
 	if c.TalosVersion != "" && img.Platform != "" {
 		img.InstallerImage, _ = imagefactory.InstallerImage(img.FactoryURL, img.Platform, img.SchematicID, c.TalosVersion)
 	}

@@ -41,6 +41,10 @@ func parseTaints(p *problems, path string, in []string) map[string]string {
 		case key == controlPlaneTaint:
 			p.errorf(at, "%q: Talos sets the %s taint on control planes itself; use allowSchedulingOnControlPlanes to remove it", t, controlPlaneTaint)
 			continue
+		case strings.HasPrefix(key, "node.kubernetes.io/") || strings.HasPrefix(key, "node.cloudprovider.kubernetes.io/"):
+			p.errorf(at, "%q: Kubernetes' node controller sets and clears the taints of %s itself (not-ready, unreachable, "+
+				"unschedulable, …); choose a key of your own, e.g. example.com/dedicated", t, key[:strings.Index(key, "/")+1])
+			continue
 		}
 
 		if why := checkLabel(key, value); why != "" {

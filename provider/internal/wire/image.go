@@ -37,7 +37,7 @@ func Image(s Scope, p *plan.Plan) ([]ImageFile, error) {
 // schematics registers the schematic of each image the cluster has (spec.Cluster.Images) with
 // the Image Factory at image.factoryUrl, through a talos provider configured for that factory,
 // by schematic id. Their ids are already known (computed locally). The cluster's is
-// `<name>-schematic`, a node image's `<name>-schematic-<first 8 of its id>`.
+// `<name>-schematic`, a node image's `<name>-schematic-<first 16 of its id>`.
 func schematics(s Scope) (map[string]pulumi.Resource, error) {
 	img := s.Cluster.Image
 
@@ -53,7 +53,7 @@ func schematics(s Scope) (map[string]pulumi.Resource, error) {
 	for _, i := range s.Cluster.Images() {
 		name := s.child("schematic")
 		if i.SchematicID != img.SchematicID {
-			name += "-" + i.SchematicID[:8]
+			name += "-" + i.SchematicID[:16]
 		}
 
 		r, err := imagefactory.NewSchematic(s.Ctx, name, &imagefactory.SchematicArgs{
