@@ -74,7 +74,7 @@ func restores(c *spec.Cluster, inv *proxmox.Inventory, loss spec.DataLoss) bool 
 }
 
 // backupManifestName names the inline manifest of scheduled backups.
-const backupManifestName = "talos-proxmox-etcd-backup"
+const backupManifestName = "talos-proxmox-etcd-backup" // in spec.ReservedManifestNames
 
 // backupManifest is the inline manifest of scheduled backups (etcdBackup.schedule): siderolabs'
 // talos-backup as a CronJob with its Talos ServiceAccount (the control planes grant the access,

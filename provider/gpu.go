@@ -6,7 +6,7 @@ import (
 )
 
 // nvidiaRuntimeClassName names the inline manifest of the nvidia RuntimeClass.
-const nvidiaRuntimeClassName = "nvidia-runtimeclass"
+const nvidiaRuntimeClassName = "nvidia-runtimeclass" // in spec.ReservedManifestNames
 
 // gpuManifests are the cluster-wide objects of the GPU presets its nodes have: with an NVIDIA node,
 // the nvidia RuntimeClass whose handler the container toolkit extension registers with containerd

@@ -239,6 +239,9 @@ var badInputs = []badInput{
 		"nodes.worker-1.taints[0]:", "node controller"},
 	{"the control-plane taint", onNode("cp-1", func(n *Node) { n.Taints = []string{"node-role.kubernetes.io/control-plane:NoSchedule"} }), "nodes.cp-1.taints[0]:",
 		"allowSchedulingOnControlPlanes"},
+	{"a reserved manifest name", func(a *TalosProxmoxClusterArgs) {
+		a.InlineManifests = []InlineManifest{{Name: "nvidia-runtimeclass", Contents: pulumi.String("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n")}}
+	}, "inlineManifests[0].name:", "makes itself"},
 	{"gpu without a pci device", onNode("worker-1", func(n *Node) { n.Gpu = "nvidia" }), "nodes.worker-1.gpu:", "pciDevices"},
 	{"unknown gpu preset", onNode("worker-2", func(n *Node) { n.Gpu = "amd" }), "nodes.worker-2.gpu:", "\"nvidia\""},
 	{"gpu on a schematic without its extensions", onNode("worker-2", func(n *Node) {

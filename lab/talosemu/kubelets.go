@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 
+	"github.com/blang/semver"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -120,7 +122,7 @@ func (c *Cluster) kubeletOptions(rec nodeRecord) kubeletemu.Options {
 		ControlPlane:                   cp,
 		AllowSchedulingOnControlPlanes: allowSchedulingOnControlPlanes(cfg),
 		Labels:                         nodeLabels(cfg),
-		Taints:                         registerTaints(cfg),
+		Taints:                         registerTaints(cfg, rec.version, cp),
 		HeartbeatInterval:              c.opts.Kube.Heartbeat,
 		HungPod:                        c.opts.Kube.HungPod,
 		Logf:                           c.opts.Logf,
@@ -242,15 +244,46 @@ func (c *Cluster) applyNodeSpecs(ctx context.Context, v controlPlaneView) {
 	}
 }
 
-// registerTaints are the taints a node's kubelet registers with: the configuration's (Talos puts
-// them in the kubelet's registerWithTaints).
-func registerTaints(cfg config.Config) []corev1.Taint {
+// kubeletTaintsFromConfig is the first Talos version that registers the kubelet with all of the
+// configuration's taints (its KubeNodeConfig refactor).
+var kubeletTaintsFromConfig = semver.MustParse("1.14.0-alpha.0")
+
+// registerTaints are the taints a node's kubelet registers with: from Talos v1.14 the
+// configuration's (Talos puts them in registerWithTaints); before, only the control-plane taint
+// (on control planes unless scheduling on them is allowed) and what machine.kubelet.extraConfig
+// gives as registerWithTaints.
+func registerTaints(cfg config.Config, version string, controlPlane bool) []corev1.Taint {
 	_, taints := nodeSpecs(cfg)
-	if taints == nil {
-		return []corev1.Taint{}
+
+	if v, err := semver.ParseTolerant(version); err == nil && v.GTE(kubeletTaintsFromConfig) {
+		if taints == nil {
+			return []corev1.Taint{}
+		}
+
+		return taints
 	}
 
-	return taints
+	out := []corev1.Taint{}
+
+	if controlPlane && !allowSchedulingOnControlPlanes(cfg) {
+		out = append(out, corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule})
+	}
+
+	if k := cfg.K8sKubeletConfig(); k != nil {
+		list, _ := k.ExtraConfig()["registerWithTaints"].([]any)
+		for _, item := range list {
+			t, _ := item.(map[string]any)
+			key, _ := t["key"].(string)
+			value, _ := t["value"].(string)
+			effect, _ := t["effect"].(string)
+
+			if key != "" && !slices.ContainsFunc(out, func(o corev1.Taint) bool { return o.Key == key }) {
+				out = append(out, corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)})
+			}
+		}
+	}
+
+	return out
 }
 
 // asNode is a client acting as node name's kubelet (system:node:<name> in system:nodes), through

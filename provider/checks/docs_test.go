@@ -167,11 +167,14 @@ which it set (the Node's ` + "`talos.dev/owned-labels`" + ` and ` + "`talos.dev/
 taint removed from the declaration is removed from the Node, one set by someone else with another
 value is left alone. Talos writes a worker's Node with the kubelet's credentials, which the
 NodeRestriction admission plugin forbids to change taints or to set labels of the kubernetes.io and
-k8s.io namespaces (other than node.kubernetes.io/ and kubelet.kubernetes.io/): a worker registers with
-its taints, and after applying a worker's new configuration the component sets its labels and taints
-on the Node itself, with the admin credentials and the same ownership rules, so Talos finds nothing left
-to change; such labels on a worker are refused at preview. Changing any of them applies live, without a
-reboot; the preview shows the configuration change and says so.
+k8s.io namespaces (other than the kubelet's own: node.kubernetes.io/, kubelet.kubernetes.io/ and the
+well-known ones). So a worker's kubelet registers with its taints (` + "`registerWithTaints`" + `: written in
+` + "`machine.kubelet.extraConfig`" + ` before contract v1.14, by Talos itself from v1.14, which restarts the
+kubelet when they change), and after applying a worker's new configuration the component sets its
+labels and taints on the Node itself, with the admin credentials and the same ownership rules (leaving
+Talos' ` + "`extensions.talos.dev/`" + ` labels to Talos), so Talos finds no taint left to change; restricted labels
+on a worker are refused at preview. Changing any of them applies live, without a reboot; the preview
+shows the configuration change and says so.
 
 `)
 

@@ -163,8 +163,12 @@ func (o ConfigOptions) syncWorker(ctx context.Context) error {
 		return err
 	}
 
-	return SyncWorkerNode(ctx, kube, o.Node.Name, o.Config)
+	return SyncWorkerNode(ctx, kube, o.Node.Name, o.Config, o.Timeout, o.Progress)
 }
+
+// SyncAdoptedWorker is syncWorker for an adopted worker that runs its declared configuration
+// already (nothing is applied): its taints may never have reached its Node.
+func SyncAdoptedWorker(ctx context.Context, o ConfigOptions) error { return o.syncWorker(ctx) }
 
 func (o ConfigOptions) afterReboot(ctx context.Context, before Observed) error {
 	u := UpgradeOptions{Access: o.Access, Node: o.Node, ControlPlanes: o.ControlPlanes, CheckReady: o.CheckReady, Timeout: o.Timeout, Progress: o.Progress}

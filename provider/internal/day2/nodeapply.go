@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
@@ -14,7 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/retry"
 )
 
 // SyncWorkerNode sets a worker's labels and taints, as its configuration declares them, on its
@@ -26,8 +28,10 @@ import (
 // NodeRestriction admission plugin (always on in Talos) forbids to change taints: a worker's
 // taints would otherwise only be what it registered with. After this, Talos finds nothing left to
 // change and takes ownership as usual. A Node not registered yet is left to its registration
-// (the kubelet registers with the configuration's taints).
-func SyncWorkerNode(ctx context.Context, kube kubernetes.Interface, name, config string) error {
+// (the kubelet registers with the configuration's taints). The labels Talos sets for the node's
+// system extensions (extensions.talos.dev/…) are Talos' own: never touched. A conflicting write or
+// an API server that does not answer for a moment is tried again until timeout.
+func SyncWorkerNode(ctx context.Context, kube kubernetes.Interface, name, config string, timeout time.Duration, progress Progress) error {
 	cfg, err := configloader.NewFromBytes([]byte(config))
 	if err != nil {
 		return fmt.Errorf("reading the configuration of node %s: %w", name, err)
@@ -40,8 +44,12 @@ func SyncWorkerNode(ctx context.Context, kube kubernetes.Interface, name, config
 
 	labels, taints := nc.Labels(), parseTaints(nc.Taints())
 
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = poll(ctx, timeout, "setting the labels and taints of node "+name+" on its Node", progress, func(ctx context.Context) error {
 		node, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+
 		if err != nil {
 			return err
 		}
@@ -49,7 +57,7 @@ func SyncWorkerNode(ctx context.Context, kube kubernetes.Interface, name, config
 		before := node.DeepCopy()
 
 		if err := applyNodeSpecs(node, labels, taints); err != nil {
-			return err
+			return retry.Permanent(err)
 		}
 
 		if maps.Equal(before.Labels, node.Labels) && maps.Equal(before.Annotations, node.Annotations) &&
@@ -62,10 +70,7 @@ func SyncWorkerNode(ctx context.Context, kube kubernetes.Interface, name, config
 		return err
 	})
 
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("setting the labels and taints of node %s on its Node: %w", name, err)
 	}
 
@@ -110,6 +115,10 @@ func applyNodeSpecs(node *corev1.Node, labels map[string]string, taints []corev1
 	}
 
 	for key, value := range labels {
+		if strings.HasPrefix(key, constants.K8sExtensionPrefix) {
+			continue
+		}
+
 		current, exists := node.Labels[key]
 
 		switch {
@@ -122,7 +131,7 @@ func applyNodeSpecs(node *corev1.Node, labels map[string]string, taints []corev1
 	}
 
 	for key := range ownedLabels {
-		if _, declared := labels[key]; !declared {
+		if _, declared := labels[key]; !declared && !strings.HasPrefix(key, constants.K8sExtensionPrefix) {
 			delete(node.Labels, key)
 			delete(ownedLabels, key)
 		}

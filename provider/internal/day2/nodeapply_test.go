@@ -3,6 +3,7 @@ package day2
 import (
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,8 +35,8 @@ func TestSyncWorkerNode(t *testing.T) {
 		}
 
 		kube := fake.NewClientset(&corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: "w-1", Labels: map[string]string{"pool": "storage"}, Annotations: map[string]string{
-				"talos.dev/owned-labels": `["pool"]`, "talos.dev/owned-taints": `["dedicated","example.com/old"]`,
+			ObjectMeta: metav1.ObjectMeta{Name: "w-1", Labels: map[string]string{"pool": "storage", "extensions.talos.dev/qemu-guest-agent": "10.0.2"}, Annotations: map[string]string{
+				"talos.dev/owned-labels": `["extensions.talos.dev/qemu-guest-agent","pool"]`, "talos.dev/owned-taints": `["dedicated","example.com/old"]`,
 			}},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{
 				{Key: "dedicated", Value: "storage", Effect: corev1.TaintEffectNoSchedule},
@@ -44,7 +45,7 @@ func TestSyncWorkerNode(t *testing.T) {
 			}},
 		})
 
-		if err := SyncWorkerNode(t.Context(), kube, "w-1", cfg); err != nil {
+		if err := SyncWorkerNode(t.Context(), kube, "w-1", cfg, 10*time.Second, nil); err != nil {
 			t.Fatalf("%s: %v", contract, err)
 		}
 
@@ -59,11 +60,12 @@ func TestSyncWorkerNode(t *testing.T) {
 			t.Errorf("%s: taints %v, want %v", contract, taints, want)
 		}
 
-		if n.Labels["pool"] != "gpu" || n.Annotations["talos.dev/owned-taints"] != `["dedicated"]` {
+		if n.Labels["pool"] != "gpu" || n.Labels["extensions.talos.dev/qemu-guest-agent"] != "10.0.2" ||
+			n.Annotations["talos.dev/owned-labels"] != `["extensions.talos.dev/qemu-guest-agent","pool"]` || n.Annotations["talos.dev/owned-taints"] != `["dedicated"]` {
 			t.Errorf("%s: labels %v, annotations %v", contract, n.Labels, n.Annotations)
 		}
 
-		if err := SyncWorkerNode(t.Context(), kube, "w-2", cfg); err != nil {
+		if err := SyncWorkerNode(t.Context(), kube, "w-2", cfg, 10*time.Second, nil); err != nil {
 			t.Errorf("%s: a Node not registered yet: %v", contract, err)
 		}
 	}

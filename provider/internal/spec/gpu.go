@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -12,9 +13,60 @@ import (
 // sysctl the toolkit needs, and the nvidia RuntimeClass.
 const GPUNvidia = "nvidia"
 
-// NvidiaExtensions are the Image Factory extensions of the NVIDIA preset: the production driver
-// branch and its container toolkit, published for every Talos version the component supports.
+// NvidiaExtensions are the Image Factory extensions the NVIDIA preset adds to an image without
+// an NVIDIA driver: the production driver branch and its container toolkit, published for every
+// Talos version the component supports.
 var NvidiaExtensions = []string{"siderolabs/nonfree-kmod-nvidia-production", "siderolabs/nvidia-container-toolkit-production"}
+
+// nvidiaDrivers are the NVIDIA kernel module extensions, by flavour (proprietary, open) and branch
+// (production, lts); nvidiaToolkit the container toolkit of a branch.
+var (
+	nvidiaDrivers = []string{
+		"siderolabs/nonfree-kmod-nvidia-production", "siderolabs/nonfree-kmod-nvidia-lts",
+		"siderolabs/nvidia-open-gpu-kernel-modules-production", "siderolabs/nvidia-open-gpu-kernel-modules-lts",
+	}
+	nvidiaToolkit = func(branch string) string { return "siderolabs/nvidia-container-toolkit-" + branch }
+)
+
+// nvidiaNeeds are the extensions an image with exts lacks for the NVIDIA preset: none when it has a
+// driver (either flavour) and the toolkit of the driver's branch; the toolkit of its branch when it
+// has only a driver; the production pair when it has no driver. An image with two drivers, or a
+// toolkit of another branch than its driver's, cannot serve it (the problem says why).
+func nvidiaNeeds(exts []string) (missing []string, problem string) {
+	var drivers []string
+	for _, e := range exts {
+		if slices.Contains(nvidiaDrivers, e) {
+			drivers = append(drivers, e)
+		}
+	}
+
+	switch len(drivers) {
+	case 0:
+		for _, e := range NvidiaExtensions {
+			if !slices.Contains(exts, e) {
+				missing = append(missing, e)
+			}
+		}
+
+		return missing, ""
+	case 1:
+	default:
+		return nil, "has two NVIDIA drivers (" + strings.Join(drivers, ", ") + "); keep one"
+	}
+
+	branch := drivers[0][strings.LastIndex(drivers[0], "-")+1:]
+	for _, other := range []string{"production", "lts"} {
+		if other != branch && slices.Contains(exts, nvidiaToolkit(other)) {
+			return nil, fmt.Sprintf("has the %s driver %s with the %s container toolkit; use %s", branch, drivers[0], other, nvidiaToolkit(branch))
+		}
+	}
+
+	if !slices.Contains(exts, nvidiaToolkit(branch)) {
+		missing = append(missing, nvidiaToolkit(branch))
+	}
+
+	return missing, ""
+}
 
 // NvidiaKernelModules are the modules Talos' NVIDIA guide loads.
 var NvidiaKernelModules = []string{"nvidia", "nvidia_uvm", "nvidia_drm", "nvidia_modeset"}
@@ -45,11 +97,10 @@ func buildGPU(p *problems, path string, in NodeInput, n *Node, c *Cluster) {
 		return // the image is invalid; that is reported
 	}
 
-	var missing []string
-	for _, e := range NvidiaExtensions {
-		if !slices.Contains(img.Extensions, e) {
-			missing = append(missing, e)
-		}
+	missing, problem := nvidiaNeeds(img.Extensions)
+	if problem != "" {
+		p.errorf(path+".gpu", "the node's image %s", problem)
+		return
 	}
 
 	if len(missing) == 0 {

@@ -44,6 +44,9 @@ func buildManifests(p *problems, in Input, c *Cluster) {
 			p.errorf(path+".name", "%q is not a valid manifest name; use letters, digits, '-', '_' and '.'", m.Name)
 		case strings.HasPrefix(m.Name, helmrender.ManifestPrefix):
 			p.errorf(path+".name", "%q starts with %q, which is reserved for Helm releases the component renders; rename it", m.Name, helmrender.ManifestPrefix)
+		case slices.Contains(ReservedManifestNames, m.Name):
+			p.errorf(path+".name", "%q is the name of a manifest the component makes itself (the etcd backup CronJob, the nvidia "+
+				"RuntimeClass); rename it", m.Name)
 		case seen[m.Name]:
 			p.errorf(path+".name", "%q is used twice; give each inline manifest its own name", m.Name)
 		}
@@ -143,3 +146,7 @@ func yamlLine(err error) string {
 
 	return ""
 }
+
+// ReservedManifestNames are the inline manifests the component makes itself: the etcd backup
+// CronJob (etcdBackup.schedule) and the nvidia RuntimeClass (nodes.<n>.gpu).
+var ReservedManifestNames = []string{"talos-proxmox-etcd-backup", "nvidia-runtimeclass"}

@@ -84,20 +84,22 @@ func nodeTaints(defaults, own map[string]string) map[string]string {
 }
 
 // nodeRestricted tells whether a node may not set label key on its own Node: the NodeRestriction
-// admission plugin refuses the kubernetes.io and k8s.io namespaces but for the well-known labels
-// and the node.kubernetes.io/ and kubelet.kubernetes.io/ prefixes.
+// admission plugin refuses the kubernetes.io and k8s.io namespaces (and their subdomains) but for
+// the kubelet's labels (k8s.io/kubelet's IsKubeletLabel: the well-known ones, and the
+// kubelet.kubernetes.io and node.kubernetes.io namespaces with their subdomains).
 func nodeRestricted(key string) bool {
-	prefix, _, ok := strings.Cut(key, "/")
+	namespace, _, ok := strings.Cut(key, "/")
 	if !ok {
 		return false
 	}
 
-	restricted := prefix == "kubernetes.io" || strings.HasSuffix(prefix, ".kubernetes.io") || prefix == "k8s.io" || strings.HasSuffix(prefix, ".k8s.io")
-	allowed := prefix == "node.kubernetes.io" || prefix == "kubelet.kubernetes.io" || slices.Contains([]string{
-		"kubernetes.io/hostname", "kubernetes.io/arch", "kubernetes.io/os", "beta.kubernetes.io/instance-type",
-		"node.kubernetes.io/instance-type", "failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
-		"topology.kubernetes.io/region", "topology.kubernetes.io/zone",
+	in := func(ns string) bool { return namespace == ns || strings.HasSuffix(namespace, "."+ns) }
+
+	kubelet := in("kubelet.kubernetes.io") || in("node.kubernetes.io") || slices.Contains([]string{
+		"kubernetes.io/hostname", "topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+		"failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region", "beta.kubernetes.io/instance-type",
+		"node.kubernetes.io/instance-type", "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os", "beta.kubernetes.io/arch",
 	}, key)
 
-	return restricted && !allowed
+	return (in("kubernetes.io") || in("k8s.io")) && !kubelet
 }

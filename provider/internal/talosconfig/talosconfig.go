@@ -174,6 +174,14 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 		kubelet["extraMounts"] = mounts
 	}
 
+	// Before v1.14 Talos registers a worker's kubelet without its nodeTaints, and its own node
+	// apply cannot add them later (it writes a worker's Node with the kubelet's credentials, which
+	// NodeRestriction forbids to change taints): the kubelet registers with them instead. From
+	// v1.14 Talos puts the taints in registerWithTaints itself, by key, over these.
+	if n.Role == spec.RoleWorker && len(n.Taints) > 0 {
+		kubelet["extraConfig"] = map[string]any{"registerWithTaints": registerWithTaints(n.Taints)}
+	}
+
 	if len(kubelet) > 0 {
 		machine["kubelet"] = kubelet
 	}
@@ -304,4 +312,26 @@ func marshal(v any) (string, error) {
 	}
 
 	return b.String(), nil
+}
+
+// registerWithTaints are taints (Talos' form, key → "value:Effect" or "Effect") as the kubelet's
+// registerWithTaints list, in key order.
+func registerWithTaints(taints map[string]string) []any {
+	var out []any
+
+	for _, key := range slices.Sorted(maps.Keys(taints)) {
+		value, effect, found := strings.Cut(taints[key], ":")
+		if !found {
+			value, effect = "", value
+		}
+
+		t := map[string]any{"key": key, "effect": effect}
+		if value != "" {
+			t["value"] = value
+		}
+
+		out = append(out, t)
+	}
+
+	return out
 }

@@ -2137,7 +2137,7 @@ type Node struct {
 	DatastoreId *string `pulumi:"datastoreId"`
 	// Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
 	DiskSizeGib *int `pulumi:"diskSizeGib"`
-	// A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+	// A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image that already has an NVIDIA driver (proprietary or open, production or lts) keeps it and gets the container toolkit of its branch; one from a whole schematic must list both itself.
 	Gpu *string `pulumi:"gpu"`
 	// Proxmox host (node name as shown in the Proxmox UI, e.g. `pve1`) that runs the VM.
 	HostNode string `pulumi:"hostNode"`
@@ -2147,7 +2147,7 @@ type Node struct {
 	InstallDisk *string `pulumi:"installDisk"`
 	// Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
 	Ip *string `pulumi:"ip"`
-	// Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself.
+	// Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself. A worker cannot carry labels of the `kubernetes.io` and `k8s.io` namespaces other than the kubelet's own (NodeRestriction): refused at preview.
 	Labels map[string]string `pulumi:"labels"`
 	// MAC address of the VM's NIC, e.g. `BC:24:11:00:00:01`. Talos then selects the interface by this address. Default: chosen by Proxmox, and Talos uses the first physical NIC.
 	MacAddress *string `pulumi:"macAddress"`
@@ -2192,7 +2192,7 @@ type NodeArgs struct {
 	DatastoreId *string `pulumi:"datastoreId"`
 	// Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
 	DiskSizeGib *int `pulumi:"diskSizeGib"`
-	// A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+	// A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image that already has an NVIDIA driver (proprietary or open, production or lts) keeps it and gets the container toolkit of its branch; one from a whole schematic must list both itself.
 	Gpu *string `pulumi:"gpu"`
 	// Proxmox host (node name as shown in the Proxmox UI, e.g. `pve1`) that runs the VM.
 	HostNode string `pulumi:"hostNode"`
@@ -2202,7 +2202,7 @@ type NodeArgs struct {
 	InstallDisk *string `pulumi:"installDisk"`
 	// Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
 	Ip *string `pulumi:"ip"`
-	// Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself.
+	// Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself. A worker cannot carry labels of the `kubernetes.io` and `k8s.io` namespaces other than the kubelet's own (NodeRestriction): refused at preview.
 	Labels map[string]string `pulumi:"labels"`
 	// MAC address of the VM's NIC, e.g. `BC:24:11:00:00:01`. Talos then selects the interface by this address. Default: chosen by Proxmox, and Talos uses the first physical NIC.
 	MacAddress *string `pulumi:"macAddress"`
@@ -2304,7 +2304,7 @@ func (o NodeOutput) DiskSizeGib() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v Node) *int { return v.DiskSizeGib }).(pulumi.IntPtrOutput)
 }
 
-// A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+// A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image that already has an NVIDIA driver (proprietary or open, production or lts) keeps it and gets the container toolkit of its branch; one from a whole schematic must list both itself.
 func (o NodeOutput) Gpu() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Node) *string { return v.Gpu }).(pulumi.StringPtrOutput)
 }
@@ -2329,7 +2329,7 @@ func (o NodeOutput) Ip() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Node) *string { return v.Ip }).(pulumi.StringPtrOutput)
 }
 
-// Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself.
+// Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself. A worker cannot carry labels of the `kubernetes.io` and `k8s.io` namespaces other than the kubelet's own (NodeRestriction): refused at preview.
 func (o NodeOutput) Labels() pulumi.StringMapOutput {
 	return o.ApplyT(func(v Node) map[string]string { return v.Labels }).(pulumi.StringMapOutput)
 }

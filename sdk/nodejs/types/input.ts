@@ -302,7 +302,7 @@ export interface NodeArgs {
      */
     diskSizeGib?: number;
     /**
-     * A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+     * A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image that already has an NVIDIA driver (proprietary or open, production or lts) keeps it and gets the container toolkit of its branch; one from a whole schematic must list both itself.
      */
     gpu?: string;
     /**
@@ -322,7 +322,7 @@ export interface NodeArgs {
      */
     ip?: string;
     /**
-     * Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself.
+     * Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself. A worker cannot carry labels of the `kubernetes.io` and `k8s.io` namespaces other than the kubelet's own (NodeRestriction): refused at preview.
      */
     labels?: {[key: string]: string};
     /**

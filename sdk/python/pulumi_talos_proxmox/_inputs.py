@@ -1265,7 +1265,7 @@ class NodeArgsDict(TypedDict):
     """
     gpu: NotRequired[_builtins.str]
     """
-    A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+    A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image that already has an NVIDIA driver (proprietary or open, production or lts) keeps it and gets the container toolkit of its branch; one from a whole schematic must list both itself.
     """
     image: NotRequired['NodeImageArgsDict']
     """
@@ -1281,7 +1281,7 @@ class NodeArgsDict(TypedDict):
     """
     labels: NotRequired[Mapping[str, _builtins.str]]
     """
-    Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself.
+    Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself. A worker cannot carry labels of the `kubernetes.io` and `k8s.io` namespaces other than the kubelet's own (NodeRestriction): refused at preview.
     """
     mac_address: NotRequired[_builtins.str]
     """
@@ -1346,11 +1346,11 @@ class NodeArgs:
         :param Sequence['DataDiskArgs'] data_disks: Extra disks. A disk with a `mountPath` is formatted and mounted by Talos and bind-mounted into the kubelet with shared propagation (what Longhorn needs).
         :param _builtins.str datastore_id: Proxmox storage for the OS disk, the data disks and the cloud-init drive. Default: `nodeDefaults.datastoreId` (`local-lvm`).
         :param _builtins.int disk_size_gib: Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
-        :param _builtins.str gpu: A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+        :param _builtins.str gpu: A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image that already has an NVIDIA driver (proprietary or open, production or lts) keeps it and gets the container toolkit of its branch; one from a whole schematic must list both itself.
         :param 'NodeImageArgs' image: This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
         :param _builtins.str install_disk: Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).
         :param _builtins.str ip: Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
-        :param Mapping[str, _builtins.str] labels: Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself.
+        :param Mapping[str, _builtins.str] labels: Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself. A worker cannot carry labels of the `kubernetes.io` and `k8s.io` namespaces other than the kubelet's own (NodeRestriction): refused at preview.
         :param _builtins.str mac_address: MAC address of the VM's NIC, e.g. `BC:24:11:00:00:01`. Talos then selects the interface by this address. Default: chosen by Proxmox, and Talos uses the first physical NIC.
         :param _builtins.int memory_mib: Memory in MiB. Control planes need at least 2048 (4096 recommended). Default: `nodeDefaults.memoryMib` (4096).
         :param Sequence['PciDeviceArgs'] pci_devices: Host PCI devices (e.g. a GPU) passed through to the VM.
@@ -1498,7 +1498,7 @@ class NodeArgs:
     @pulumi.getter
     def gpu(self) -> Optional[_builtins.str]:
         """
-        A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image from a whole schematic must list the extensions itself.
+        A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image that already has an NVIDIA driver (proprietary or open, production or lts) keeps it and gets the container toolkit of its branch; one from a whole schematic must list both itself.
         """
         return pulumi.get(self, "gpu")
 
@@ -1546,7 +1546,7 @@ class NodeArgs:
     @pulumi.getter
     def labels(self) -> Optional[Mapping[str, _builtins.str]]:
         """
-        Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself.
+        Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself. A worker cannot carry labels of the `kubernetes.io` and `k8s.io` namespaces other than the kubelet's own (NodeRestriction): refused at preview.
         """
         return pulumi.get(self, "labels")
 
