@@ -55,7 +55,9 @@ func nodeSpecsKey(labels map[string]string, taints []corev1.Taint) string {
 // node_apply.go): it sets the node's labels and taints on its Node object and remembers in the
 // owned annotations which it set, so it removes those no longer declared and leaves alone what
 // someone else set with another value. A Node not registered yet is an error: the next
-// reconcile tries again.
+// reconcile tries again. The product's day2.SyncWorkerNode does the same for workers; this copy is
+// the emulated Talos' own, written from Talos' source, so the lab does not check the product
+// against the product's code.
 func syncNodeSpecs(ctx context.Context, client kubernetes.Interface, name string, labels map[string]string, taints []corev1.Taint) error {
 	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

@@ -8,8 +8,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate"
-	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -99,29 +97,12 @@ func TestNodeSpecsFollowTheConfiguration(t *testing.T) {
 	}
 }
 
-// controlPlaneConfig is a control plane's configuration of the Talos version's contract with patch.
+// controlPlaneConfig is a control plane's configuration of the Talos version's contract (as the
+// facts tests generate it) with patch.
 func controlPlaneConfig(t *testing.T, version, patch string) config.Provider {
 	t.Helper()
 
-	b, err := SharedBundle()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	vc, err := config.ParseContractFromVersion(version)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	in, err := generate.NewInput("lab", "https://127.0.0.10:6443", "1.33.4", generate.WithVersionContract(vc), generate.WithSecretsBundle(b.Secrets))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	cfg, err := in.Config(machine.TypeControlPlane)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := factsConfig(t, version)
 
 	p, err := configpatcher.LoadPatch([]byte(patch))
 	if err != nil {

@@ -95,7 +95,7 @@ func (r *NodeConfig) Create(ctx context.Context, req infer.CreateRequest[NodeCon
 		return resp, nil
 	case day2.SameConfig(running, o.Config):
 		p.GetLogger(ctx).Infof("%s: adopted: runs the declared configuration already; nothing applied", o.Node.Name)
-		return resp, day2.SyncAdoptedWorker(ctx, o)
+		return resp, o.SyncWorker(ctx)
 	case req.DryRun:
 		describePlan(ctx, o, running)
 		return resp, nil

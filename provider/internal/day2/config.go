@@ -148,12 +148,13 @@ func ApplyConfig(ctx context.Context, o ConfigOptions) (bool, error) {
 		}
 	}
 
-	return reboot, o.syncWorker(ctx)
+	return reboot, o.SyncWorker(ctx)
 }
 
-// syncWorker sets a worker's labels and taints on its Node (SyncWorkerNode): Talos cannot change
-// a worker's taints itself.
-func (o ConfigOptions) syncWorker(ctx context.Context) error {
+// SyncWorker sets a worker's labels and taints on its Node (SyncWorkerNode): Talos cannot change
+// a worker's taints itself. Also for an adopted worker that runs its declared configuration
+// already (nothing is applied): its taints may never have reached its Node.
+func (o ConfigOptions) SyncWorker(ctx context.Context) error {
 	if o.Node.ControlPlane {
 		return nil
 	}
@@ -165,10 +166,6 @@ func (o ConfigOptions) syncWorker(ctx context.Context) error {
 
 	return SyncWorkerNode(ctx, kube, o.Node.Name, o.Config, o.Timeout, o.Progress)
 }
-
-// SyncAdoptedWorker is syncWorker for an adopted worker that runs its declared configuration
-// already (nothing is applied): its taints may never have reached its Node.
-func SyncAdoptedWorker(ctx context.Context, o ConfigOptions) error { return o.syncWorker(ctx) }
 
 func (o ConfigOptions) afterReboot(ctx context.Context, before Observed) error {
 	u := UpgradeOptions{Access: o.Access, Node: o.Node, ControlPlanes: o.ControlPlanes, CheckReady: o.CheckReady, Timeout: o.Timeout, Progress: o.Progress}

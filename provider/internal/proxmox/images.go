@@ -1,7 +1,6 @@
 package proxmox
 
 import (
-	"cmp"
 	"fmt"
 	"path"
 	"regexp"
@@ -68,7 +67,7 @@ var (
 // never taken. A name holding the cluster's name is preferred; then the first by name. None when
 // the component's own file (d.FileName) is there: that one is the stack's.
 func MatchImage(c *spec.Cluster, d plan.Download, vols []pveclient.Volume) (plan.Existing, bool) {
-	sch := cmp.Or(d.SchematicID, c.Image.SchematicID)[:16]
+	sch := d.SchematicID[:16]
 	version := regexp.MustCompile(`(^|[^0-9A-Za-z.])v?` + regexp.QuoteMeta(strings.TrimPrefix(c.TalosVersion, "v")) + `($|[^0-9A-Za-z.-]|\.[a-z]|-[0-9a-z])`)
 	prerelease := regexp.MustCompile(regexp.QuoteMeta(strings.TrimPrefix(c.TalosVersion, "v")) + `-(alpha|beta|rc)`)
 	components := regexp.MustCompile(`-talos-v[0-9]+\.[0-9]+\.[0-9]+-[0-9a-f]{16}-[A-Za-z-]+-(amd64|arm64)\.(qcow2|img)$`)

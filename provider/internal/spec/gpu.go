@@ -125,14 +125,7 @@ func buildGPU(p *problems, path string, in NodeInput, n *Node, c *Cluster) {
 		return
 	}
 
-	img.SchematicYAML, img.SchematicID, img.Extensions = s.YAML, s.ID, s.Extensions
-	img.GuestAgent = s.HasExtension(imagefactory.GuestAgentExtension)
-
-	if c.TalosVersion != "" && img.Platform != "" {
-		img.InstallerImage, _ = imagefactory.InstallerImage(img.FactoryURL, img.Platform, img.SchematicID, c.TalosVersion)
-	}
-
-	n.Image = img
+	n.Image = img.withSchematic(s, false, c.TalosVersion)
 }
 
 // GPUs tells whether a node of the cluster has a GPU preset of vendor.

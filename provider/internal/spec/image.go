@@ -52,22 +52,18 @@ func buildImage(p *problems, in ImageInput, c *Cluster) {
 		p.errorf("image.contentType", "%q is not supported; use \"import\" (qcow2 imported through the Proxmox API, no SSH, PVE 8.4+) or \"iso\" (raw image imported over SSH)", in.ContentType)
 	}
 
-	buildSchematic(p, "image", in.Schematic, in.Extensions, &img)
-
-	if c.TalosVersion != "" && img.SchematicID != "" && img.Platform != "" {
-		img.InstallerImage, _ = imagefactory.InstallerImage(img.FactoryURL, img.Platform, img.SchematicID, c.TalosVersion)
+	if s, ok := buildSchematic(p, "image", in.Schematic, in.Extensions); ok {
+		img = img.withSchematic(s, in.Schematic != "", c.TalosVersion)
 	}
 
 	c.Image = img
 }
 
 // buildSchematic resolves the schematic of the image at path ("image", or a node's
-// "nodes.<n>.image"): schematic when given, else one of extensions (nil: the defaults).
-func buildSchematic(p *problems, at, schematic string, extensions []string, img *Image) {
-	var (
-		s   imagefactory.Schematic
-		err error
-	)
+// "nodes.<n>.image"): schematic when given, else one of extensions (nil: the defaults). Not ok
+// when it is invalid (the problem is reported).
+func buildSchematic(p *problems, at, schematic string, extensions []string) (s imagefactory.Schematic, ok bool) {
+	var err error
 
 	if schematic != "" {
 		if extensions != nil {
@@ -77,7 +73,7 @@ func buildSchematic(p *problems, at, schematic string, extensions []string, img 
 		s, err = imagefactory.Parse(schematic)
 		if err != nil {
 			p.errorf(at+".schematic", "%v; write an Image Factory schematic such as \"customization:\\n  systemExtensions:\\n    officialExtensions: [siderolabs/qemu-guest-agent]\"", err)
-			return
+			return s, false
 		}
 	} else {
 		exts := extensions
@@ -102,20 +98,30 @@ func buildSchematic(p *problems, at, schematic string, extensions []string, img 
 		}
 
 		if bad {
-			return
+			return s, false
 		}
 
 		if s, err = imagefactory.FromExtensions(exts); err != nil {
 			p.errorf(at+".extensions", "%v", err)
-			return
+			return s, false
 		}
 	}
 
-	img.SchematicYAML = s.YAML
-	img.Custom = schematic != ""
-	img.SchematicID = s.ID
-	img.Extensions = s.Extensions
+	return s, true
+}
+
+// withSchematic is img made of schematic s (custom: a whole one given, not made of extensions),
+// with the installer of s for talosVersion ("" when unknown).
+func (img Image) withSchematic(s imagefactory.Schematic, custom bool, talosVersion string) Image {
+	img.SchematicYAML, img.SchematicID, img.Extensions, img.Custom = s.YAML, s.ID, s.Extensions, custom
 	img.GuestAgent = s.HasExtension(imagefactory.GuestAgentExtension)
+	img.InstallerImage = ""
+
+	if talosVersion != "" && img.Platform != "" {
+		img.InstallerImage, _ = imagefactory.InstallerImage(img.FactoryURL, img.Platform, s.ID, talosVersion)
+	}
+
+	return img
 }
 
 // nodeImage is the image of a node: the cluster's, or with nodes.<n>.image its own schematic
@@ -125,19 +131,17 @@ func nodeImage(p *problems, path string, in *NodeImageInput, c *Cluster) Image {
 		return c.Image
 	}
 
-	img := c.Image
-	img.SchematicYAML, img.SchematicID, img.Extensions, img.GuestAgent, img.InstallerImage, img.Custom = "", "", nil, false, "", false
-
 	if in.Schematic == "" && in.Extensions == nil {
 		p.errorf(path, "is empty; give extensions or a schematic for this node's image, or remove it to use the cluster's")
 		return c.Image
 	}
 
-	buildSchematic(p, path, in.Schematic, in.Extensions, &img)
-
-	if img.SchematicID == "" {
+	s, ok := buildSchematic(p, path, in.Schematic, in.Extensions)
+	if !ok {
 		return c.Image
 	}
+
+	img := c.Image.withSchematic(s, in.Schematic != "", c.TalosVersion)
 
 	// The QEMU agent setting of the VM follows the image: a change is a VM update the proxmoxve
 	// provider applies by rebooting the VM, at once and outside the rolling upgrade.
@@ -146,10 +150,6 @@ func nodeImage(p *problems, path string, in *NodeImageInput, c *Cluster) Image {
 		p.warnf(path, "the node's image %s %s and the cluster's %s it: the VM's QEMU agent setting differs, and changing it on "+
 			"a running node reboots its VM at once, outside the rolling upgrade; keep the extension as in the cluster's image "+
 			"unless the node is new", has[img.GuestAgent], imagefactory.GuestAgentExtension, has[c.Image.GuestAgent])
-	}
-
-	if c.TalosVersion != "" && img.Platform != "" {
-		img.InstallerImage, _ = imagefactory.InstallerImage(img.FactoryURL, img.Platform, img.SchematicID, c.TalosVersion)
 	}
 
 	return img

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"cmp"
 	"fmt"
 
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
@@ -76,7 +75,7 @@ func downloads(s Scope, p *plan.Plan, schematics map[string]pulumi.Resource) ([]
 	var files []ImageFile
 
 	for _, d := range p.Downloads {
-		schematic := schematics[cmp.Or(d.SchematicID, s.Cluster.Image.SchematicID)]
+		schematic := schematics[d.SchematicID]
 
 		if e := d.Existing; e.VolID != "" {
 			s.info(fmt.Sprintf("image: %s reuses the Talos image %s already there; nothing is downloaded", d.HostNode, e.VolID))
