@@ -39,6 +39,7 @@ type TalosProxmoxClusterArgs struct {
 	Recovery                       *Recovery               `pulumi:"recovery,optional"`
 	Secrets                        *Secrets                `pulumi:"secrets,optional"`
 	AllowDataLoss                  *bool                   `pulumi:"allowDataLoss,optional"`
+	DiskEncryption                 *DiskEncryption         `pulumi:"diskEncryption,optional"`
 }
 
 // Annotate documents the inputs.
@@ -74,26 +75,27 @@ func (h *HelmChart) Annotate(an infer.Annotator) { describeType(an, h) }
 
 // Node is one machine of the cluster.
 type Node struct {
-	HostNode      string                  `pulumi:"hostNode"`
-	Role          string                  `pulumi:"role"`
-	Ip            string                  `pulumi:"ip,optional"`
-	MacAddress    string                  `pulumi:"macAddress,optional"`
-	VmId          *int                    `pulumi:"vmId,optional"`
-	Cpu           *int                    `pulumi:"cpu,optional"`
-	MemoryMib     *int                    `pulumi:"memoryMib,optional"`
-	DiskSizeGib   *int                    `pulumi:"diskSizeGib,optional"`
-	DatastoreId   string                  `pulumi:"datastoreId,optional"`
-	Bridge        string                  `pulumi:"bridge,optional"`
-	VlanId        *int                    `pulumi:"vlanId,optional"`
-	Tags          []string                `pulumi:"tags,optional"`
-	DataDisks     []DataDisk              `pulumi:"dataDisks,optional"`
-	PciDevices    []PciDevice             `pulumi:"pciDevices,optional"`
-	Labels        map[string]string       `pulumi:"labels,optional"`
-	Taints        []string                `pulumi:"taints,optional"`
-	ConfigPatches pulumi.StringArrayInput `pulumi:"configPatches,optional"`
-	InstallDisk   string                  `pulumi:"installDisk,optional"`
-	Image         *NodeImage              `pulumi:"image,optional"`
-	Gpu           string                  `pulumi:"gpu,optional"`
+	HostNode       string                  `pulumi:"hostNode"`
+	Role           string                  `pulumi:"role"`
+	Ip             string                  `pulumi:"ip,optional"`
+	MacAddress     string                  `pulumi:"macAddress,optional"`
+	VmId           *int                    `pulumi:"vmId,optional"`
+	Cpu            *int                    `pulumi:"cpu,optional"`
+	MemoryMib      *int                    `pulumi:"memoryMib,optional"`
+	DiskSizeGib    *int                    `pulumi:"diskSizeGib,optional"`
+	DatastoreId    string                  `pulumi:"datastoreId,optional"`
+	Bridge         string                  `pulumi:"bridge,optional"`
+	VlanId         *int                    `pulumi:"vlanId,optional"`
+	Tags           []string                `pulumi:"tags,optional"`
+	DataDisks      []DataDisk              `pulumi:"dataDisks,optional"`
+	PciDevices     []PciDevice             `pulumi:"pciDevices,optional"`
+	Labels         map[string]string       `pulumi:"labels,optional"`
+	Taints         []string                `pulumi:"taints,optional"`
+	ConfigPatches  pulumi.StringArrayInput `pulumi:"configPatches,optional"`
+	InstallDisk    string                  `pulumi:"installDisk,optional"`
+	Image          *NodeImage              `pulumi:"image,optional"`
+	Gpu            string                  `pulumi:"gpu,optional"`
+	DiskEncryption *DiskEncryption         `pulumi:"diskEncryption,optional"`
 }
 
 // Annotate documents a node.
@@ -103,10 +105,20 @@ func (n *Node) Annotate(an infer.Annotator) { describeType(an, n) }
 type NodeImage struct {
 	Extensions []string `pulumi:"extensions,optional"`
 	Schematic  string   `pulumi:"schematic,optional"`
+	SecureBoot *bool    `pulumi:"secureBoot,optional"`
 }
 
 // Annotate documents a node's image.
 func (i *NodeImage) Annotate(an infer.Annotator) { describeType(an, i) }
+
+// DiskEncryption is how Talos encrypts a node's system volumes.
+type DiskEncryption struct {
+	State     string `pulumi:"state,optional"`
+	Ephemeral string `pulumi:"ephemeral,optional"`
+}
+
+// Annotate documents disk encryption.
+func (d *DiskEncryption) Annotate(an infer.Annotator) { describeType(an, d) }
 
 // VmIdRange bounds the default VM ids.
 type VmIdRange struct {

@@ -47,6 +47,7 @@ type Image struct {
 	DatastoreId     string   `pulumi:"datastoreId,optional"`
 	SharedDatastore *bool    `pulumi:"sharedDatastore,optional"`
 	ContentType     string   `pulumi:"contentType,optional"`
+	SecureBoot      *bool    `pulumi:"secureBoot,optional"`
 }
 
 // Annotate documents the image.

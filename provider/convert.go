@@ -77,6 +77,7 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 		in.Image = spec.ImageInput{
 			FactoryURL: i.FactoryUrl, Extensions: i.Extensions, Schematic: i.Schematic, Platform: i.Platform,
 			Arch: i.Arch, DatastoreID: i.DatastoreId, SharedDatastore: i.SharedDatastore, ContentType: i.ContentType,
+			SecureBoot: i.SecureBoot,
 		}
 	}
 
@@ -90,8 +91,10 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 		node.GPU = n.Gpu
 
 		if i := n.Image; i != nil {
-			node.Image = &spec.NodeImageInput{Extensions: i.Extensions, Schematic: i.Schematic}
+			node.Image = &spec.NodeImageInput{Extensions: i.Extensions, Schematic: i.Schematic, SecureBoot: i.SecureBoot}
 		}
+
+		node.DiskEncryption = diskEncryption(n.DiskEncryption)
 
 		for _, d := range n.DataDisks {
 			node.DataDisks = append(node.DataDisks, spec.DataDiskInput{SizeGiB: d.SizeGib, DatastoreID: d.DatastoreId, MountPath: d.MountPath})
@@ -188,6 +191,7 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 	}
 
 	in.AllowDataLoss = a.AllowDataLoss != nil && *a.AllowDataLoss
+	in.DiskEncryption = diskEncryption(a.DiskEncryption)
 
 	for _, h := range a.HelmCharts {
 		in.HelmCharts = append(in.HelmCharts, spec.HelmChartInput{
@@ -236,4 +240,12 @@ func secretInput(ctx *pulumi.Context, path string, v pulumi.StringInput) (spec.P
 	}
 
 	return spec.Patch{Text: s, Known: known}, nil
+}
+
+func diskEncryption(d *DiskEncryption) *spec.DiskEncryptionInput {
+	if d == nil {
+		return nil
+	}
+
+	return &spec.DiskEncryptionInput{State: d.State, Ephemeral: d.Ephemeral}
 }

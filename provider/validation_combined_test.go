@@ -50,6 +50,11 @@ func readsOf(tc badInput) []string {
 		reads = append(reads, "Nodes")
 	case strings.Contains(tc.path, ".labels:"):
 		reads = append(reads, "Nodes.*.Role") // a worker may set fewer labels
+	case strings.Contains(tc.path, "image.secureBoot:"):
+		reads = append(reads, "TalosVersion", "Image")
+	case strings.HasPrefix(tc.path, "nodeDefaults.bios:"), strings.Contains(tc.path, "diskEncryption"):
+		// Secure Boot decides the firmware and whether a TPM key can be sealed.
+		reads = append(reads, "Image", "Nodes.*.Image", "NodeDefaults", "DiskEncryption", "Nodes.*.DiskEncryption", "TalosVersion")
 	case strings.Contains(tc.path, ".gpu:"):
 		// The preset needs a PCI device and extends the node's (or the cluster's) image.
 		reads = append(reads, "Nodes.*.PciDevices", "Nodes.*.Image", "Image", "NodeDefaults")

@@ -72,22 +72,33 @@ func (s Schematic) HasExtension(name string) bool {
 }
 
 // ImageURL is the factory URL of the disk image for a platform and architecture:
-// `<factory>/image/<schematic>/<version>/<platform>-<arch>.<ext>`, where ext is `qcow2`
-// (imported by Proxmox through the API) or `raw.gz` (decompressed into an ISO datastore).
-func ImageURL(factoryURL, schematicID, talosVersion, platform, arch, ext string) string {
-	return fmt.Sprintf("%s/image/%s/%s/%s-%s.%s",
-		strings.TrimRight(factoryURL, "/"), schematicID, talosVersion, platform, arch, ext)
+// `<factory>/image/<schematic>/<version>/<platform>-<arch>[-secureboot].<ext>`, where ext is
+// `qcow2` (imported by Proxmox through the API) or `raw.gz` (decompressed into an ISO datastore).
+// The Secure Boot image boots a signed systemd-boot and unified kernel image (UKI) only.
+func ImageURL(factoryURL, schematicID, talosVersion, platform, arch, ext string, secureBoot bool) string {
+	return fmt.Sprintf("%s/image/%s/%s/%s-%s%s.%s",
+		strings.TrimRight(factoryURL, "/"), schematicID, talosVersion, platform, arch, secureBootSuffix(secureBoot), ext)
 }
 
 // InstallerImage is the installer container image Talos installs and upgrades from:
-// `<factory host>/<platform>-installer/<schematic>:<version>`.
-func InstallerImage(factoryURL, platform, schematicID, talosVersion string) (string, error) {
+// `<factory host>/<platform>-installer[-secureboot]/<schematic>:<version>`. A node booted with
+// Secure Boot must install and upgrade from the Secure Boot installer (signed UKI), and a node
+// without it from the other.
+func InstallerImage(factoryURL, platform, schematicID, talosVersion string, secureBoot bool) (string, error) {
 	host, err := FactoryHost(factoryURL)
 	if err != nil {
 		return "", err
 	}
 
-	return fmt.Sprintf("%s/%s-installer/%s:%s", host, platform, schematicID, talosVersion), nil
+	return fmt.Sprintf("%s/%s-installer%s/%s:%s", host, platform, secureBootSuffix(secureBoot), schematicID, talosVersion), nil
+}
+
+func secureBootSuffix(on bool) string {
+	if on {
+		return "-secureboot"
+	}
+
+	return ""
 }
 
 // FactoryHost is the registry host (with port, if any) of a factory URL such as

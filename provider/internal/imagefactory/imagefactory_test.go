@@ -72,13 +72,24 @@ func TestURLs(t *testing.T) {
 
 	id := "ce4c980550dd2ab1b17bbf2b08801c7eb59418eafe8f279833297925d67c7515"
 
-	got := ImageURL("https://factory.talos.dev/", id, "v1.11.5", "nocloud", "amd64", "qcow2")
+	got := ImageURL("https://factory.talos.dev/", id, "v1.11.5", "nocloud", "amd64", "qcow2", false)
 	want := "https://factory.talos.dev/image/" + id + "/v1.11.5/nocloud-amd64.qcow2"
 	if got != want {
 		t.Fatalf("ImageURL = %s, want %s", got, want)
 	}
 
-	inst, err := InstallerImage("https://factory.talos.dev", "nocloud", id, "v1.11.5")
+	// The factory's names for Secure Boot assets (image-factory's registry and profile parsing).
+	if got := ImageURL("https://factory.talos.dev", id, "v1.14.1", "nocloud", "amd64", "qcow2", true); got !=
+		"https://factory.talos.dev/image/"+id+"/v1.14.1/nocloud-amd64-secureboot.qcow2" {
+		t.Fatalf("Secure Boot ImageURL = %s", got)
+	}
+
+	if inst, _ := InstallerImage("https://factory.talos.dev", "nocloud", id, "v1.14.1", true); inst !=
+		"factory.talos.dev/nocloud-installer-secureboot/"+id+":v1.14.1" {
+		t.Fatalf("Secure Boot InstallerImage = %s", inst)
+	}
+
+	inst, err := InstallerImage("https://factory.talos.dev", "nocloud", id, "v1.11.5", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +98,7 @@ func TestURLs(t *testing.T) {
 		t.Fatalf("InstallerImage = %s", inst)
 	}
 
-	inst, err = InstallerImage("http://127.0.0.1:8080", "nocloud", id, "v1.11.5")
+	inst, err = InstallerImage("http://127.0.0.1:8080", "nocloud", id, "v1.11.5", false)
 	if err != nil || inst != "127.0.0.1:8080/nocloud-installer/"+id+":v1.11.5" {
 		t.Fatalf("InstallerImage with port = %s, %v", inst, err)
 	}

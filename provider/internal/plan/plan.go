@@ -64,8 +64,12 @@ type VM struct {
 	// Agent is on only when the image has the qemu-guest-agent extension (Talos documents
 	// that enabling it without the extension only produces log spam and slow operations).
 	Agent bool
-	// EFIDisk is added for OVMF (UEFI) firmware.
+	// EFIDisk is added for OVMF (UEFI) firmware, without Microsoft's and the distribution's keys
+	// enrolled (setup mode), so a Secure Boot image enrols Talos' own.
 	EFIDisk bool
+	// TPM adds a TPM 2.0 state disk, which Secure Boot images measure into and Talos seals disk
+	// encryption keys to.
+	TPM bool
 	// IPv4Address is the cloud-init address ("10.0.0.11/24" or "dhcp"); IPv4Gateway is empty
 	// with DHCP.
 	IPv4Address string
@@ -103,7 +107,12 @@ func ImageFileName(c *spec.Cluster, img spec.Image) string {
 		ext = "img"
 	}
 
-	return fmt.Sprintf("%s-talos-%s-%s-%s-%s.%s", c.Name, c.TalosVersion, img.SchematicID[:16], img.Platform, img.Arch, ext)
+	sb := ""
+	if img.SecureBoot {
+		sb = "-secureboot"
+	}
+
+	return fmt.Sprintf("%s-talos-%s-%s-%s-%s%s.%s", c.Name, c.TalosVersion, img.SchematicID[:16], img.Platform, img.Arch, sb, ext)
 }
 
 // ImageURL is the Image Factory URL the download of image img fetches.
@@ -113,11 +122,11 @@ func ImageURL(c *spec.Cluster, img spec.Image) string {
 		ext = "raw.gz"
 	}
 
-	return imagefactory.ImageURL(img.FactoryURL, img.SchematicID, c.TalosVersion, img.Platform, img.Arch, ext)
+	return imagefactory.ImageURL(img.FactoryURL, img.SchematicID, c.TalosVersion, img.Platform, img.Arch, ext, img.SecureBoot)
 }
 
-// Build plans the Proxmox side of a cluster: one download per (host, schematic) its nodes need
-// (per schematic with a shared datastore), and the VMs.
+// Build plans the Proxmox side of a cluster: one download per (host, schematic, Secure Boot) its
+// nodes need (per schematic and Secure Boot with a shared datastore), and the VMs.
 func Build(c *spec.Cluster) *Plan {
 	p := &Plan{}
 
@@ -131,6 +140,10 @@ func Build(c *spec.Cluster) *Plan {
 
 		if img.SchematicID != c.Image.SchematicID {
 			key += "-" + img.SchematicID[:16]
+		}
+
+		if img.SecureBoot != c.Image.SecureBoot {
+			key += map[bool]string{true: "-secureboot", false: "-plain"}[img.SecureBoot]
 		}
 
 		return key
@@ -181,6 +194,7 @@ func planVM(c *spec.Cluster, n spec.Node, download int) VM {
 		Download: download,
 		Agent:    c.ImageOf(n).GuestAgent,
 		EFIDisk:  n.BIOS == "ovmf",
+		TPM:      c.ImageOf(n).SecureBoot,
 		// No Talos version or schematic: the VM is updated before a rollout starts, so the
 		// description would claim the new version on nodes a failed rollout never reached, and
 		// every upgrade would first update every VM.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
+
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
@@ -31,18 +33,13 @@ func (inv *Inventory) EtcdLoss(c *spec.Cluster) spec.DataLoss {
 			continue // a new control plane
 		}
 
-		v := own[0]
-
-		switch {
-		case v.NodeName != n.HostNode:
-			loss.Replaced = append(loss.Replaced, n.Name)
-			loss.Reasons[n.Name] = fmt.Sprintf("its VM moves from Proxmox host %s to %s", v.NodeName, n.HostNode)
-		case n.VMID != 0 && v.VmId != n.VMID:
-			loss.Replaced = append(loss.Replaced, n.Name)
-			loss.Reasons[n.Name] = fmt.Sprintf("its VM id changes from %d to %d", v.VmId, n.VMID)
-		default:
+		why := replacement(c, n, own[0])
+		if why == "" {
 			return spec.DataLoss{} // a control plane that stays keeps etcd's data
 		}
+
+		loss.Replaced = append(loss.Replaced, n.Name)
+		loss.Reasons[n.Name] = why
 	}
 
 	for _, v := range inv.VMs {
@@ -55,6 +52,75 @@ func (inv *Inventory) EtcdLoss(c *spec.Cluster) spec.DataLoss {
 	slices.Sort(loss.Removed)
 
 	return loss
+}
+
+// Replacement says why this `up` replaces node n's VM ("" when it does not, or the node has none
+// yet, or Proxmox was not asked): the proxmoxve provider re-creates a VM whose host or VM id
+// changes, and the component one whose Secure Boot or disk encryption changes (spec.SecurityTags).
+func (inv *Inventory) Replacement(c *spec.Cluster, n spec.Node) string {
+	if inv == nil {
+		return ""
+	}
+
+	own := ownVMs(c.Name, n.Name, inv.VMs)
+	if len(own) == 0 {
+		return ""
+	}
+
+	return replacement(c, n, own[0])
+}
+
+// SecurityChange says how node n's VM's Secure Boot or disk encryption changes ("" when it does
+// not, or the VM is new or adopted: an adopted VM keeps its firmware, and its tags only gain the
+// node's).
+func (inv *Inventory) SecurityChange(c *spec.Cluster, n spec.Node) string {
+	if inv == nil {
+		return ""
+	}
+
+	own := ownVMs(c.Name, n.Name, inv.VMs)
+	if len(own) == 0 || slices.Contains(own[0].Tags, AdoptedTag) {
+		return ""
+	}
+
+	return securityChange(c, n, own[0].Tags)
+}
+
+func replacement(c *spec.Cluster, n spec.Node, v vm.GetVirtualMachinesVm) string {
+	switch {
+	case v.NodeName != n.HostNode:
+		return fmt.Sprintf("its VM moves from Proxmox host %s to %s", v.NodeName, n.HostNode)
+	case n.VMID != 0 && v.VmId != n.VMID:
+		return fmt.Sprintf("its VM id changes from %d to %d", v.VmId, n.VMID)
+	case slices.Contains(v.Tags, AdoptedTag):
+		return ""
+	}
+
+	return securityChange(c, n, v.Tags)
+}
+
+// securityChange compares the security tags a VM has with those node n declares: Talos installs a
+// Secure Boot node anew (it cannot move a running one to a signed boot), and creates an encrypted
+// STATE or EPHEMERAL only when it formats it, so either change is a new VM.
+func securityChange(c *spec.Cluster, n spec.Node, tags []string) string {
+	var had []string
+	for _, t := range tags {
+		if spec.IsSecurityTag(t) {
+			had = append(had, t)
+		}
+	}
+
+	slices.Sort(had)
+
+	want := c.SecurityTags(n)
+	slices.Sort(want)
+
+	if slices.Equal(had, want) {
+		return ""
+	}
+
+	return fmt.Sprintf("its Secure Boot or disk encryption changes from %s to %s, which Talos applies only to a new installation",
+		spec.SecurityOf(had), spec.SecurityOf(want))
 }
 
 // instancePrefix starts the tag that names a VM instance (wire.Machines.Instance).

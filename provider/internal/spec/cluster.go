@@ -70,6 +70,8 @@ type Cluster struct {
 	// EtcdBackup is nil without etcdBackup, Recovery nil without recovery.
 	EtcdBackup *EtcdBackup
 	Recovery   *Recovery
+	// DiskEncryption is the cluster's diskEncryption, which nodes without their own get.
+	DiskEncryption DiskEncryption
 	// Secrets is nil without secrets: the cluster gets secrets of its own.
 	Secrets *Secrets
 	// AllowDataLoss accepts plans that leave the cluster without its etcd data.
@@ -105,6 +107,9 @@ type Image struct {
 	InstallerImage  string
 	// Custom: the schematic is a whole one given (image.schematic), not made of extensions.
 	Custom bool
+	// SecureBoot: the factory's Secure Boot image and installer (signed systemd-boot and UKI); the
+	// VM gets UEFI firmware with an EFI disk in setup mode and a TPM 2.0.
+	SecureBoot bool
 }
 
 // Node is a validated node with defaults applied.
@@ -138,6 +143,9 @@ type Node struct {
 	Image Image
 	// GPU is the node's GPU preset (GPUNvidia) or "".
 	GPU string
+	// DiskEncryption is how Talos encrypts the node's STATE and EPHEMERAL volumes (nodes.<n> or
+	// the cluster's diskEncryption); zero when it does not.
+	DiskEncryption DiskEncryption
 }
 
 // DataDisk is an extra disk; Serial identifies it inside the guest.

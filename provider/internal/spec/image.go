@@ -16,6 +16,11 @@ func buildImage(p *problems, in ImageInput, c *Cluster) {
 		DatastoreID:     in.DatastoreID,
 		SharedDatastore: in.SharedDatastore != nil && *in.SharedDatastore,
 		ContentType:     ContentType(in.ContentType),
+		SecureBoot:      in.SecureBoot != nil && *in.SecureBoot,
+	}
+
+	if img.SecureBoot {
+		checkSecureBootVersion(p, "image.secureBoot", c.TalosVersion)
 	}
 
 	if img.FactoryURL == "" {
@@ -115,10 +120,17 @@ func buildSchematic(p *problems, at, schematic string, extensions []string) (s i
 func (img Image) withSchematic(s imagefactory.Schematic, custom bool, talosVersion string) Image {
 	img.SchematicYAML, img.SchematicID, img.Extensions, img.Custom = s.YAML, s.ID, s.Extensions, custom
 	img.GuestAgent = s.HasExtension(imagefactory.GuestAgentExtension)
+
+	return img.withInstaller(talosVersion)
+}
+
+// withInstaller is img with the installer of its schematic and Secure Boot for talosVersion (""
+// when unknown).
+func (img Image) withInstaller(talosVersion string) Image {
 	img.InstallerImage = ""
 
-	if talosVersion != "" && img.Platform != "" {
-		img.InstallerImage, _ = imagefactory.InstallerImage(img.FactoryURL, img.Platform, s.ID, talosVersion)
+	if talosVersion != "" && img.Platform != "" && img.SchematicID != "" {
+		img.InstallerImage, _ = imagefactory.InstallerImage(img.FactoryURL, img.Platform, img.SchematicID, talosVersion, img.SecureBoot)
 	}
 
 	return img
@@ -131,9 +143,21 @@ func nodeImage(p *problems, path string, in *NodeImageInput, c *Cluster) Image {
 		return c.Image
 	}
 
-	if in.Schematic == "" && in.Extensions == nil {
-		p.errorf(path, "is empty; give extensions or a schematic for this node's image, or remove it to use the cluster's")
+	if in.Schematic == "" && in.Extensions == nil && in.SecureBoot == nil {
+		p.errorf(path, "is empty; give extensions, a schematic or secureBoot for this node's image, or remove it to use the cluster's")
 		return c.Image
+	}
+
+	img := c.Image
+	if in.SecureBoot != nil {
+		img.SecureBoot = *in.SecureBoot
+		if img.SecureBoot && !c.Image.SecureBoot {
+			checkSecureBootVersion(p, path+".secureBoot", c.TalosVersion)
+		}
+	}
+
+	if in.Schematic == "" && in.Extensions == nil {
+		return img.withInstaller(c.TalosVersion)
 	}
 
 	s, ok := buildSchematic(p, path, in.Schematic, in.Extensions)
@@ -141,7 +165,7 @@ func nodeImage(p *problems, path string, in *NodeImageInput, c *Cluster) Image {
 		return c.Image
 	}
 
-	img := c.Image.withSchematic(s, in.Schematic != "", c.TalosVersion)
+	img = img.withSchematic(s, in.Schematic != "", c.TalosVersion)
 
 	// The QEMU agent setting of the VM follows the image: a change is a VM update the proxmoxve
 	// provider applies by rebooting the VM, at once and outside the rolling upgrade.
@@ -164,19 +188,40 @@ func (c *Cluster) ImageOf(n Node) Image {
 	return n.Image
 }
 
-// Images are the distinct images the nodes run, by schematic id: the cluster's first (whether a
-// node runs it or not: it is the cluster's schematic output), then the nodes' own in id order.
+// Images are the distinct images the nodes run, by schematic id and Secure Boot: the cluster's
+// first (whether a node runs it or not: it is the cluster's schematic output), then the nodes'
+// own in id order, without Secure Boot first.
 func (c *Cluster) Images() []Image {
 	out := []Image{c.Image}
 
 	for _, n := range c.Nodes {
 		img := c.ImageOf(n)
-		if !slices.ContainsFunc(out, func(o Image) bool { return o.SchematicID == img.SchematicID }) {
+		if !slices.ContainsFunc(out, func(o Image) bool { return o.SchematicID == img.SchematicID && o.SecureBoot == img.SecureBoot }) {
 			out = append(out, img)
 		}
 	}
 
-	slices.SortStableFunc(out[1:], func(a, b Image) int { return strings.Compare(a.SchematicID, b.SchematicID) })
+	slices.SortStableFunc(out[1:], func(a, b Image) int {
+		if d := strings.Compare(a.SchematicID, b.SchematicID); d != 0 {
+			return d
+		}
+
+		return map[bool]int{false: 0, true: 1}[a.SecureBoot] - map[bool]int{false: 0, true: 1}[b.SecureBoot]
+	})
+
+	return out
+}
+
+// Schematics are the distinct schematics of the nodes' images (Images without Secure Boot
+// twins): one registration each with the Image Factory.
+func (c *Cluster) Schematics() []Image {
+	var out []Image
+
+	for _, img := range c.Images() {
+		if !slices.ContainsFunc(out, func(o Image) bool { return o.SchematicID == img.SchematicID }) {
+			out = append(out, img)
+		}
+	}
 
 	return out
 }

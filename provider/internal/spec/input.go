@@ -37,6 +37,15 @@ type Input struct {
 	Recovery                  *RecoveryInput
 	Secrets                   *SecretsInput
 	AllowDataLoss             bool
+	// DiskEncryption is every node's system volume encryption (nil: none).
+	DiskEncryption *DiskEncryptionInput
+}
+
+// DiskEncryptionInput names the key that protects each Talos system volume: "tpm", "nodeID", or
+// "" for no encryption.
+type DiskEncryptionInput struct {
+	State     string
+	Ephemeral string
 }
 
 // Patch is a Talos machine configuration patch (YAML or JSON). A patch that is not known yet
@@ -73,12 +82,16 @@ type NodeInput struct {
 	Image *NodeImageInput
 	// GPU is a GPU preset ("nvidia"; "" none).
 	GPU string
+	// DiskEncryption is the node's own (nil: the cluster's).
+	DiskEncryption *DiskEncryptionInput
 }
 
-// NodeImageInput is a node's own image: extensions or a schematic, over the cluster's image.
+// NodeImageInput is a node's own image: extensions or a schematic, and Secure Boot, over the
+// cluster's image.
 type NodeImageInput struct {
 	Extensions []string
 	Schematic  string
+	SecureBoot *bool
 }
 
 // DataDiskInput is an extra virtual disk of a node.
@@ -136,6 +149,7 @@ type ImageInput struct {
 	DatastoreID     string
 	SharedDatastore *bool
 	ContentType     string
+	SecureBoot      *bool
 }
 
 // InlineManifestInput is a Kubernetes manifest Talos applies at bootstrap.

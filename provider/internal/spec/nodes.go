@@ -11,6 +11,8 @@ func buildNodes(p *problems, in Input, c *Cluster) {
 	d := in.NodeDefaults
 	checkNodeDefaults(p, d)
 
+	c.DiskEncryption = buildDiskEncryption(p, "diskEncryption", in.DiskEncryption)
+
 	if len(in.Nodes) == 0 {
 		p.errorf("nodes", "is empty; declare at least one node with role \"controlplane\"")
 		return
@@ -21,6 +23,8 @@ func buildNodes(p *problems, in Input, c *Cluster) {
 	for _, name := range slices.Sorted(maps.Keys(in.Nodes)) {
 		c.Nodes = append(c.Nodes, buildNode(p, name, in.Nodes[name], in, c))
 	}
+
+	checkSecurity(p, in, c)
 
 	if len(in.Nodes) > 0 && !slices.ContainsFunc(slices.Collect(maps.Values(in.Nodes)), func(n NodeInput) bool { return n.Role == string(RoleControlPlane) }) {
 		p.errorf("nodes", "has no control plane; give at least one node role \"controlplane\" (three for high availability)")
@@ -224,6 +228,12 @@ func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) No
 
 	n.Image = nodeImage(p, path+".image", in.Image, c)
 	buildGPU(p, path, in, &n, c)
+	buildSecurity(p, path, in, all, &n, c)
+
+	if sec := c.SecurityTags(n); len(sec) > 0 {
+		n.Tags = append(n.Tags, sec...)
+		slices.Sort(n.Tags)
+	}
 
 	n.DataDisks = buildDataDisks(p, path, in.DataDisks, n.DatastoreID)
 	n.PCIDevices = buildPCIDevices(p, path, in.PCIDevices, n.VMMachine)
@@ -246,6 +256,12 @@ func checkTags(p *problems, path string, tags []string) {
 		// (a replaced VM gets a new one): a user tag of that form would be taken for it.
 		if strings.HasPrefix(t, InstanceTagPrefix) {
 			p.errorf(fmt.Sprintf("%s[%d]", path, i), "%q: tags starting with %q name the VM's instance and are the component's own; choose another tag", t, InstanceTagPrefix)
+		}
+
+		// A VM's security tags say how it was installed; one set by hand would replace the VM.
+		if IsSecurityTag(t) {
+			p.errorf(fmt.Sprintf("%s[%d]", path, i), "%q: the component tags a VM with its Secure Boot and disk encryption (image.secureBoot, "+
+				"diskEncryption); choose another tag", t)
 		}
 	}
 }

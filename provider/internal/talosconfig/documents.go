@@ -68,6 +68,14 @@ func documents(c *spec.Cluster, n spec.Node, a Addresses) []map[string]any {
 		docs = append(docs, doc("TimeSyncConfig", map[string]any{"ntp": map[string]any{"servers": c.Network.NTPServers}}))
 	}
 
+	for _, v := range []struct{ name, key string }{{"STATE", n.DiskEncryption.State}, {"EPHEMERAL", n.DiskEncryption.Ephemeral}} {
+		if v.key != "" {
+			docs = append(docs, doc("VolumeConfig", map[string]any{
+				"name": v.name, "encryption": encryptionSpec(v.key, v.name == "EPHEMERAL"),
+			}))
+		}
+	}
+
 	names := volumeNames(n)
 
 	for i, d := range n.DataDisks {
@@ -126,4 +134,26 @@ func volumeNames(n spec.Node) map[int]string {
 	}
 
 	return names
+}
+
+// encryptionSpec is a system volume's LUKS2 encryption with one key in slot 0: sealed to the TPM
+// (Talos refuses to enrol it unless the node booted with Secure Boot, not in setup mode, rather
+// than seal it to a state an attacker could reproduce), or derived from the node's UUID. The
+// EPHEMERAL volume's TPM key is also locked to STATE's salt (lockToState, from Talos v1.11, which
+// Talos recommends for TPM keys of volumes other than STATE): a disk whose STATE was swapped
+// does not open.
+func encryptionSpec(key string, lockToState bool) map[string]any {
+	k := map[string]any{"slot": 0}
+
+	switch key {
+	case spec.KeyTPM:
+		k["tpm"] = map[string]any{"checkSecurebootStatusOnEnroll": true}
+		if lockToState {
+			k["lockToState"] = true
+		}
+	case spec.KeyNodeID:
+		k["nodeID"] = map[string]any{}
+	}
+
+	return map[string]any{"provider": "luks2", "keys": []any{k}}
 }

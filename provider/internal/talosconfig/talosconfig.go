@@ -127,6 +127,21 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 		machine["time"] = map[string]any{"servers": c.Network.NTPServers}
 	}
 
+	// Up to contract v1.11 the system volumes' encryption is machine.systemDiskEncryption; from
+	// v1.12 VolumeConfig documents carry it (documents.go).
+	if e := n.DiskEncryption; e.On() && !multi {
+		enc := map[string]any{}
+		if e.State != "" {
+			enc["state"] = encryptionSpec(e.State, false)
+		}
+
+		if e.Ephemeral != "" {
+			enc["ephemeral"] = encryptionSpec(e.Ephemeral, false)
+		}
+
+		machine["systemDiskEncryption"] = enc
+	}
+
 	if scheduledBackups(c, n) {
 		machine["features"] = map[string]any{"kubernetesTalosAPIAccess": map[string]any{
 			"enabled": true, "allowedRoles": []string{backupRole}, "allowedKubernetesNamespaces": []string{etcdbackup.BackupNamespace},

@@ -80,6 +80,7 @@ func ciliumCluster() spec.Input {
 var cases = []patchCase{
 	{"homelab", homelab(), staticAddrs},
 	{"cilium", ciliumCluster(), staticAddrs},
+	{"secureboot", secureBootCluster(), staticAddrs},
 	{"dhcp", dhcpCluster(), func(*spec.Cluster, spec.Node) Addresses {
 		return Addresses{NodeIP: "192.168.50.77", ControlPlaneIPs: []string{"192.168.50.77"}, Endpoint: "192.168.50.77"}
 	}},
@@ -277,4 +278,6 @@ func checkNodeShape(t *testing.T, cfg config.Config, c *spec.Cluster, n spec.Nod
 	if got := cfg.SysctlConfig()["net.core.bpf_jit_harden"]; (got == "1") != gpu {
 		t.Errorf("%s: net.core.bpf_jit_harden = %q (GPU preset: %v)", at, got, gpu)
 	}
+
+	checkEncryption(t, cfg, n, at)
 }

@@ -81,12 +81,17 @@ func EtcdBackup(s Scope, secrets *Secrets, inv *proxmox.Inventory, addrs Address
 func snapshotTrigger(c *spec.Cluster) string {
 	var cps []string
 	for _, n := range c.ControlPlanes() {
-		cps = append(cps, fmt.Sprintf("%s@%s/%d", n.Name, n.HostNode, n.VMID))
+		cp := fmt.Sprintf("%s@%s/%d", n.Name, n.HostNode, n.VMID)
+		if sec := c.SecurityTags(n); len(sec) > 0 {
+			cp += "+" + strings.Join(sec, "+") // Secure Boot or disk encryption changed replaces the VM
+		}
+
+		cps = append(cps, cp)
 	}
 
 	// Every image's schematic (the cluster's alone when no node has its own image).
 	var schematics []string
-	for _, img := range c.Images() {
+	for _, img := range c.Schematics() {
 		schematics = append(schematics, img.SchematicID)
 	}
 

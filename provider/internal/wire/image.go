@@ -49,7 +49,7 @@ func schematics(s Scope) (map[string]pulumi.Resource, error) {
 
 	out := map[string]pulumi.Resource{}
 
-	for _, i := range s.Cluster.Images() {
+	for _, i := range s.Cluster.Schematics() {
 		name := s.child("schematic")
 		if i.SchematicID != img.SchematicID {
 			name += "-" + i.SchematicID[:16]

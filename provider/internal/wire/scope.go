@@ -37,6 +37,8 @@ func (s Scope) parent() pulumi.ResourceOrInvokeOption { return pulumi.Parent(s.P
 // info logs a message on the component.
 func (s Scope) info(msg string) { _ = s.Ctx.Log.Info(msg, &pulumi.LogArgs{Resource: s.Parent}) }
 
+func (s Scope) warn(msg string) { _ = s.Ctx.Log.Warn(msg, &pulumi.LogArgs{Resource: s.Parent}) }
+
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // Lifecycle is the resource option that serves the component's own lifecycle resources: an

@@ -89,6 +89,21 @@ func VirtualMachines(s Scope, p *plan.Plan, files []ImageFile, vmIDs map[string]
 
 		var opts []pulumi.ResourceOption
 
+		// A VM this `up` replaces is made from the image its node runs now: the OS disk's source
+		// is ignored only for the VM that stays (else the engine would keep the old VM's, an
+		// image of another version, host or Secure Boot, perhaps deleted since).
+		if why := inv.Replacement(s.Cluster, v.Node); why != "" {
+			ignored = slices.DeleteFunc(ignored, isImageSource)
+
+			// Its security tags change, which the proxmoxve provider would apply in place: the
+			// component replaces the VM, and says why at preview.
+			if inv.SecurityChange(s.Cluster, v.Node) != "" {
+				opts = append(opts, pulumi.ReplaceOnChanges([]string{"tags"}))
+			}
+
+			s.warn(fmt.Sprintf("node %s: its VM is replaced: %s", v.Node.Name, why))
+		}
+
 		if a, ok := adoptees[v.Node.Name]; ok {
 			args.VmId = pulumi.Int(a.VMID)
 			args.Tags = pulumi.ToStringArray(adoptedTags(v.Node.Tags, instance, a.Tags))
@@ -104,7 +119,7 @@ func VirtualMachines(s Scope, p *plan.Plan, files []ImageFile, vmIDs map[string]
 				return nil, errorf("registering the VM guard of node %s: %w", v.Node.Name, err)
 			}
 
-			opts = hooks
+			opts = append(opts, hooks...)
 		}
 
 		machine, err := vm.NewVirtualMachine(s.Ctx, s.child(v.Node.Name), args,
@@ -152,6 +167,7 @@ func VirtualMachines(s Scope, p *plan.Plan, files []ImageFile, vmIDs map[string]
 //   - the CD-ROM drive: VMs made before it was set empty keep the host's drive (it holds nothing
 //     the nodes read) rather than each being updated, which would need VM.Config.CDROM.
 func vmIgnoredPaths(disks int) []string {
+	// The first three are the OS disk's source (isImageSource) and the CD-ROM drive.
 	paths := []string{"disks[0].fileId", "disks[0].importFrom", "cdrom"}
 	for i := range disks {
 		paths = append(paths, fmt.Sprintf("disks[%d].speed", i))
@@ -159,6 +175,9 @@ func vmIgnoredPaths(disks int) []string {
 
 	return paths
 }
+
+// isImageSource tells the OS disk's source image paths of vmIgnoredPaths.
+func isImageSource(path string) bool { return path == "disks[0].fileId" || path == "disks[0].importFrom" }
 
 // adoptedIgnoredPaths are the settings an adopted VM keeps as it was made (by Terraform, talosctl's
 // users, another program): the component does not expose them, and its own choices for them
@@ -314,6 +333,16 @@ func vmArgs(c *spec.Cluster, p plan.VM, image ImageFile, vmid int, instance stri
 			DatastoreId: pulumi.String(n.DatastoreID),
 			FileFormat:  pulumi.String("raw"),
 			Type:        pulumi.String("4m"),
+			// Setup mode: no Microsoft or distribution keys, so a Secure Boot image enrols Talos'
+			// own (the factory's images are signed with Sidero Labs' key, which no preset holds).
+			PreEnrolledKeys: pulumi.Bool(false),
+		}
+	}
+
+	if p.TPM {
+		args.TpmState = vm.VirtualMachineTpmStateArgs{
+			DatastoreId: pulumi.String(n.DatastoreID),
+			Version:     pulumi.String("v2.0"),
 		}
 	}
 

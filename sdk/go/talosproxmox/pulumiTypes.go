@@ -506,6 +506,165 @@ func (o DataDiskArrayOutput) Index(i pulumi.IntInput) DataDiskOutput {
 	}).(DataDiskOutput)
 }
 
+// The key of each Talos system volume: `tpm`, `nodeID`, or unset for no encryption.
+type DiskEncryption struct {
+	// The key of the `EPHEMERAL` volume (`/var`): `tpm` (also locked to `STATE`'s salt from contract v1.12) or `nodeID`.
+	Ephemeral *string `pulumi:"ephemeral"`
+	// The key of the `STATE` volume (the machine configuration): `tpm` or `nodeID`.
+	State *string `pulumi:"state"`
+}
+
+// DiskEncryptionInput is an input type that accepts DiskEncryptionArgs and DiskEncryptionOutput values.
+// You can construct a concrete instance of `DiskEncryptionInput` via:
+//
+//	DiskEncryptionArgs{...}
+type DiskEncryptionInput interface {
+	pulumi.Input
+
+	ToDiskEncryptionOutput() DiskEncryptionOutput
+	ToDiskEncryptionOutputWithContext(context.Context) DiskEncryptionOutput
+}
+
+// The key of each Talos system volume: `tpm`, `nodeID`, or unset for no encryption.
+type DiskEncryptionArgs struct {
+	// The key of the `EPHEMERAL` volume (`/var`): `tpm` (also locked to `STATE`'s salt from contract v1.12) or `nodeID`.
+	Ephemeral pulumi.StringPtrInput `pulumi:"ephemeral"`
+	// The key of the `STATE` volume (the machine configuration): `tpm` or `nodeID`.
+	State pulumi.StringPtrInput `pulumi:"state"`
+}
+
+func (DiskEncryptionArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*DiskEncryption)(nil)).Elem()
+}
+
+func (i DiskEncryptionArgs) ToDiskEncryptionOutput() DiskEncryptionOutput {
+	return i.ToDiskEncryptionOutputWithContext(context.Background())
+}
+
+func (i DiskEncryptionArgs) ToDiskEncryptionOutputWithContext(ctx context.Context) DiskEncryptionOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(DiskEncryptionOutput)
+}
+
+func (i DiskEncryptionArgs) ToDiskEncryptionPtrOutput() DiskEncryptionPtrOutput {
+	return i.ToDiskEncryptionPtrOutputWithContext(context.Background())
+}
+
+func (i DiskEncryptionArgs) ToDiskEncryptionPtrOutputWithContext(ctx context.Context) DiskEncryptionPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(DiskEncryptionOutput).ToDiskEncryptionPtrOutputWithContext(ctx)
+}
+
+// DiskEncryptionPtrInput is an input type that accepts DiskEncryptionArgs, DiskEncryptionPtr and DiskEncryptionPtrOutput values.
+// You can construct a concrete instance of `DiskEncryptionPtrInput` via:
+//
+//	        DiskEncryptionArgs{...}
+//
+//	or:
+//
+//	        nil
+type DiskEncryptionPtrInput interface {
+	pulumi.Input
+
+	ToDiskEncryptionPtrOutput() DiskEncryptionPtrOutput
+	ToDiskEncryptionPtrOutputWithContext(context.Context) DiskEncryptionPtrOutput
+}
+
+type diskEncryptionPtrType DiskEncryptionArgs
+
+func DiskEncryptionPtr(v *DiskEncryptionArgs) DiskEncryptionPtrInput {
+	return (*diskEncryptionPtrType)(v)
+}
+
+func (*diskEncryptionPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**DiskEncryption)(nil)).Elem()
+}
+
+func (i *diskEncryptionPtrType) ToDiskEncryptionPtrOutput() DiskEncryptionPtrOutput {
+	return i.ToDiskEncryptionPtrOutputWithContext(context.Background())
+}
+
+func (i *diskEncryptionPtrType) ToDiskEncryptionPtrOutputWithContext(ctx context.Context) DiskEncryptionPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(DiskEncryptionPtrOutput)
+}
+
+// The key of each Talos system volume: `tpm`, `nodeID`, or unset for no encryption.
+type DiskEncryptionOutput struct{ *pulumi.OutputState }
+
+func (DiskEncryptionOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*DiskEncryption)(nil)).Elem()
+}
+
+func (o DiskEncryptionOutput) ToDiskEncryptionOutput() DiskEncryptionOutput {
+	return o
+}
+
+func (o DiskEncryptionOutput) ToDiskEncryptionOutputWithContext(ctx context.Context) DiskEncryptionOutput {
+	return o
+}
+
+func (o DiskEncryptionOutput) ToDiskEncryptionPtrOutput() DiskEncryptionPtrOutput {
+	return o.ToDiskEncryptionPtrOutputWithContext(context.Background())
+}
+
+func (o DiskEncryptionOutput) ToDiskEncryptionPtrOutputWithContext(ctx context.Context) DiskEncryptionPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v DiskEncryption) *DiskEncryption {
+		return &v
+	}).(DiskEncryptionPtrOutput)
+}
+
+// The key of the `EPHEMERAL` volume (`/var`): `tpm` (also locked to `STATE`'s salt from contract v1.12) or `nodeID`.
+func (o DiskEncryptionOutput) Ephemeral() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v DiskEncryption) *string { return v.Ephemeral }).(pulumi.StringPtrOutput)
+}
+
+// The key of the `STATE` volume (the machine configuration): `tpm` or `nodeID`.
+func (o DiskEncryptionOutput) State() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v DiskEncryption) *string { return v.State }).(pulumi.StringPtrOutput)
+}
+
+type DiskEncryptionPtrOutput struct{ *pulumi.OutputState }
+
+func (DiskEncryptionPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**DiskEncryption)(nil)).Elem()
+}
+
+func (o DiskEncryptionPtrOutput) ToDiskEncryptionPtrOutput() DiskEncryptionPtrOutput {
+	return o
+}
+
+func (o DiskEncryptionPtrOutput) ToDiskEncryptionPtrOutputWithContext(ctx context.Context) DiskEncryptionPtrOutput {
+	return o
+}
+
+func (o DiskEncryptionPtrOutput) Elem() DiskEncryptionOutput {
+	return o.ApplyT(func(v *DiskEncryption) DiskEncryption {
+		if v != nil {
+			return *v
+		}
+		var ret DiskEncryption
+		return ret
+	}).(DiskEncryptionOutput)
+}
+
+// The key of the `EPHEMERAL` volume (`/var`): `tpm` (also locked to `STATE`'s salt from contract v1.12) or `nodeID`.
+func (o DiskEncryptionPtrOutput) Ephemeral() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *DiskEncryption) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Ephemeral
+	}).(pulumi.StringPtrOutput)
+}
+
+// The key of the `STATE` volume (the machine configuration): `tpm` or `nodeID`.
+func (o DiskEncryptionPtrOutput) State() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *DiskEncryption) *string {
+		if v == nil {
+			return nil
+		}
+		return v.State
+	}).(pulumi.StringPtrOutput)
+}
+
 // etcd snapshots through the Talos API (what `talosctl etcd snapshot` takes), verified with etcd's own snapshot status before they count. One snapshot is taken in every `pulumi up` that upgrades Talos or Kubernetes, removes, replaces or adds a control plane, before the first node is touched; a failed snapshot stops the `up` there. See docs/operations.md, Backups and disaster recovery.
 type EtcdBackup struct {
 	// age X25519 public keys (`age1…`): snapshots are encrypted to all of them (the format siderolabs/talos-backup writes). Restoring one then needs `recovery.ageIdentity`.
@@ -1249,6 +1408,8 @@ type Image struct {
 	Platform *string `pulumi:"platform"`
 	// A complete Image Factory schematic as YAML (extensions, kernel arguments, …). Overrides `extensions`.
 	Schematic *string `pulumi:"schematic"`
+	// Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+	SecureBoot *bool `pulumi:"secureBoot"`
 	// The image datastore is shared by every Proxmox host (NFS, Ceph, …): download the image once instead of once per host. Default: false.
 	SharedDatastore *bool `pulumi:"sharedDatastore"`
 }
@@ -1280,6 +1441,8 @@ type ImageArgs struct {
 	Platform *string `pulumi:"platform"`
 	// A complete Image Factory schematic as YAML (extensions, kernel arguments, …). Overrides `extensions`.
 	Schematic *string `pulumi:"schematic"`
+	// Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+	SecureBoot *bool `pulumi:"secureBoot"`
 	// The image datastore is shared by every Proxmox host (NFS, Ceph, …): download the image once instead of once per host. Default: false.
 	SharedDatastore *bool `pulumi:"sharedDatastore"`
 }
@@ -1397,6 +1560,11 @@ func (o ImageOutput) Schematic() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Image) *string { return v.Schematic }).(pulumi.StringPtrOutput)
 }
 
+// Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+func (o ImageOutput) SecureBoot() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v Image) *bool { return v.SecureBoot }).(pulumi.BoolPtrOutput)
+}
+
 // The image datastore is shared by every Proxmox host (NFS, Ceph, …): download the image once instead of once per host. Default: false.
 func (o ImageOutput) SharedDatastore() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v Image) *bool { return v.SharedDatastore }).(pulumi.BoolPtrOutput)
@@ -1494,6 +1662,16 @@ func (o ImagePtrOutput) Schematic() pulumi.StringPtrOutput {
 		}
 		return v.Schematic
 	}).(pulumi.StringPtrOutput)
+}
+
+// Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+func (o ImagePtrOutput) SecureBoot() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *Image) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.SecureBoot
+	}).(pulumi.BoolPtrOutput)
 }
 
 // The image datastore is shared by every Proxmox host (NFS, Ceph, …): download the image once instead of once per host. Default: false.
@@ -2135,6 +2313,8 @@ type Node struct {
 	DataDisks []DataDisk `pulumi:"dataDisks"`
 	// Proxmox storage for the OS disk, the data disks and the cloud-init drive. Default: `nodeDefaults.datastoreId` (`local-lvm`).
 	DatastoreId *string `pulumi:"datastoreId"`
+	// This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+	DiskEncryption *DiskEncryption `pulumi:"diskEncryption"`
 	// Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
 	DiskSizeGib *int `pulumi:"diskSizeGib"`
 	// A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image that already has an NVIDIA driver (proprietary or open, production or lts) keeps it and gets the container toolkit of its branch; one from a whole schematic must list both itself.
@@ -2190,6 +2370,8 @@ type NodeArgs struct {
 	DataDisks []DataDiskArgs `pulumi:"dataDisks"`
 	// Proxmox storage for the OS disk, the data disks and the cloud-init drive. Default: `nodeDefaults.datastoreId` (`local-lvm`).
 	DatastoreId *string `pulumi:"datastoreId"`
+	// This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+	DiskEncryption *DiskEncryptionArgs `pulumi:"diskEncryption"`
 	// Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
 	DiskSizeGib *int `pulumi:"diskSizeGib"`
 	// A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image that already has an NVIDIA driver (proprietary or open, production or lts) keeps it and gets the container toolkit of its branch; one from a whole schematic must list both itself.
@@ -2297,6 +2479,11 @@ func (o NodeOutput) DataDisks() DataDiskArrayOutput {
 // Proxmox storage for the OS disk, the data disks and the cloud-init drive. Default: `nodeDefaults.datastoreId` (`local-lvm`).
 func (o NodeOutput) DatastoreId() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Node) *string { return v.DatastoreId }).(pulumi.StringPtrOutput)
+}
+
+// This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+func (o NodeOutput) DiskEncryption() DiskEncryptionPtrOutput {
+	return o.ApplyT(func(v Node) *DiskEncryption { return v.DiskEncryption }).(DiskEncryptionPtrOutput)
 }
 
 // Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
@@ -2730,6 +2917,8 @@ type NodeImage struct {
 	Extensions []string `pulumi:"extensions"`
 	// A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
 	Schematic *string `pulumi:"schematic"`
+	// Boots this node with Secure Boot, or without (see `image.secureBoot`). Default: the cluster's.
+	SecureBoot *bool `pulumi:"secureBoot"`
 }
 
 // NodeImageInput is an input type that accepts NodeImageArgs and NodeImageOutput values.
@@ -2749,6 +2938,8 @@ type NodeImageArgs struct {
 	Extensions pulumi.StringArrayInput `pulumi:"extensions"`
 	// A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
 	Schematic pulumi.StringPtrInput `pulumi:"schematic"`
+	// Boots this node with Secure Boot, or without (see `image.secureBoot`). Default: the cluster's.
+	SecureBoot pulumi.BoolPtrInput `pulumi:"secureBoot"`
 }
 
 func (NodeImageArgs) ElementType() reflect.Type {
@@ -2839,6 +3030,11 @@ func (o NodeImageOutput) Schematic() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v NodeImage) *string { return v.Schematic }).(pulumi.StringPtrOutput)
 }
 
+// Boots this node with Secure Boot, or without (see `image.secureBoot`). Default: the cluster's.
+func (o NodeImageOutput) SecureBoot() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v NodeImage) *bool { return v.SecureBoot }).(pulumi.BoolPtrOutput)
+}
+
 type NodeImagePtrOutput struct{ *pulumi.OutputState }
 
 func (NodeImagePtrOutput) ElementType() reflect.Type {
@@ -2881,6 +3077,16 @@ func (o NodeImagePtrOutput) Schematic() pulumi.StringPtrOutput {
 		}
 		return v.Schematic
 	}).(pulumi.StringPtrOutput)
+}
+
+// Boots this node with Secure Boot, or without (see `image.secureBoot`). Default: the cluster's.
+func (o NodeImagePtrOutput) SecureBoot() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v *NodeImage) *bool {
+		if v == nil {
+			return nil
+		}
+		return v.SecureBoot
+	}).(pulumi.BoolPtrOutput)
 }
 
 // A deployed node.
@@ -3767,6 +3973,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*CredentialsPtrInput)(nil)).Elem(), CredentialsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DataDiskInput)(nil)).Elem(), DataDiskArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DataDiskArrayInput)(nil)).Elem(), DataDiskArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*DiskEncryptionInput)(nil)).Elem(), DiskEncryptionArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*DiskEncryptionPtrInput)(nil)).Elem(), DiskEncryptionArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*EtcdBackupInput)(nil)).Elem(), EtcdBackupArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*EtcdBackupPtrInput)(nil)).Elem(), EtcdBackupArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*HealthInput)(nil)).Elem(), HealthArgs{})
@@ -3803,6 +4011,8 @@ func init() {
 	pulumi.RegisterOutputType(CredentialsPtrOutput{})
 	pulumi.RegisterOutputType(DataDiskOutput{})
 	pulumi.RegisterOutputType(DataDiskArrayOutput{})
+	pulumi.RegisterOutputType(DiskEncryptionOutput{})
+	pulumi.RegisterOutputType(DiskEncryptionPtrOutput{})
 	pulumi.RegisterOutputType(EtcdBackupOutput{})
 	pulumi.RegisterOutputType(EtcdBackupPtrOutput{})
 	pulumi.RegisterOutputType(EtcdSnapshotInfoOutput{})

@@ -81,6 +81,8 @@ type talosProxmoxClusterArgs struct {
 	ControlPlaneConfigPatches []string `pulumi:"controlPlaneConfigPatches"`
 	// Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues new ones (its preview shows the update) and the outputs change; see docs/security.md.
 	Credentials *Credentials `pulumi:"credentials"`
+	// Encrypts every node's Talos system volumes with LUKS2 (a node's own `diskEncryption` replaces it): `STATE` (the machine configuration) and `EPHEMERAL` (`/var`: etcd, container images, pod data), each with a key `tpm` (sealed to the VM's TPM and its Secure Boot state: needs `image.secureBoot`) or `nodeID` (derived from the node's UUID: protects a disk taken away from its VM only). Talos encrypts a volume only when it creates it, so changing this on a running node replaces its VM (previewed as a replacement; for the last control planes refused unless the `allowDataLoss` or etcd backup rules allow it). `machine.systemDiskEncryption` up to configuration contract v1.11, `VolumeConfig` documents from v1.12. Default: no encryption.
+	DiskEncryption *DiskEncryption `pulumi:"diskEncryption"`
 	// Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
 	Endpoint *string `pulumi:"endpoint"`
 	// etcd snapshots before every risky change, on demand and on a schedule (see docs/operations.md, Backups and disaster recovery).
@@ -143,6 +145,8 @@ type TalosProxmoxClusterArgs struct {
 	ControlPlaneConfigPatches pulumi.StringArrayInput
 	// Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues new ones (its preview shows the update) and the outputs change; see docs/security.md.
 	Credentials *CredentialsArgs
+	// Encrypts every node's Talos system volumes with LUKS2 (a node's own `diskEncryption` replaces it): `STATE` (the machine configuration) and `EPHEMERAL` (`/var`: etcd, container images, pod data), each with a key `tpm` (sealed to the VM's TPM and its Secure Boot state: needs `image.secureBoot`) or `nodeID` (derived from the node's UUID: protects a disk taken away from its VM only). Talos encrypts a volume only when it creates it, so changing this on a running node replaces its VM (previewed as a replacement; for the last control planes refused unless the `allowDataLoss` or etcd backup rules allow it). `machine.systemDiskEncryption` up to configuration contract v1.11, `VolumeConfig` documents from v1.12. Default: no encryption.
+	DiskEncryption *DiskEncryptionArgs
 	// Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
 	Endpoint *string
 	// etcd snapshots before every risky change, on demand and on a schedule (see docs/operations.md, Backups and disaster recovery).

@@ -64,6 +64,20 @@ export interface DataDiskArgs {
 }
 
 /**
+ * The key of each Talos system volume: `tpm`, `nodeID`, or unset for no encryption.
+ */
+export interface DiskEncryptionArgs {
+    /**
+     * The key of the `EPHEMERAL` volume (`/var`): `tpm` (also locked to `STATE`'s salt from contract v1.12) or `nodeID`.
+     */
+    ephemeral?: pulumi.Input<string | undefined>;
+    /**
+     * The key of the `STATE` volume (the machine configuration): `tpm` or `nodeID`.
+     */
+    state?: pulumi.Input<string | undefined>;
+}
+
+/**
  * etcd snapshots through the Talos API (what `talosctl etcd snapshot` takes), verified with etcd's own snapshot status before they count. One snapshot is taken in every `pulumi up` that upgrades Talos or Kubernetes, removes, replaces or adds a control plane, before the first node is touched; a failed snapshot stops the `up` there. See docs/operations.md, Backups and disaster recovery.
  */
 export interface EtcdBackupArgs {
@@ -186,6 +200,10 @@ export interface ImageArgs {
      */
     schematic?: string;
     /**
+     * Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+     */
+    secureBoot?: boolean;
+    /**
      * The image datastore is shared by every Proxmox host (NFS, Ceph, …): download the image once instead of once per host. Default: false.
      */
     sharedDatastore?: boolean;
@@ -297,6 +315,10 @@ export interface NodeArgs {
      * Proxmox storage for the OS disk, the data disks and the cloud-init drive. Default: `nodeDefaults.datastoreId` (`local-lvm`).
      */
     datastoreId?: string;
+    /**
+     * This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+     */
+    diskEncryption?: inputs.DiskEncryptionArgs;
     /**
      * Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
      */
@@ -421,6 +443,10 @@ export interface NodeImageArgs {
      * A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
      */
     schematic?: pulumi.Input<string | undefined>;
+    /**
+     * Boots this node with Secure Boot, or without (see `image.secureBoot`). Default: the cluster's.
+     */
+    secureBoot?: pulumi.Input<boolean | undefined>;
 }
 
 /**

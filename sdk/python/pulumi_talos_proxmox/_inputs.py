@@ -21,6 +21,8 @@ __all__ = [
     'CredentialsArgsDict',
     'DataDiskArgs',
     'DataDiskArgsDict',
+    'DiskEncryptionArgs',
+    'DiskEncryptionArgsDict',
     'EtcdBackupArgs',
     'EtcdBackupArgsDict',
     'HealthArgs',
@@ -292,6 +294,60 @@ class DataDiskArgs:
     @mount_path.setter
     def mount_path(self, value: Optional[_builtins.str]):
         pulumi.set(self, "mount_path", value)
+
+
+class DiskEncryptionArgsDict(TypedDict):
+    """
+    The key of each Talos system volume: `tpm`, `nodeID`, or unset for no encryption.
+    """
+    ephemeral: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    The key of the `EPHEMERAL` volume (`/var`): `tpm` (also locked to `STATE`'s salt from contract v1.12) or `nodeID`.
+    """
+    state: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    The key of the `STATE` volume (the machine configuration): `tpm` or `nodeID`.
+    """
+
+@pulumi.input_type
+class DiskEncryptionArgs:
+    def __init__(__self__, *,
+                 ephemeral: pulumi.Input[Optional[_builtins.str]] = None,
+                 state: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        The key of each Talos system volume: `tpm`, `nodeID`, or unset for no encryption.
+
+        :param pulumi.Input[_builtins.str] ephemeral: The key of the `EPHEMERAL` volume (`/var`): `tpm` (also locked to `STATE`'s salt from contract v1.12) or `nodeID`.
+        :param pulumi.Input[_builtins.str] state: The key of the `STATE` volume (the machine configuration): `tpm` or `nodeID`.
+        """
+        if ephemeral is not None:
+            pulumi.set(__self__, "ephemeral", ephemeral)
+        if state is not None:
+            pulumi.set(__self__, "state", state)
+
+    @_builtins.property
+    @pulumi.getter
+    def ephemeral(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The key of the `EPHEMERAL` volume (`/var`): `tpm` (also locked to `STATE`'s salt from contract v1.12) or `nodeID`.
+        """
+        return pulumi.get(self, "ephemeral")
+
+    @ephemeral.setter
+    def ephemeral(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "ephemeral", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def state(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The key of the `STATE` volume (the machine configuration): `tpm` or `nodeID`.
+        """
+        return pulumi.get(self, "state")
+
+    @state.setter
+    def state(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "state", value)
 
 
 class EtcdBackupArgsDict(TypedDict):
@@ -725,6 +781,10 @@ class ImageArgsDict(TypedDict):
     """
     A complete Image Factory schematic as YAML (extensions, kernel arguments, …). Overrides `extensions`.
     """
+    secure_boot: NotRequired[_builtins.bool]
+    """
+    Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+    """
     shared_datastore: NotRequired[_builtins.bool]
     """
     The image datastore is shared by every Proxmox host (NFS, Ceph, …): download the image once instead of once per host. Default: false.
@@ -740,6 +800,7 @@ class ImageArgs:
                  factory_url: Optional[_builtins.str] = None,
                  platform: Optional[_builtins.str] = None,
                  schematic: Optional[_builtins.str] = None,
+                 secure_boot: Optional[_builtins.bool] = None,
                  shared_datastore: Optional[_builtins.bool] = None):
         """
         The Talos image: the Image Factory builds it from a schematic (the list of system extensions and customisations) and Proxmox downloads it once per host.
@@ -751,6 +812,7 @@ class ImageArgs:
         :param _builtins.str factory_url: Image Factory URL. Default: `https://factory.talos.dev`.
         :param _builtins.str platform: Talos platform image: `nocloud` (default; reads the static address from the Proxmox cloud-init drive) or `metal` (DHCP only).
         :param _builtins.str schematic: A complete Image Factory schematic as YAML (extensions, kernel arguments, …). Overrides `extensions`.
+        :param _builtins.bool secure_boot: Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
         :param _builtins.bool shared_datastore: The image datastore is shared by every Proxmox host (NFS, Ceph, …): download the image once instead of once per host. Default: false.
         """
         if arch is not None:
@@ -767,6 +829,8 @@ class ImageArgs:
             pulumi.set(__self__, "platform", platform)
         if schematic is not None:
             pulumi.set(__self__, "schematic", schematic)
+        if secure_boot is not None:
+            pulumi.set(__self__, "secure_boot", secure_boot)
         if shared_datastore is not None:
             pulumi.set(__self__, "shared_datastore", shared_datastore)
 
@@ -853,6 +917,18 @@ class ImageArgs:
     @schematic.setter
     def schematic(self, value: Optional[_builtins.str]):
         pulumi.set(self, "schematic", value)
+
+    @_builtins.property
+    @pulumi.getter(name="secureBoot")
+    def secure_boot(self) -> Optional[_builtins.bool]:
+        """
+        Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+        """
+        return pulumi.get(self, "secure_boot")
+
+    @secure_boot.setter
+    def secure_boot(self, value: Optional[_builtins.bool]):
+        pulumi.set(self, "secure_boot", value)
 
     @_builtins.property
     @pulumi.getter(name="sharedDatastore")
@@ -1259,6 +1335,10 @@ class NodeArgsDict(TypedDict):
     """
     Proxmox storage for the OS disk, the data disks and the cloud-init drive. Default: `nodeDefaults.datastoreId` (`local-lvm`).
     """
+    disk_encryption: NotRequired['DiskEncryptionArgsDict']
+    """
+    This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+    """
     disk_size_gib: NotRequired[_builtins.int]
     """
     Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
@@ -1322,6 +1402,7 @@ class NodeArgs:
                  cpu: Optional[_builtins.int] = None,
                  data_disks: Optional[Sequence['DataDiskArgs']] = None,
                  datastore_id: Optional[_builtins.str] = None,
+                 disk_encryption: Optional['DiskEncryptionArgs'] = None,
                  disk_size_gib: Optional[_builtins.int] = None,
                  gpu: Optional[_builtins.str] = None,
                  image: Optional['NodeImageArgs'] = None,
@@ -1345,6 +1426,7 @@ class NodeArgs:
         :param _builtins.int cpu: Number of CPU cores. Control planes need at least 2. Default: `nodeDefaults.cpu` (2).
         :param Sequence['DataDiskArgs'] data_disks: Extra disks. A disk with a `mountPath` is formatted and mounted by Talos and bind-mounted into the kubelet with shared propagation (what Longhorn needs).
         :param _builtins.str datastore_id: Proxmox storage for the OS disk, the data disks and the cloud-init drive. Default: `nodeDefaults.datastoreId` (`local-lvm`).
+        :param 'DiskEncryptionArgs' disk_encryption: This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
         :param _builtins.int disk_size_gib: Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
         :param _builtins.str gpu: A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image that already has an NVIDIA driver (proprietary or open, production or lts) keeps it and gets the container toolkit of its branch; one from a whole schematic must list both itself.
         :param 'NodeImageArgs' image: This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
@@ -1371,6 +1453,8 @@ class NodeArgs:
             pulumi.set(__self__, "data_disks", data_disks)
         if datastore_id is not None:
             pulumi.set(__self__, "datastore_id", datastore_id)
+        if disk_encryption is not None:
+            pulumi.set(__self__, "disk_encryption", disk_encryption)
         if disk_size_gib is not None:
             pulumi.set(__self__, "disk_size_gib", disk_size_gib)
         if gpu is not None:
@@ -1481,6 +1565,18 @@ class NodeArgs:
     @datastore_id.setter
     def datastore_id(self, value: Optional[_builtins.str]):
         pulumi.set(self, "datastore_id", value)
+
+    @_builtins.property
+    @pulumi.getter(name="diskEncryption")
+    def disk_encryption(self) -> Optional['DiskEncryptionArgs']:
+        """
+        This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+        """
+        return pulumi.get(self, "disk_encryption")
+
+    @disk_encryption.setter
+    def disk_encryption(self, value: Optional['DiskEncryptionArgs']):
+        pulumi.set(self, "disk_encryption", value)
 
     @_builtins.property
     @pulumi.getter(name="diskSizeGib")
@@ -1885,22 +1981,30 @@ class NodeImageArgsDict(TypedDict):
     """
     A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
     """
+    secure_boot: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Boots this node with Secure Boot, or without (see `image.secureBoot`). Default: the cluster's.
+    """
 
 @pulumi.input_type
 class NodeImageArgs:
     def __init__(__self__, *,
                  extensions: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
-                 schematic: pulumi.Input[Optional[_builtins.str]] = None):
+                 schematic: pulumi.Input[Optional[_builtins.str]] = None,
+                 secure_boot: pulumi.Input[Optional[_builtins.bool]] = None):
         """
         A node's own Talos image: the Image Factory schematic of its extensions, or a whole schematic.
 
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] extensions: Official system extensions of this node's image (e.g. `siderolabs/qemu-guest-agent`, `siderolabs/nvidia-container-toolkit-production`). Include the guest agent if the node should report through it.
         :param pulumi.Input[_builtins.str] schematic: A whole Image Factory schematic (YAML) for this node's image; overrides `extensions`.
+        :param pulumi.Input[_builtins.bool] secure_boot: Boots this node with Secure Boot, or without (see `image.secureBoot`). Default: the cluster's.
         """
         if extensions is not None:
             pulumi.set(__self__, "extensions", extensions)
         if schematic is not None:
             pulumi.set(__self__, "schematic", schematic)
+        if secure_boot is not None:
+            pulumi.set(__self__, "secure_boot", secure_boot)
 
     @_builtins.property
     @pulumi.getter
@@ -1925,6 +2029,18 @@ class NodeImageArgs:
     @schematic.setter
     def schematic(self, value: pulumi.Input[Optional[_builtins.str]]):
         pulumi.set(self, "schematic", value)
+
+    @_builtins.property
+    @pulumi.getter(name="secureBoot")
+    def secure_boot(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Boots this node with Secure Boot, or without (see `image.secureBoot`). Default: the cluster's.
+        """
+        return pulumi.get(self, "secure_boot")
+
+    @secure_boot.setter
+    def secure_boot(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "secure_boot", value)
 
 
 class PciDeviceArgsDict(TypedDict):

@@ -31,6 +31,7 @@ class TalosProxmoxClusterArgs:
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  credentials: Optional['CredentialsArgs'] = None,
+                 disk_encryption: Optional['DiskEncryptionArgs'] = None,
                  endpoint: Optional[_builtins.str] = None,
                  etcd_backup: Optional['EtcdBackupArgs'] = None,
                  extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
@@ -63,6 +64,7 @@ class TalosProxmoxClusterArgs:
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param 'CredentialsArgs' credentials: Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues new ones (its preview shows the update) and the outputs change; see docs/security.md.
+        :param 'DiskEncryptionArgs' disk_encryption: Encrypts every node's Talos system volumes with LUKS2 (a node's own `diskEncryption` replaces it): `STATE` (the machine configuration) and `EPHEMERAL` (`/var`: etcd, container images, pod data), each with a key `tpm` (sealed to the VM's TPM and its Secure Boot state: needs `image.secureBoot`) or `nodeID` (derived from the node's UUID: protects a disk taken away from its VM only). Talos encrypts a volume only when it creates it, so changing this on a running node replaces its VM (previewed as a replacement; for the last control planes refused unless the `allowDataLoss` or etcd backup rules allow it). `machine.systemDiskEncryption` up to configuration contract v1.11, `VolumeConfig` documents from v1.12. Default: no encryption.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
         :param 'EtcdBackupArgs' etcd_backup: etcd snapshots before every risky change, on demand and on a schedule (see docs/operations.md, Backups and disaster recovery).
         :param Mapping[str, _builtins.str] extra_manifest_namespaces: Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
@@ -100,6 +102,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "control_plane_config_patches", control_plane_config_patches)
         if credentials is not None:
             pulumi.set(__self__, "credentials", credentials)
+        if disk_encryption is not None:
+            pulumi.set(__self__, "disk_encryption", disk_encryption)
         if endpoint is not None:
             pulumi.set(__self__, "endpoint", endpoint)
         if etcd_backup is not None:
@@ -258,6 +262,18 @@ class TalosProxmoxClusterArgs:
     @credentials.setter
     def credentials(self, value: Optional['CredentialsArgs']):
         pulumi.set(self, "credentials", value)
+
+    @_builtins.property
+    @pulumi.getter(name="diskEncryption")
+    def disk_encryption(self) -> Optional['DiskEncryptionArgs']:
+        """
+        Encrypts every node's Talos system volumes with LUKS2 (a node's own `diskEncryption` replaces it): `STATE` (the machine configuration) and `EPHEMERAL` (`/var`: etcd, container images, pod data), each with a key `tpm` (sealed to the VM's TPM and its Secure Boot state: needs `image.secureBoot`) or `nodeID` (derived from the node's UUID: protects a disk taken away from its VM only). Talos encrypts a volume only when it creates it, so changing this on a running node replaces its VM (previewed as a replacement; for the last control planes refused unless the `allowDataLoss` or etcd backup rules allow it). `machine.systemDiskEncryption` up to configuration contract v1.11, `VolumeConfig` documents from v1.12. Default: no encryption.
+        """
+        return pulumi.get(self, "disk_encryption")
+
+    @disk_encryption.setter
+    def disk_encryption(self, value: Optional['DiskEncryptionArgs']):
+        pulumi.set(self, "disk_encryption", value)
 
     @_builtins.property
     @pulumi.getter
@@ -502,6 +518,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  credentials: Optional[Union['CredentialsArgs', 'CredentialsArgsDict']] = None,
+                 disk_encryption: Optional[Union['DiskEncryptionArgs', 'DiskEncryptionArgsDict']] = None,
                  endpoint: Optional[_builtins.str] = None,
                  etcd_backup: Optional[Union['EtcdBackupArgs', 'EtcdBackupArgsDict']] = None,
                  extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
@@ -537,6 +554,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] config_patches: Talos machine configuration patches (YAML strategic-merge or JSON patch) applied to every node after the component's own settings. May be secrets.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] control_plane_config_patches: Patches applied to control plane nodes, after `configPatches`.
         :param Union['CredentialsArgs', 'CredentialsArgsDict'] credentials: Lifetime of the client certificates in the `talosconfig` and `kubeconfig` outputs, which the component issues from the cluster's CAs. A `pulumi up` within `renewBefore` of their expiry issues new ones (its preview shows the update) and the outputs change; see docs/security.md.
+        :param Union['DiskEncryptionArgs', 'DiskEncryptionArgsDict'] disk_encryption: Encrypts every node's Talos system volumes with LUKS2 (a node's own `diskEncryption` replaces it): `STATE` (the machine configuration) and `EPHEMERAL` (`/var`: etcd, container images, pod data), each with a key `tpm` (sealed to the VM's TPM and its Secure Boot state: needs `image.secureBoot`) or `nodeID` (derived from the node's UUID: protects a disk taken away from its VM only). Talos encrypts a volume only when it creates it, so changing this on a running node replaces its VM (previewed as a replacement; for the last control planes refused unless the `allowDataLoss` or etcd backup rules allow it). `machine.systemDiskEncryption` up to configuration contract v1.11, `VolumeConfig` documents from v1.12. Default: no encryption.
         :param _builtins.str endpoint: Host name or IP address clients use to reach the Kubernetes API (`https://<endpoint>:6443`). Default: `vip` when set, else the first control plane's address.
         :param Union['EtcdBackupArgs', 'EtcdBackupArgsDict'] etcd_backup: etcd snapshots before every risky change, on demand and on a schedule (see docs/operations.md, Backups and disaster recovery).
         :param Mapping[str, _builtins.str] extra_manifest_namespaces: Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
@@ -591,6 +609,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  control_plane_config_patches: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  credentials: Optional[Union['CredentialsArgs', 'CredentialsArgsDict']] = None,
+                 disk_encryption: Optional[Union['DiskEncryptionArgs', 'DiskEncryptionArgsDict']] = None,
                  endpoint: Optional[_builtins.str] = None,
                  etcd_backup: Optional[Union['EtcdBackupArgs', 'EtcdBackupArgsDict']] = None,
                  extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
@@ -633,6 +652,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["config_patches"] = config_patches
             __props__.__dict__["control_plane_config_patches"] = control_plane_config_patches
             __props__.__dict__["credentials"] = credentials
+            __props__.__dict__["disk_encryption"] = disk_encryption
             __props__.__dict__["endpoint"] = endpoint
             __props__.__dict__["etcd_backup"] = etcd_backup
             __props__.__dict__["extra_manifest_namespaces"] = extra_manifest_namespaces
