@@ -218,8 +218,10 @@ func (c *Controller) boot(e pvefake.Event) error {
 	}
 
 	booted := c.bootImage(e)
+	security, refused := firmware(e.Config, booted)
 
 	opts := talosemu.Options{
+		Security:     security,
 		TalosVersion: booted.Version,
 		MemoryBytes:  memoryBytes(e.Config),
 		Schematic:    booted.Schematic,
@@ -231,6 +233,12 @@ func (c *Controller) boot(e pvefake.Event) error {
 		Logf:         c.opts.Logf,
 		DataDisks:    dataDisks(e.Config),
 		MACAddress:   macAddress(e.Config["net0"]),
+	}
+
+	if refused != "" {
+		// The VM runs, but its firmware never hands over to Talos: no API ever answers.
+		opts.Unreachable = talosemu.RefuseConnections
+		c.opts.Logf("lab: VM %d (%s) does not boot: %s", e.VMID, e.Name, refused)
 	}
 
 	if c.opts.Node != nil {

@@ -101,6 +101,11 @@ func parseLabImage(data []byte) talosemu.Installed {
 		if v, ok := strings.CutPrefix(line, "version "); ok {
 			out.Version = v
 		}
+
+		// The factory names Secure Boot assets <platform>-<arch>-secureboot.<ext>.
+		if v, ok := strings.CutPrefix(line, "file "); ok {
+			out.SecureBoot = strings.Contains(v, "-secureboot.")
+		}
 	}
 
 	return out
@@ -114,4 +119,49 @@ func memoryBytes(config map[string]string) uint64 {
 	}
 
 	return mib << 20
+}
+
+// firmware is what the VM's firmware makes of the image it boots, as QEMU with Proxmox' OVMF does:
+// the security state the node reports, or why nothing boots. A Secure Boot image holds only a
+// signed systemd-boot and UKI (no BIOS boot loader); OVMF with an EFI disk whose keys are
+// pre-enrolled (Microsoft's and the distribution's) refuses it, since Sidero Labs signs Talos; with
+// an EFI disk in setup mode (no keys) the image enrols Talos' keys on its first boot from Talos v1.14
+// on (systemd-boot's secure-boot-enroll if-safe) and boots with Secure Boot on; before v1.14 it boots
+// in setup mode, Secure Boot off. Without an EFI disk OVMF keeps no variables: nothing enrolled
+// persists, setup mode. A plain image boots on either firmware, Secure Boot off.
+func firmware(config map[string]string, img talosemu.Installed) (talosemu.Security, string) {
+	sec := talosemu.Security{TPM: config["tpmstate0"] != ""}
+
+	if !img.SecureBoot {
+		return sec, ""
+	}
+
+	if config["bios"] != "ovmf" {
+		return sec, "SeaBIOS finds no boot loader on a Secure Boot image (UEFI only); set bios to ovmf"
+	}
+
+	efi, ok := config["efidisk0"]
+	if ok && strings.Contains(efi, "pre-enrolled-keys=1") {
+		return sec, "OVMF with pre-enrolled keys refuses Talos' boot loader (signed by Sidero Labs, not Microsoft): Access Denied"
+	}
+
+	sec.UKI, sec.SetupMode = true, true
+
+	if ok && minorOf(img.Version) >= 14 {
+		sec.SecureBoot, sec.SetupMode = true, false
+	}
+
+	return sec, ""
+}
+
+// minorOf is the minor of a Talos version ("v1.14.1" → 14), 0 when it is not one.
+func minorOf(v string) int {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 {
+		return 0
+	}
+
+	m, _ := strconv.Atoi(parts[1])
+
+	return m
 }

@@ -170,6 +170,19 @@ func (n *Node) comeBack() {
 		if n.active != nil {
 			phase = StateInstalled
 
+			// The firmware, then the system volumes: a failure stops the boot sequence for good.
+			why := n.bootFailure
+			if why == "" {
+				why = n.provisionFailure(n.active.cfg)
+			}
+
+			if why != "" {
+				n.mu.Unlock()
+				n.opts.Logf("talosemu %s: boot failed, the API stays down: %s", n.addr, why)
+
+				return
+			}
+
 			var s *servingTLS
 			if s, err = n.servingTLSLocked(); err == nil {
 				n.serving = s

@@ -24,7 +24,8 @@ import (
 )
 
 // The node's resources, served over Talos' COSI State API (what `talosctl get` reads) with the
-// machinery's own resource types: MachineStatus, the active MachineConfig, the EPHEMERAL VolumeStatus, Nodename, the
+// machinery's own resource types: MachineStatus, SecurityState, the active MachineConfig, the STATE
+// and EPHEMERAL VolumeStatus (with their encryption), Nodename, the
 // schematic's ExtensionStatus,
 // BootstrapManifestsConfig and, on control planes whose kubelet runs, one StaticPodStatus per
 // control-plane static pod. No Diagnostic is ever raised. These are what Talos' health checks
@@ -62,6 +63,8 @@ func remove(st state.State, md resource.Pointer) {
 func (n *Node) publishLocked() {
 	st := n.resources
 
+	n.publishSecurityLocked()
+
 	ms := runtime.NewMachineStatus()
 	ms.TypedSpec().Stage = machineStage(n.phase)
 	ms.TypedSpec().Status.Ready = n.phase == StateInstalled || n.phase == StateMaintenance
@@ -83,6 +86,7 @@ func (n *Node) publishLocked() {
 		remove(st, k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID).Metadata())
 		remove(st, k8s.NewBootstrapManifestsConfig().Metadata())
 		remove(st, block.NewVolumeStatus(block.NamespaceName, constants.EphemeralPartitionLabel).Metadata())
+		remove(st, block.NewVolumeStatus(block.NamespaceName, constants.StatePartitionLabel).Metadata())
 
 		return
 	}
@@ -106,12 +110,8 @@ func (n *Node) publishLocked() {
 	nn.TypedSpec().Nodename = n.hostnameLocked()
 	put(st, nn)
 
-	vs := block.NewVolumeStatus(block.NamespaceName, constants.EphemeralPartitionLabel)
-	vs.TypedSpec().Phase = block.VolumePhaseReady
-	vs.TypedSpec().Location = "/dev/sda6"
-	vs.TypedSpec().MountLocation = "/var"
-	vs.TypedSpec().SetSize(n.opts.SystemDiskSizeBytes - 200<<20)
-	put(st, vs)
+	put(st, n.systemVolumeStatusLocked(constants.StatePartitionLabel, "/dev/sda5", "/system/state", 100<<20))
+	put(st, n.systemVolumeStatusLocked(constants.EphemeralPartitionLabel, "/dev/sda6", "/var", n.opts.SystemDiskSizeBytes-200<<20))
 
 	if n.isControlPlaneLocked() {
 		facts := talosmanifests.FactsOf(n.active.cfg)

@@ -83,22 +83,24 @@ type Node struct {
 	applyCounts applyCounts
 
 	mu        sync.Mutex
-	phase     State           // never StateBootstrapped: that is derived from the cluster
-	active    *appliedConfig  // running configuration; nil in maintenance
-	persisted *appliedConfig  // configuration the next boot runs; nil in maintenance
-	serving   *servingTLS     // mutual-TLS material of the active configuration
-	boot      *boot           // current listener and server; nil while down
-	gen       uint64          // bumped whenever the API goes down; RPCs of older boots are refused
-	tryTimer  *time.Timer     // reverts a TRY apply
-	closing   bool            // Close has begun: nothing may come up any more
-	bootedAt  time.Time       // when the API last came up
-	bootID    string          // changes at every boot, like /proc/sys/kernel/random/boot_id
-	version   string          // the Talos version the node runs (changes with an upgrade)
-	schematic string          // the Image Factory schematic of its installer
-	staged    *Installed      // an upgrade installed for the next boot
-	images    map[string]bool // images pulled into the system containerd
-	resources state.State     // the node's COSI resources
-	changed   chan struct{}   // closed at every state change
+	phase     State          // never StateBootstrapped: that is derived from the cluster
+	active    *appliedConfig // running configuration; nil in maintenance
+	persisted *appliedConfig // configuration the next boot runs; nil in maintenance
+	serving   *servingTLS    // mutual-TLS material of the active configuration
+	boot      *boot          // current listener and server; nil while down
+	gen       uint64         // bumped whenever the API goes down; RPCs of older boots are refused
+	tryTimer  *time.Timer    // reverts a TRY apply
+	closing   bool           // Close has begun: nothing may come up any more
+	bootedAt  time.Time      // when the API last came up
+	bootID    string         // changes at every boot, like /proc/sys/kernel/random/boot_id
+	version   string         // the Talos version the node runs (changes with an upgrade)
+	schematic string         // the Image Factory schematic of its installer
+	staged    *Installed     // an upgrade installed for the next boot
+	// bootFailure stops every boot before the API comes up (a firmware refusal).
+	bootFailure string
+	images      map[string]bool // images pulled into the system containerd
+	resources   state.State     // the node's COSI resources
+	changed     chan struct{}   // closed at every state change
 }
 
 // Start brings up a node in maintenance mode. The node stops when ctx ends or Close is called.

@@ -78,6 +78,9 @@ type Options struct {
 	Disk *SystemDisk
 	// DataDisks are reported after /dev/sda as /dev/sdb, /dev/sdc, …
 	DataDisks []Disk
+	// Security is what the VM's firmware made of its boot image: the SecurityState the node
+	// reports, and whether a TPM disk encryption key can be enrolled (zero: BIOS boot, no TPM).
+	Security Security
 	// MACAddress is the NIC's address (the VM's net0), published as link eth0's LinkStatus in
 	// every mode, maintenance included, as `talosctl get links --insecure` shows it. Empty: no link.
 	MACAddress string

@@ -41,6 +41,8 @@ func (n *Node) StartEtcd() { n.Cluster().restartEtcd(n) }
 type Installed struct {
 	Version   string
 	Schematic string
+	// SecureBoot: the Secure Boot installer or image (a signed systemd-boot and UKI).
+	SecureBoot bool `json:",omitempty"`
 }
 
 // Running reports the version and schematic the node runs.
@@ -85,17 +87,17 @@ func unknownService(name string) error {
 	return status.Errorf(codes.Unimplemented, "unknown service %s", name)
 }
 
-var installerRef = regexp.MustCompile(`^(?:[^/]+/)*(?:[a-z0-9-]*installer)(?:/([0-9a-f]{64}))?:(v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$`)
+var installerRef = regexp.MustCompile(`^(?:[^/]+/)*(?:[a-z0-9-]*installer)(-secureboot)?(?:/([0-9a-f]{64}))?:(v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$`)
 
-// parseInstaller reads an installer image reference: factory.talos.dev/<platform>-installer/<schematic>:<version>,
-// factory.talos.dev/installer/<schematic>:<version> or ghcr.io/siderolabs/installer:<version>.
+// parseInstaller reads an installer image reference: factory.talos.dev/<platform>-installer[-secureboot]/<schematic>:<version>,
+// factory.talos.dev/installer[-secureboot]/<schematic>:<version> or ghcr.io/siderolabs/installer:<version>.
 func parseInstaller(ref string) (Installed, error) {
 	m := installerRef.FindStringSubmatch(ref)
 	if m == nil {
-		return Installed{}, fmt.Errorf("%q is not a Talos installer image (want <registry>/…installer[/<schematic>]:<vX.Y.Z>)", ref)
+		return Installed{}, fmt.Errorf("%q is not a Talos installer image (want <registry>/…installer[-secureboot][/<schematic>]:<vX.Y.Z>)", ref)
 	}
 
-	return Installed{Version: m[2], Schematic: m[1]}, nil
+	return Installed{Version: m[3], Schematic: m[2], SecureBoot: m[1] != ""}, nil
 }
 
 // imageService is ImageService (Talos v1.13+): pulls land in the node's image store.
@@ -300,6 +302,14 @@ func (n *Node) bootStagedLocked() {
 
 	if n.opts.Faults.RollbackUpgrade {
 		n.opts.Logf("talosemu %s: %s failed to boot; rolled back to %s", n.addr, target.Version, n.version)
+
+		return
+	}
+
+	// Firmware enforcing Secure Boot refuses the unsigned boot loader of a plain installer: the
+	// node stays down (a real one stops at the firmware's "Access Denied").
+	if n.opts.Security.SecureBoot && !target.SecureBoot {
+		n.bootFailure = fmt.Sprintf("the firmware refused %s's unsigned boot loader (installed without Secure Boot)", target.Version)
 
 		return
 	}

@@ -1,0 +1,122 @@
+package talosemu
+
+import (
+	"fmt"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	configconfig "github.com/siderolabs/talos/pkg/machinery/config/config"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/block"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+)
+
+// Security is what the VM's firmware made of the boot image (the host decides it from the VM's
+// configuration and the image, hostemu's firmware): what Talos reports as its SecurityState and
+// what its disk encryption can seal keys to.
+type Security struct {
+	// SecureBoot: the firmware enforces Secure Boot with Talos' keys enrolled.
+	SecureBoot bool
+	// SetupMode: the firmware holds no platform key (its keys were never enrolled).
+	SetupMode bool
+	// UKI: the node booted a unified kernel image (a Secure Boot image through systemd-boot),
+	// whose signed PCR policy a TPM key is sealed to.
+	UKI bool
+	// TPM: the VM has a TPM 2.0.
+	TPM bool
+}
+
+// publishSecurityLocked is the node's SecurityState (`talosctl get securitystate`).
+func (n *Node) publishSecurityLocked() {
+	s := runtime.NewSecurityStateSpec(runtime.NamespaceName)
+	s.TypedSpec().SecureBoot = n.opts.Security.SecureBoot
+	s.TypedSpec().BootedWithUKI = n.opts.Security.UKI
+	put(n.resources, s)
+}
+
+// systemVolumeStatusLocked is the VolumeStatus of a system volume (STATE, EPHEMERAL) as Talos
+// reports it once mounted: LUKS2 and its keys when the configuration encrypts it.
+func (n *Node) systemVolumeStatusLocked(label, location, mount string, size uint64) *block.VolumeStatus {
+	vs := block.NewVolumeStatus(block.NamespaceName, label)
+	vs.TypedSpec().Phase = block.VolumePhaseReady
+	vs.TypedSpec().Location = location
+	vs.TypedSpec().MountLocation = mount
+	vs.TypedSpec().SetSize(size)
+
+	if enc := volumeEncryption(n.active.cfg, label); enc != nil {
+		vs.TypedSpec().EncryptionProvider = enc.Provider()
+
+		for _, k := range enc.Keys() {
+			vs.TypedSpec().ConfiguredEncryptionKeys = append(vs.TypedSpec().ConfiguredEncryptionKeys, keyKind(k))
+			vs.TypedSpec().EncryptionLockedToState = vs.TypedSpec().EncryptionLockedToState || k.LockToSTATE()
+		}
+	}
+
+	return vs
+}
+
+// volumeEncryption is a system volume's encryption in cfg: its VolumeConfig document's, else
+// machine.systemDiskEncryption's (Talos refuses a configuration with both); nil when none.
+func volumeEncryption(cfg config.Provider, label string) configconfig.EncryptionConfig {
+	if v, ok := cfg.Volumes().ByName(label); ok && v.Encryption() != nil {
+		return v.Encryption()
+	}
+
+	if m := cfg.Machine(); m != nil {
+		if e := m.SystemDiskEncryption().Get(label); e != nil {
+			return e
+		}
+	}
+
+	return nil
+}
+
+func keyKind(k configconfig.EncryptionKey) string {
+	switch {
+	case k.TPM() != nil:
+		return "tpm"
+	case k.NodeID() != nil:
+		return "nodeid"
+	case k.Static() != nil:
+		return "static"
+	case k.KMS() != nil:
+		return "kms"
+	}
+
+	return "unknown"
+}
+
+// provisionFailure is why Talos cannot open its system volumes at boot with cfg on this machine
+// ("" when it can), as its TPM key handler refuses (internal/pkg/encryption/keys/tpm2.go): a TPM
+// key needs a TPM, a unified kernel image's signed PCR policy, and, with
+// checkSecurebootStatusOnEnroll, Secure Boot on and out of setup mode. Talos then stops its boot
+// sequence with the error on the console: the API never comes up.
+func (n *Node) provisionFailure(cfg config.Provider) string {
+	sec := n.opts.Security
+
+	for _, label := range []string{constants.StatePartitionLabel, constants.EphemeralPartitionLabel} {
+		enc := volumeEncryption(cfg, label)
+		if enc == nil {
+			continue
+		}
+
+		for _, k := range enc.Keys() {
+			tpm := k.TPM()
+			if tpm == nil {
+				continue
+			}
+
+			switch {
+			case !sec.TPM:
+				return fmt.Sprintf("%s: failed to enroll the TPM2 key: no TPM 2.0 device", label)
+			case tpm.CheckSecurebootOnEnroll() && !sec.SecureBoot:
+				return fmt.Sprintf("%s: failed to enroll the TPM2 key, as SecureBoot is disabled (and checkSecurebootOnEnroll is enabled)", label)
+			case tpm.CheckSecurebootOnEnroll() && sec.SetupMode:
+				return fmt.Sprintf("%s: failed to enroll the TPM2 key, as the system is in SecureBoot setup mode (and checkSecurebootOnEnroll is enabled)", label)
+			case !sec.UKI:
+				return fmt.Sprintf("%s: failed to seal the TPM2 key: the boot has no UKI PCR signature", label)
+			}
+		}
+	}
+
+	return ""
+}
