@@ -81,8 +81,10 @@ func (g *VMGuard) warn(format string, args ...any) {
 }
 
 // Hooks are the resource option binding the guard to the VM of node n with id vmid (0: Proxmox
-// chooses, nothing to guard). resName is the VM's resource name, unique in the stack.
-func (g *VMGuard) Hooks(n spec.Node, vmid int, resName string) ([]pulumi.ResourceOption, error) {
+// chooses, nothing to guard). resName is the VM's resource name, unique in the stack. replaced says
+// this `up` replaces the node's VM (Inventory.Replacement): the VM a preview finds at the id is
+// then the one the replacement deletes first, and the preview says nothing of it.
+func (g *VMGuard) Hooks(n spec.Node, vmid int, resName string, replaced bool) ([]pulumi.ResourceOption, error) {
 	if vmid == 0 || g.api() == nil {
 		return nil, nil
 	}
@@ -90,6 +92,10 @@ func (g *VMGuard) Hooks(n spec.Node, vmid int, resName string) ([]pulumi.Resourc
 	before, err := g.ctx.RegisterResourceHook("talos-proxmox-vm-guard-before-"+resName, func(*pulumi.ResourceHookArgs) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
+
+		if replaced && g.ctx.DryRun() {
+			return nil
+		}
 
 		_, err := g.clear(ctx, n, vmid, resName, false)
 

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -71,6 +72,10 @@ func IsSecurityTag(t string) bool { return t == SecureBootTag || strings.HasPref
 func SecurityOf(tags []string) string {
 	var parts []string
 
+	// Secure Boot first, then STATE, then EPHEMERAL (tags sort the other way).
+	tags = slices.Clone(tags)
+	slices.SortFunc(tags, func(a, b string) int { return securityRank(a) - securityRank(b) })
+
 	for _, t := range tags {
 		switch {
 		case t == SecureBootTag:
@@ -90,6 +95,17 @@ func SecurityOf(tags []string) string {
 	}
 
 	return strings.Join(parts, ", ")
+}
+
+func securityRank(tag string) int {
+	switch {
+	case tag == SecureBootTag:
+		return 0
+	case strings.HasPrefix(tag, encryptedTagStart+"state-"):
+		return 1
+	}
+
+	return 2
 }
 
 // checkSecureBootVersion refuses Secure Boot (at path) on a Talos version whose disk images do not

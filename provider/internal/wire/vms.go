@@ -92,7 +92,8 @@ func VirtualMachines(s Scope, p *plan.Plan, files []ImageFile, vmIDs map[string]
 		// A VM this `up` replaces is made from the image its node runs now: the OS disk's source
 		// is ignored only for the VM that stays (else the engine would keep the old VM's, an
 		// image of another version, host or Secure Boot, perhaps deleted since).
-		if why := inv.Replacement(s.Cluster, v.Node); why != "" {
+		why := inv.Replacement(s.Cluster, v.Node)
+		if why != "" {
 			ignored = slices.DeleteFunc(ignored, isImageSource)
 
 			// Its security tags change, which the proxmoxve provider would apply in place: the
@@ -114,7 +115,7 @@ func VirtualMachines(s Scope, p *plan.Plan, files []ImageFile, vmIDs map[string]
 		} else {
 			// The guard clears what an interrupted create of the component's own VM left; an
 			// adopted VM is never created (nor cleared) by it.
-			hooks, err := guard.Hooks(v.Node, vmid, s.child(v.Node.Name))
+			hooks, err := guard.Hooks(v.Node, vmid, s.child(v.Node.Name), why != "")
 			if err != nil {
 				return nil, errorf("registering the VM guard of node %s: %w", v.Node.Name, err)
 			}
