@@ -65,7 +65,9 @@ func (c *Cluster) SecurityTags(n Node) []string {
 }
 
 // IsSecurityTag tells a security tag (SecurityTags) from others.
-func IsSecurityTag(t string) bool { return t == SecureBootTag || strings.HasPrefix(t, encryptedTagStart) }
+func IsSecurityTag(t string) bool {
+	return t == SecureBootTag || strings.HasPrefix(t, encryptedTagStart)
+}
 
 // SecurityOf describes security tags for a person: "Secure Boot, STATE encrypted with tpm", or
 // "no Secure Boot nor disk encryption".

@@ -178,7 +178,9 @@ func vmIgnoredPaths(disks int) []string {
 }
 
 // isImageSource tells the OS disk's source image paths of vmIgnoredPaths.
-func isImageSource(path string) bool { return path == "disks[0].fileId" || path == "disks[0].importFrom" }
+func isImageSource(path string) bool {
+	return path == "disks[0].fileId" || path == "disks[0].importFrom"
+}
 
 // adoptedIgnoredPaths are the settings an adopted VM keeps as it was made (by Terraform, talosctl's
 // users, another program): the component does not expose them, and its own choices for them
