@@ -119,7 +119,7 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	}
 
 	ctrl := hostemu.New(ctx, hostemu.Options{Node: opts.Node, Logf: opts.Logf, Kube: kube,
-		DHCPPool: dhcpPool(opts.Subnet)})
+		DHCPPool: dhcpPool(opts.Subnet), Extensions: factory.Extensions})
 
 	pveOpts := pvefake.Options{
 		Addr:  "127.0.0.1:0",

@@ -29,9 +29,10 @@ type Server struct {
 	srv  *http.Server
 	done chan struct{}
 
-	mu         sync.Mutex
-	schematics map[string][]byte
-	requests   []string
+	mu          sync.Mutex
+	schematics  map[string][]byte
+	requests    []string
+	unpublished map[string][]string // official extensions a Talos version lacks (Unpublish)
 }
 
 // Start listens on addr (a loopback address such as "127.0.0.1:0") until ctx ends or Close.
@@ -120,6 +121,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.createSchematic(w, r)
 	case (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.HasPrefix(r.URL.Path, "/image/"):
 		s.image(w, r)
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/version/") && strings.HasSuffix(r.URL.Path, "/extensions/official"):
+		s.extensions(w, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/version/"), "/extensions/official"))
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/schematics/"):
 		s.mu.Lock()
 		body, ok := s.schematics[strings.TrimPrefix(r.URL.Path, "/schematics/")]
@@ -176,7 +179,7 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	_, known := s.schematics[parts[0]]
+	registered, known := s.schematics[parts[0]]
 	s.mu.Unlock()
 
 	if !known {
@@ -184,7 +187,12 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body := Image(parts[0], parts[1], parts[2])
+	if missing := s.missingExtension(registered, parts[1]); missing != "" {
+		http.Error(w, extensionNotFound(parts[1], missing), http.StatusNotFound)
+		return
+	}
+
+	body := Image(parts[0], parts[1], parts[2], schematicExtensions(registered)...)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 
@@ -196,10 +204,13 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 }
 
 // Image is the placeholder served for an image URL, deterministic: 4 KiB of text naming the
-// schematic and version, after a valid qcow2 header with a 1 GiB virtual size for `.qcow2` (what
-// Proxmox imports), gzipped for `.gz`.
-func Image(schematicID, version, file string) []byte {
+// schematic, version, file and the schematic's extensions, after a valid qcow2 header with a 1 GiB
+// virtual size for `.qcow2` (what Proxmox imports), gzipped for `.gz`.
+func Image(schematicID, version, file string, extensions ...string) []byte {
 	head := fmt.Sprintf("talos-proxmox lab image\nschematic %s\nversion %s\nfile %s\n", schematicID, version, file)
+	for _, e := range extensions {
+		head += "extension " + e + "\n"
+	}
 	body := make([]byte, 4096)
 	copy(body, head)
 

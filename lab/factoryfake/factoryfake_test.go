@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/siderolabs/image-factory/pkg/client"
 )
 
 const guestAgent = "customization:\n  systemExtensions:\n    officialExtensions:\n      - siderolabs/qemu-guest-agent\n"
@@ -40,8 +44,45 @@ func TestSchematicsAndImages(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close() //nolint:errcheck
 
-	if resp.StatusCode != http.StatusOK || !bytes.Equal(body, Image(out.ID, "v1.11.5", "nocloud-amd64.qcow2")) {
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(body, Image(out.ID, "v1.11.5", "nocloud-amd64.qcow2", "siderolabs/qemu-guest-agent")) ||
+		!bytes.Contains(body, []byte("\nextension siderolabs/qemu-guest-agent\n")) {
 		t.Fatalf("GET image = %d, %d bytes", resp.StatusCode, len(body))
+	}
+
+	// The catalogue, through the real factory client; a version without the extension lists it
+	// not, and its images of a schematic with it fail to build.
+	fc, err := client.New(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s.Unpublish("v1.10.9", "siderolabs/qemu-guest-agent")
+
+	for version, want := range map[string]bool{"v1.11.5": true, "1.11.5": true, "v1.10.9": false} {
+		infos, err := fc.ExtensionsVersions(t.Context(), version)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		if got := slices.ContainsFunc(infos, func(i client.ExtensionInfo) bool { return i.Name == "siderolabs/qemu-guest-agent" }); got != want || len(infos) < 10 {
+			t.Errorf("%s: %d extensions, qemu-guest-agent listed %v, want %v", version, len(infos), got, want)
+		}
+	}
+
+	resp, err = http.Get(s.URL() + "/image/" + out.ID + "/v1.10.9/nocloud-amd64.qcow2")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close() //nolint:errcheck
+
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "qemu-guest-agent") {
+		t.Errorf("an image with an unpublished extension = %d %s", resp.StatusCode, body)
+	}
+
+	if got := s.Extensions(out.ID); !slices.Equal(got, []string{"siderolabs/qemu-guest-agent"}) {
+		t.Errorf("Extensions = %v", got)
 	}
 
 	resp, err = http.Get(s.URL() + "/image/0000/v1.11.5/nocloud-amd64.qcow2")

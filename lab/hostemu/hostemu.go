@@ -36,6 +36,8 @@ type Options struct {
 	Kube *talosemu.KubeOptions
 	// Logf receives one line per node started or stopped.
 	Logf func(format string, args ...any)
+	// Extensions are the official extensions of an Image Factory schematic (the factory's).
+	Extensions func(schematic string) []string
 }
 
 // Controller boots and halts emulated Talos nodes as the fake's VMs start and stop.
@@ -222,6 +224,7 @@ func (c *Controller) boot(e pvefake.Event) error {
 
 	opts := talosemu.Options{
 		Security:     security,
+		Extensions:   c.opts.Extensions,
 		TalosVersion: booted.Version,
 		MemoryBytes:  memoryBytes(e.Config),
 		Schematic:    booted.Schematic,

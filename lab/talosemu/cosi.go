@@ -12,7 +12,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
-	"github.com/siderolabs/talos/pkg/machinery/extensions"
 	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
 	"github.com/siderolabs/talos/pkg/machinery/resources/block"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
@@ -91,17 +90,7 @@ func (n *Node) publishLocked() {
 		return
 	}
 
-	// The Image Factory schematic shows as the "schematic" extension, its version the schematic id
-	// (what `talosctl get extensions` lists on a factory image).
-	ext := runtime.NewExtensionStatus(runtime.NamespaceName, "0")
-	if n.schematic != "" {
-		ext.TypedSpec().Metadata = extensions.Metadata{
-			Name: "schematic", Version: n.schematic, Author: "Image Factory", Description: "This extension holds the schematic id of the image.",
-		}
-		put(st, ext)
-	} else {
-		remove(st, ext.Metadata())
-	}
+	n.publishExtensionsLocked()
 
 	// The running configuration (`talosctl get machineconfig`), which Talos' upgrade-k8s patches.
 	put(st, config.NewMachineConfig(n.active.cfg))

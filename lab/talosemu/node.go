@@ -98,9 +98,11 @@ type Node struct {
 	staged    *Installed     // an upgrade installed for the next boot
 	// bootFailure stops every boot before the API comes up (a firmware refusal).
 	bootFailure string
-	images      map[string]bool // images pulled into the system containerd
-	resources   state.State     // the node's COSI resources
-	changed     chan struct{}   // closed at every state change
+	// publishedExtensions is how many ExtensionStatus resources the node publishes.
+	publishedExtensions int
+	images              map[string]bool // images pulled into the system containerd
+	resources           state.State     // the node's COSI resources
+	changed             chan struct{}   // closed at every state change
 }
 
 // Start brings up a node in maintenance mode. The node stops when ctx ends or Close is called.

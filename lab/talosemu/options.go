@@ -67,6 +67,9 @@ type Options struct {
 	TalosVersion string
 	// Schematic is the Image Factory schematic of the image the node boots first.
 	Schematic string
+	// Extensions are the official extensions of a schematic (the factory's), which the node
+	// reports (ExtensionStatus) for the schematic it runs; nil: only the schematic itself.
+	Extensions func(schematic string) []string
 	// MemoryBytes is the memory the Memory API reports (default 4 GiB).
 	MemoryBytes uint64
 	// Faults turns on failures (see Faults; Node.SetFaults changes them later).

@@ -2,10 +2,13 @@ package talosemu
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	configconfig "github.com/siderolabs/talos/pkg/machinery/config/config"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/extensions"
 	"github.com/siderolabs/talos/pkg/machinery/resources/block"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 )
@@ -119,4 +122,35 @@ func (n *Node) provisionFailure(cfg config.Provider) string {
 	}
 
 	return ""
+}
+
+// publishExtensionsLocked is `talosctl get extensions` of a factory image: the Image Factory
+// schematic as the "schematic" extension (id 0, its version the schematic id), then each official
+// extension of the schematic the node runs (ids 1, 2, …; the factory's names), stale ids removed.
+func (n *Node) publishExtensionsLocked() {
+	var exts []extensions.Metadata
+
+	if n.schematic != "" {
+		exts = append(exts, extensions.Metadata{
+			Name: "schematic", Version: n.schematic, Author: "Image Factory", Description: "This extension holds the schematic id of the image.",
+		})
+
+		if n.opts.Extensions != nil {
+			for _, e := range n.opts.Extensions(n.schematic) {
+				exts = append(exts, extensions.Metadata{Name: e[strings.LastIndex(e, "/")+1:], Version: "lab", Author: "Sidero Labs"})
+			}
+		}
+	}
+
+	for i := range max(len(exts), n.publishedExtensions) {
+		ext := runtime.NewExtensionStatus(runtime.NamespaceName, strconv.Itoa(i))
+		if i < len(exts) {
+			ext.TypedSpec().Metadata = exts[i]
+			put(n.resources, ext)
+		} else {
+			remove(n.resources, ext.Metadata())
+		}
+	}
+
+	n.publishedExtensions = len(exts)
 }

@@ -107,6 +107,9 @@ type Image struct {
 	InstallerImage  string
 	// Custom: the schematic is a whole one given (image.schematic), not made of extensions.
 	Custom bool
+	// ExtensionPaths are the properties each extension comes from ("image.extensions[1]",
+	// "nodes.gpu-1.gpu"), for problems the Image Factory finds with them.
+	ExtensionPaths map[string]string
 	// SecureBoot: the factory's Secure Boot image and installer (signed systemd-boot and UKI); the
 	// VM gets UEFI firmware with an EFI disk in setup mode and a TPM 2.0.
 	SecureBoot bool

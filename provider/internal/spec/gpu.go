@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -126,6 +127,11 @@ func buildGPU(p *problems, path string, in NodeInput, n *Node, c *Cluster) {
 	}
 
 	n.Image = img.withSchematic(s, false, c.TalosVersion)
+	n.Image.ExtensionPaths = maps.Clone(img.ExtensionPaths)
+
+	for _, e := range missing {
+		n.Image.ExtensionPaths[e] = path + ".gpu"
+	}
 }
 
 // GPUs tells whether a node of the cluster has a GPU preset of vendor.

@@ -59,6 +59,7 @@ func buildImage(p *problems, in ImageInput, c *Cluster) {
 
 	if s, ok := buildSchematic(p, "image", in.Schematic, in.Extensions); ok {
 		img = img.withSchematic(s, in.Schematic != "", c.TalosVersion)
+		img.ExtensionPaths = extensionPaths("image", s, in.Schematic != "", in.Extensions)
 	}
 
 	c.Image = img
@@ -115,6 +116,26 @@ func buildSchematic(p *problems, at, schematic string, extensions []string) (s i
 	return s, true
 }
 
+// extensionPaths are the properties that put each extension of schematic s (built at path "image"
+// or "nodes.<n>.image") in the image: its entry of extensions, the whole schematic, or, for the
+// default extensions, the extensions property itself.
+func extensionPaths(at string, s imagefactory.Schematic, custom bool, extensions []string) map[string]string {
+	out := map[string]string{}
+
+	for _, e := range s.Extensions {
+		switch i := slices.Index(extensions, e); {
+		case custom:
+			out[e] = at + ".schematic"
+		case i >= 0:
+			out[e] = fmt.Sprintf("%s.extensions[%d]", at, i)
+		default:
+			out[e] = at + ".extensions"
+		}
+	}
+
+	return out
+}
+
 // withSchematic is img made of schematic s (custom: a whole one given, not made of extensions),
 // with the installer of s for talosVersion ("" when unknown).
 func (img Image) withSchematic(s imagefactory.Schematic, custom bool, talosVersion string) Image {
@@ -166,6 +187,7 @@ func nodeImage(p *problems, path string, in *NodeImageInput, c *Cluster) Image {
 	}
 
 	img = img.withSchematic(s, in.Schematic != "", c.TalosVersion)
+	img.ExtensionPaths = extensionPaths(path, s, in.Schematic != "", in.Extensions)
 
 	// The QEMU agent setting of the VM follows the image: a change is a VM update the proxmoxve
 	// provider applies by rebooting the VM, at once and outside the rolling upgrade.
