@@ -89,6 +89,10 @@ func checkAdoption(ctx *pulumi.Context, c *spec.Cluster, inv *proxmox.Inventory,
 
 	a.running, a.talosconfig = running, tc
 
+	if problems := securityMismatches(c, running); len(problems) > 0 {
+		return nil, &spec.ValidationError{Errors: problems}
+	}
+
 	for _, n := range c.ControlPlanes() {
 		if r, ok := running[n.Name]; ok && a.kubernetes == "" {
 			a.kubernetes = r.KubernetesVersion
@@ -183,4 +187,47 @@ func contractOf(version string) string {
 	}
 
 	return "v" + parts[0] + "." + parts[1]
+}
+
+// securityMismatches are the nodes to adopt whose Secure Boot or system volume keys, as they
+// report them, differ from the declaration: Talos fixes both at installation, and the component
+// never replaces an adopted VM to change them, so the declaration must say what the node runs.
+func securityMismatches(c *spec.Cluster, running map[string]day2.Running) []error {
+	var problems []error
+
+	for _, n := range c.Nodes {
+		r, ok := running[n.Name]
+		if !ok || !r.Security.Known {
+			continue
+		}
+
+		sec := r.Security
+		if declared := c.ImageOf(n).SecureBoot; declared != sec.SecureBoot {
+			problems = append(problems, fmt.Errorf("nodes.%s.image.secureBoot: the node to adopt runs with Secure Boot %s, the "+
+				"declaration says %s; an adopted node keeps how it was installed: declare secureBoot: %v for it (a node's "+
+				"image.secureBoot), or replace it later as a new node", n.Name, onOff(sec.SecureBoot), onOff(declared), sec.SecureBoot))
+		}
+
+		for _, v := range []struct{ field, runs, declared string }{
+			{"state", sec.StateKey, n.DiskEncryption.State}, {"ephemeral", sec.Ephemeral, n.DiskEncryption.Ephemeral},
+		} {
+			if v.runs != v.declared {
+				problems = append(problems, fmt.Errorf("nodes.%s.diskEncryption.%s: the node to adopt has its %s volume %s, the "+
+					"declaration says %s; an adopted node keeps how it was installed: declare it as it runs",
+					n.Name, v.field, strings.ToUpper(v.field), keyText(v.runs), keyText(v.declared)))
+			}
+		}
+	}
+
+	return problems
+}
+
+func onOff(b bool) string { return map[bool]string{true: "on", false: "off"}[b] }
+
+func keyText(k string) string {
+	if k == "" {
+		return "unencrypted"
+	}
+
+	return "encrypted with " + k
 }

@@ -101,6 +101,10 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		if lossErr := c.CheckDataLoss(loss); lossErr != nil {
 			err = withProblems(err, []error{lossErr})
 		}
+
+		if problems := inv.inv.AdoptedSecurityChanges(c); len(problems) > 0 {
+			err = withProblems(err, problems)
+		}
 	}
 
 	if err != nil {

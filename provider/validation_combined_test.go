@@ -52,7 +52,8 @@ func readsOf(tc badInput) []string {
 		reads = append(reads, "Nodes.*.Role") // a worker may set fewer labels
 	case strings.Contains(tc.path, "image.secureBoot:"):
 		reads = append(reads, "TalosVersion", "Image")
-	case strings.HasPrefix(tc.path, "nodeDefaults.bios:"), strings.Contains(tc.path, "diskEncryption"):
+	case strings.HasPrefix(tc.path, "nodeDefaults.bios:"), strings.Contains(tc.path, "diskEncryption"),
+		strings.HasPrefix(tc.path, "nodeDefaults.vmMachine:"), strings.HasPrefix(tc.path, "image.arch:"):
 		// Secure Boot decides the firmware and whether a TPM key can be sealed.
 		reads = append(reads, "Image", "Nodes.*.Image", "NodeDefaults", "DiskEncryption", "Nodes.*.DiskEncryption", "TalosVersion")
 	case strings.Contains(tc.path, ".gpu:"):

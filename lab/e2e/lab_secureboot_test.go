@@ -179,7 +179,7 @@ func wantSecurityState(t *testing.T, p *lab.Pulumi, l *lab.Lab, secure map[strin
 			t.Errorf("%s: Secure Boot %v, want %v", name, st.TypedSpec().SecureBoot, sb)
 		}
 
-		key := "nodeid"
+		key := "nodeID"
 		if sb {
 			key = "tpm"
 		}

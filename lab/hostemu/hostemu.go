@@ -425,7 +425,10 @@ func (c *Controller) cluster(e pvefake.Event) *talosemu.Cluster {
 
 	var key []string
 	for _, t := range strings.Split(e.Config["tags"], ";") {
-		if t != "" && t != "talos" && t != "controlplane" && t != "worker" && !strings.HasPrefix(t, "talos-i-") {
+		// Tags of one node, not of its cluster: the role, the instance, how it boots and how its
+		// disk is encrypted (talos-secureboot, talos-luks-*).
+		if t != "" && t != "talos" && t != "controlplane" && t != "worker" && !strings.HasPrefix(t, "talos-i-") &&
+			t != "talos-secureboot" && !strings.HasPrefix(t, "talos-luks-") {
 			key = append(key, t)
 		}
 	}

@@ -98,7 +98,7 @@ func (n *Node) applyInMaintenance(req *machineapi.ApplyConfigurationRequest) (*m
 	}
 
 	n.joinLocked(cfg)
-	n.active, n.persisted = applied, applied
+	n.active, n.persisted, n.formatted = applied, applied, applied
 	n.takeDownLocked(StateInstalling, n.opts.InstallDelay, func() {})
 
 	return reply, nil

@@ -21,6 +21,8 @@ type SystemDisk struct {
 	mu        sync.Mutex
 	config    []byte
 	installed Installed
+	// formatted is the configuration the system volumes were created with (their encryption).
+	formatted []byte
 }
 
 // NewSystemDisk returns an empty disk whose files live under dir.
@@ -43,17 +45,31 @@ func (d *SystemDisk) Installed() bool {
 // Wipe empties the disk.
 func (d *SystemDisk) Wipe() error {
 	d.mu.Lock()
-	d.config, d.installed = nil, Installed{}
+	d.config, d.installed, d.formatted = nil, Installed{}, nil
 	d.mu.Unlock()
 
 	return os.RemoveAll(d.Dir)
 }
 
-func (d *SystemDisk) save(config []byte, installed Installed) {
+func (d *SystemDisk) save(config []byte, installed Installed, formatted []byte) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 
-	d.config, d.installed = bytes.Clone(config), installed
+	d.config, d.installed, d.formatted = bytes.Clone(config), installed, bytes.Clone(formatted)
+}
+
+// formattedWith is the configuration the disk's system volumes were created with (nil: none).
+func (d *SystemDisk) formattedWith() *appliedConfig {
+	d.mu.Lock()
+	raw := bytes.Clone(d.formatted)
+	d.mu.Unlock()
+
+	cfg, err := configloader.NewFromBytes(raw)
+	if len(raw) == 0 || err != nil {
+		return nil
+	}
+
+	return &appliedConfig{raw: raw, cfg: cfg}
 }
 
 func (d *SystemDisk) load() (*appliedConfig, Installed, error) {

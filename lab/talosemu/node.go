@@ -98,6 +98,10 @@ type Node struct {
 	staged    *Installed     // an upgrade installed for the next boot
 	// bootFailure stops every boot before the API comes up (a firmware refusal).
 	bootFailure string
+	// formatted is the configuration its system volumes were created with, at the install: what
+	// they are encrypted with whatever the configuration says since (Talos encrypts a volume only
+	// when it creates it).
+	formatted *appliedConfig
 	// publishedExtensions is how many ExtensionStatus resources the node publishes.
 	publishedExtensions int
 	images              map[string]bool // images pulled into the system containerd
@@ -157,6 +161,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		// An installed node boots its configuration from disk (as long as a reboot takes).
 		n.mu.Lock()
 		n.active, n.persisted, n.version, n.schematic = installed, installed, running.Version, running.Schematic
+		n.formatted = n.opts.Disk.formattedWith()
 		n.takeDownLocked(StateRebooting, n.opts.RebootDelay, func() {})
 		n.mu.Unlock()
 	} else if err := n.bringUp(StateMaintenance); err != nil {
@@ -319,11 +324,16 @@ func (n *Node) Close() error {
 
 		if n.opts.Disk != nil {
 			n.mu.Lock()
-			var raw []byte
+			var raw, formatted []byte
 			if n.persisted != nil {
 				raw = n.persisted.raw
 			}
-			n.opts.Disk.save(raw, Installed{Version: n.version, Schematic: n.schematic})
+
+			if n.formatted != nil {
+				formatted = n.formatted.raw
+			}
+
+			n.opts.Disk.save(raw, Installed{Version: n.version, Schematic: n.schematic}, formatted)
 			n.mu.Unlock()
 		}
 

@@ -2,6 +2,7 @@ package talosemu
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,13 +46,28 @@ func (n *Node) systemVolumeStatusLocked(label, location, mount string, size uint
 	vs.TypedSpec().MountLocation = mount
 	vs.TypedSpec().SetSize(size)
 
-	if enc := volumeEncryption(n.active.cfg, label); enc != nil {
+	// Encrypted or not as the install created it; an encrypted volume's key slots follow the
+	// configuration (Talos syncs them), an unencrypted one stays so.
+	var enc configconfig.EncryptionConfig
+	if n.formatted != nil && volumeEncryption(n.formatted.cfg, label) != nil {
+		if enc = volumeEncryption(n.active.cfg, label); enc == nil {
+			enc = volumeEncryption(n.formatted.cfg, label)
+		}
+	}
+
+	if enc != nil {
 		vs.TypedSpec().EncryptionProvider = enc.Provider()
 
+		// One entry per key type, sorted, as Talos' volume controller lists them.
 		for _, k := range enc.Keys() {
-			vs.TypedSpec().ConfiguredEncryptionKeys = append(vs.TypedSpec().ConfiguredEncryptionKeys, keyKind(k))
+			if kind := keyKind(k); !slices.Contains(vs.TypedSpec().ConfiguredEncryptionKeys, kind) {
+				vs.TypedSpec().ConfiguredEncryptionKeys = append(vs.TypedSpec().ConfiguredEncryptionKeys, kind)
+			}
+
 			vs.TypedSpec().EncryptionLockedToState = vs.TypedSpec().EncryptionLockedToState || k.LockToSTATE()
 		}
+
+		slices.Sort(vs.TypedSpec().ConfiguredEncryptionKeys)
 	}
 
 	return vs
@@ -73,19 +89,19 @@ func volumeEncryption(cfg config.Provider, label string) configconfig.Encryption
 	return nil
 }
 
+// keyKind is a key's type as Talos' VolumeStatus names it (block.EncryptionKeyType: "static",
+// "nodeID", "kms", "tpm").
 func keyKind(k configconfig.EncryptionKey) string {
 	switch {
 	case k.TPM() != nil:
-		return "tpm"
+		return block.EncryptionKeyTPM.String()
 	case k.NodeID() != nil:
-		return "nodeid"
-	case k.Static() != nil:
-		return "static"
+		return block.EncryptionKeyNodeID.String()
 	case k.KMS() != nil:
-		return "kms"
+		return block.EncryptionKeyKMS.String()
 	}
 
-	return "unknown"
+	return block.EncryptionKeyStatic.String()
 }
 
 // provisionFailure is why Talos cannot open its system volumes at boot with cfg on this machine
@@ -153,4 +169,13 @@ func (n *Node) publishExtensionsLocked() {
 	}
 
 	n.publishedExtensions = len(exts)
+}
+
+// formattedOr is the configuration the system volumes were created with, else applied.
+func (n *Node) formattedOr(applied *appliedConfig) *appliedConfig {
+	if n.formatted != nil {
+		return n.formatted
+	}
+
+	return applied
 }

@@ -49,7 +49,7 @@ func TestSecureBootNodeReportsItsStateAndEncryptedVolumes(t *testing.T) {
 
 	c := secureClient(t, n)
 
-	for label, want := range map[string]string{"STATE": "tpm", "EPHEMERAL": "nodeid"} {
+	for label, want := range map[string]string{"STATE": "tpm", "EPHEMERAL": "nodeID"} {
 		vs, err := safe.StateGetByID[*block.VolumeStatus](nodeCtx(t, n), c.COSI, label)
 		if err != nil {
 			t.Fatalf("VolumeStatus %s: %v", label, err)
@@ -116,5 +116,27 @@ func TestTPMKeyTheMachineCannotSealNeverBoots(t *testing.T) {
 				t.Errorf("no boot failure logged: %v", logs)
 			}
 		})
+	}
+}
+
+// Talos encrypts a system volume only when it creates it: encryption added to a running node's
+// configuration leaves its volumes as they were (only a new installation encrypts them).
+func TestEncryptionAddedLaterLeavesVolumesAsInstalled(t *testing.T) {
+	t.Parallel()
+
+	n := startNode(t, talosemu.Options{Security: talosemu.Security{SecureBoot: true, UKI: true, TPM: true}})
+	install(t, n, machineConfig(t, machine.TypeControlPlane, "cp-1"))
+
+	if _, err := apply(t, n, &machineapi.ApplyConfigurationRequest{
+		Data: machineConfig(t, machine.TypeControlPlane, "cp-1", tpmEncryption), Mode: machineapi.ApplyConfigurationRequest_REBOOT,
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	waitState(t, n, talosemu.StateInstalled)
+
+	vs, err := safe.StateGetByID[*block.VolumeStatus](nodeCtx(t, n), secureClient(t, n).COSI, "STATE")
+	if err != nil || vs.TypedSpec().EncryptionProvider != block.EncryptionProviderNone {
+		t.Errorf("STATE after encryption was added to the configuration: %v %v", vs.TypedSpec().EncryptionProvider, err)
 	}
 }

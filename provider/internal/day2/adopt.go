@@ -21,7 +21,20 @@ var ErrForeignCA = errors.New("the node's Talos API CA is not the secrets bundle
 // Running is what a running node of a cluster being adopted reports through its Talos API: the
 // Talos version and Image Factory schematic it runs, the version of its kube-apiserver image (""
 // on a worker) and the configuration it runs (machinery's encoding without comments).
-type Running struct{ Version, Schematic, KubernetesVersion, Config string }
+type Running struct {
+	Version, Schematic, KubernetesVersion, Config string
+	// Security says how the node was installed: Secure Boot on, and the key kinds of its STATE and
+	// EPHEMERAL volumes ("tpm", "nodeid"; "" unencrypted). Known is false when the node does not
+	// report them.
+	Security Security
+}
+
+// Security is a node's Secure Boot state and its system volumes' keys, as it reports them.
+type Security struct {
+	Known                bool
+	SecureBoot           bool
+	StateKey, Ephemeral string
+}
 
 // ReadRunning reads what node n runs, reached with a talosconfig issued from the secrets of the
 // cluster to adopt. A TLS failure either way (the node's certificate is not signed by the
@@ -53,6 +66,10 @@ func ReadRunning(ctx context.Context, a Access, n Node) (Running, error) {
 
 	if r.Schematic, err = schematicOf(ctx, c); err != nil {
 		return Running{}, err
+	}
+
+	if r.Security, err = securityOf(ctx, c); err != nil {
+		return Running{}, fmt.Errorf("reading how %s was installed: %w", n.Name, err)
 	}
 
 	cfg, err := configloader.NewFromBytes([]byte(r.Config))

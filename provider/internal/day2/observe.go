@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/block"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 )
 
@@ -112,4 +115,32 @@ func schematicOf(ctx context.Context, c *client.Client) (string, error) {
 	}
 
 	return "", nil
+}
+
+// securityOf reads a node's SecurityState and the keys its STATE and EPHEMERAL volumes were opened
+// with (VolumeStatus); not Known when the node publishes no SecurityState.
+func securityOf(ctx context.Context, c *client.Client) (Security, error) {
+	st, err := safe.StateGetByID[*runtime.SecurityState](ctx, c.COSI, runtime.SecurityStateID)
+	if state.IsNotFoundError(err) {
+		return Security{}, nil
+	}
+
+	if err != nil {
+		return Security{}, err
+	}
+
+	sec := Security{Known: true, SecureBoot: st.TypedSpec().SecureBoot}
+
+	for label, key := range map[string]*string{constants.StatePartitionLabel: &sec.StateKey, constants.EphemeralPartitionLabel: &sec.Ephemeral} {
+		vs, err := safe.StateGetByID[*block.VolumeStatus](ctx, c.COSI, label)
+		if err != nil {
+			return Security{}, fmt.Errorf("reading volume %s: %w", label, err)
+		}
+
+		if vs.TypedSpec().EncryptionProvider != block.EncryptionProviderNone {
+			*key = strings.Join(vs.TypedSpec().ConfiguredEncryptionKeys, ",")
+		}
+	}
+
+	return sec, nil
 }

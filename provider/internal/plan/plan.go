@@ -131,7 +131,8 @@ func Build(c *spec.Cluster) *Plan {
 	p := &Plan{}
 
 	// The key names the download resource; the cluster image's keys are those of a cluster
-	// without node images, so a node image added later changes no existing download.
+	// without node images, so a node image added later changes no existing download. A Secure
+	// Boot image's key ends in -secureboot.
 	keyOf := func(host string, img spec.Image) string {
 		key := "image-" + host
 		if c.Image.SharedDatastore {
@@ -142,8 +143,10 @@ func Build(c *spec.Cluster) *Plan {
 			key += "-" + img.SchematicID[:16]
 		}
 
-		if img.SecureBoot != c.Image.SecureBoot {
-			key += map[bool]string{true: "-secureboot", false: "-plain"}[img.SecureBoot]
+		// Whatever the cluster's setting: a cluster turning Secure Boot on then replaces no
+		// download by another of the same file (a plain image keeps its key and file).
+		if img.SecureBoot {
+			key += "-secureboot"
 		}
 
 		return key

@@ -25,19 +25,19 @@ func TestSecureBootDownloadsAndFirmware(t *testing.T) {
 	for _, d := range p.Downloads {
 		keys = append(keys, d.Key)
 
-		sb := !strings.HasSuffix(d.Key, "-plain")
+		sb := strings.HasSuffix(d.Key, "-secureboot")
 		if got := strings.Contains(d.URL, "-amd64-secureboot.qcow2") && strings.Contains(d.FileName, "-nocloud-amd64-secureboot.qcow2"); got != sb {
 			t.Errorf("download %s: URL %s, file %s (Secure Boot %v)", d.Key, d.URL, d.FileName, sb)
 		}
 	}
 
-	if want := []string{"image-pve1", "image-pve2", "image-pve2-plain"}; !slices.Equal(keys, want) {
+	if want := []string{"image-pve1-secureboot", "image-pve2", "image-pve2-secureboot"}; !slices.Equal(keys, want) {
 		t.Fatalf("downloads %v, want %v", keys, want)
 	}
 
 	for _, v := range p.VMs {
 		sb := v.Node.Name != "w-1"
-		if v.EFIDisk != sb || v.TPM != sb || (v.Node.BIOS == "ovmf") != sb || p.Downloads[v.Download].Key == "image-pve2-plain" == sb {
+		if v.EFIDisk != sb || v.TPM != sb || (v.Node.BIOS == "ovmf") != sb || strings.HasSuffix(p.Downloads[v.Download].Key, "-secureboot") != sb {
 			t.Errorf("%s: EFI disk %v, TPM %v, BIOS %s, download %s (Secure Boot %v)", v.Node.Name, v.EFIDisk, v.TPM, v.Node.BIOS,
 				p.Downloads[v.Download].Key, sb)
 		}

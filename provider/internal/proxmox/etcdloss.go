@@ -86,6 +86,32 @@ func (inv *Inventory) SecurityChange(c *spec.Cluster, n spec.Node) string {
 	return securityChange(c, n, own[0].Tags)
 }
 
+// AdoptedSecurityChanges refuses a declaration that changes the Secure Boot or disk encryption of
+// an adopted node's VM (tagged when it was adopted, after its node was read): the component never
+// replaces an adopted VM, so the change would reach only its configuration and installer.
+func (inv *Inventory) AdoptedSecurityChanges(c *spec.Cluster) []error {
+	if inv == nil {
+		return nil
+	}
+
+	var problems []error
+
+	for _, n := range c.Nodes {
+		own := ownVMs(c.Name, n.Name, inv.VMs)
+		if len(own) == 0 || !slices.Contains(own[0].Tags, AdoptedTag) {
+			continue
+		}
+
+		if why := securityChange(c, n, own[0].Tags); why != "" {
+			problems = append(problems, fmt.Errorf("nodes.%s: %s, but the node was adopted and keeps how it was installed (the "+
+				"component never replaces an adopted VM); declare image.secureBoot and diskEncryption as it runs, or remove the "+
+				"node and add it again under a new name", n.Name, strings.TrimPrefix(why, "its ")))
+		}
+	}
+
+	return problems
+}
+
 func replacement(c *spec.Cluster, n spec.Node, v vm.GetVirtualMachinesVm) string {
 	switch {
 	case v.NodeName != n.HostNode:

@@ -54,6 +54,15 @@ func TestSecurityChangeReplacesTheVM(t *testing.T) {
 		t.Errorf("an adopted VM is replaced for its tags: %q %q", why, sec)
 	}
 
+	// Adopted, and tagged then as plain: the declaration's Secure Boot is refused, not half-applied.
+	if problems := adopted.AdoptedSecurityChanges(c); len(problems) != 1 || !strings.Contains(problems[0].Error(), "nodes.cp-1: Secure Boot or disk encryption changes") {
+		t.Errorf("an adopted VM's security change: %v", problems)
+	}
+
+	if problems := inv.AdoptedSecurityChanges(c); len(problems) != 0 {
+		t.Errorf("the component's own VMs refused as adopted: %v", problems)
+	}
+
 	if why := (&Inventory{Nodes: []string{"pve1"}}).Replacement(c, cp); why != "" {
 		t.Errorf("a new node is replaced: %q", why)
 	}

@@ -110,7 +110,7 @@ func buildGPU(p *problems, path string, in NodeInput, n *Node, c *Cluster) {
 
 	if img.Custom {
 		at := "image.schematic"
-		if in.Image != nil {
+		if in.Image != nil && in.Image.Schematic != "" {
 			at = path + ".image.schematic"
 		}
 

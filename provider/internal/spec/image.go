@@ -183,7 +183,7 @@ func nodeImage(p *problems, path string, in *NodeImageInput, c *Cluster) Image {
 
 	s, ok := buildSchematic(p, path, in.Schematic, in.Extensions)
 	if !ok {
-		return c.Image
+		return img.withInstaller(c.TalosVersion) // the cluster's schematic, the node's Secure Boot
 	}
 
 	img = img.withSchematic(s, in.Schematic != "", c.TalosVersion)

@@ -128,27 +128,35 @@ func buildDiskEncryption(p *problems, path string, in *DiskEncryptionInput) Disk
 		return DiskEncryption{}
 	}
 
+	// A node's empty diskEncryption opts out of the cluster's; the cluster's must say something.
 	if in.State == "" && in.Ephemeral == "" {
-		p.errorf(path, "is empty; set state and/or ephemeral to %q or %q, or remove it", KeyTPM, KeyNodeID)
+		if path == "diskEncryption" {
+			p.errorf(path, "is empty; set state and/or ephemeral to %q or %q, or remove it", KeyTPM, KeyNodeID)
+		}
+
 		return DiskEncryption{}
 	}
 
-	e := DiskEncryption{State: in.State, Ephemeral: in.Ephemeral}
+	e, bad := DiskEncryption{State: in.State, Ephemeral: in.Ephemeral}, false
 
-	for field, key := range map[string]string{"state": in.State, "ephemeral": in.Ephemeral} {
-		switch key {
+	for _, f := range []struct{ field, key string }{{"state", in.State}, {"ephemeral", in.Ephemeral}} {
+		switch f.key {
 		case "", KeyTPM, KeyNodeID:
 		default:
 			hint := ""
-			if strings.EqualFold(key, KeyNodeID) || strings.EqualFold(key, KeyTPM) {
+			if strings.EqualFold(f.key, KeyNodeID) || strings.EqualFold(f.key, KeyTPM) {
 				hint = " (the names are case-sensitive)"
 			}
 
-			p.errorf(path+"."+field, "%q is not a disk encryption key%s; use %q (sealed to the VM's TPM and its Secure Boot state) "+
-				"or %q (derived from the node's UUID: protects a disk taken away from its VM only)", key, hint, KeyTPM, KeyNodeID)
+			p.errorf(path+"."+f.field, "%q is not a disk encryption key%s; use %q (sealed to the VM's TPM and its Secure Boot state) "+
+				"or %q (derived from the node's UUID: protects a disk taken away from its VM only)", f.key, hint, KeyTPM, KeyNodeID)
 
-			return DiskEncryption{}
+			bad = true
 		}
+	}
+
+	if bad {
+		return DiskEncryption{}
 	}
 
 	return e
@@ -172,9 +180,13 @@ func buildSecurity(p *problems, path string, in NodeInput, all Input, n *Node, c
 	}
 
 	if !secure && n.DiskEncryption.UsesTPM() && own {
+		fix := fmt.Sprintf("set %s.image.secureBoot (or image.secureBoot) to true", path)
+		if in.Image != nil && in.Image.SecureBoot != nil {
+			fix = fmt.Sprintf("set %s.image.secureBoot to true (it is false)", path)
+		}
+
 		p.errorf(path+".diskEncryption", "uses %q, but the node does not boot with Secure Boot: Talos seals a TPM key to the Secure "+
-			"Boot state of a signed kernel image, and only Secure Boot VMs get a TPM; set %s.image.secureBoot (or image.secureBoot) "+
-			"to true, or use %q", KeyTPM, path, KeyNodeID)
+			"Boot state of a signed kernel image, and only Secure Boot VMs get a TPM; %s, or use %q", KeyTPM, fix, KeyNodeID)
 	}
 }
 
@@ -185,7 +197,7 @@ func checkSecurity(p *problems, in Input, c *Cluster) {
 	var seabios, noTPM []string
 
 	for _, n := range c.Nodes {
-		if c.ImageOf(n).SecureBoot && n.BIOS != "ovmf" {
+		if c.ImageOf(n).SecureBoot && n.BIOS == "seabios" {
 			seabios = append(seabios, n.Name)
 		}
 
@@ -198,6 +210,19 @@ func checkSecurity(p *problems, in Input, c *Cluster) {
 	if len(seabios) > 0 {
 		p.errorf("nodeDefaults.bios", "is \"seabios\", but Secure Boot needs UEFI firmware (nodes %s boot with Secure Boot); use "+
 			"\"ovmf\", or leave bios unset: Secure Boot nodes then get it", strings.Join(seabios, ", "))
+	}
+
+	// Proxmox gives Secure Boot its SMM-protected OVMF (keys out of the guest's reach) only on q35
+	// machines, and has no Secure Boot firmware for arm64 VMs.
+	if secure := slices.ContainsFunc(c.Nodes, func(n Node) bool { return c.ImageOf(n).SecureBoot }); secure {
+		if len(c.Nodes) > 0 && !strings.Contains(c.Nodes[0].VMMachine, "q35") {
+			p.errorf("nodeDefaults.vmMachine", "is %q, but Secure Boot needs a q35 machine (Proxmox gives only q35 VMs the OVMF build "+
+				"that keeps the Secure Boot keys out of the guest's reach); use \"q35\"", c.Nodes[0].VMMachine)
+		}
+
+		if c.Image.Arch == "arm64" {
+			p.errorf("image.arch", "is \"arm64\", but Proxmox has no Secure Boot firmware for arm64 VMs; use \"amd64\" or remove secureBoot")
+		}
 	}
 
 	if len(noTPM) > 0 {

@@ -91,11 +91,16 @@ func VirtualMachines(s Scope, p *plan.Plan, files []ImageFile, vmIDs map[string]
 
 		// A VM this `up` replaces is made from the image its node runs now: the OS disk's source
 		// is ignored only for the VM that stays (else the engine would keep the old VM's, an
-		// image of another version, host or Secure Boot, perhaps deleted since).
+		// image of another version, host or Secure Boot, perhaps deleted since). So is the VM of a
+		// running cluster's node that Proxmox does not hold: a replacement whose create failed
+		// after its delete (the state keeps the old VM, pending replacement) must not be retried
+		// from the old one (a new node's VM has no old source either way).
 		why := inv.Replacement(s.Cluster, v.Node)
-		if why != "" {
+		if why != "" || (inv != nil && len(inv.Nodes) > 0 && !inv.IsNew(s.Cluster.Name) && !inv.HasVM(s.Cluster.Name, v.Node.Name)) {
 			ignored = slices.DeleteFunc(ignored, isImageSource)
+		}
 
+		if why != "" {
 			// Its security tags change, which the proxmoxve provider would apply in place: the
 			// component replaces the VM, and says why at preview.
 			if inv.SecurityChange(s.Cluster, v.Node) != "" {

@@ -1408,7 +1408,7 @@ type Image struct {
 	Platform *string `pulumi:"platform"`
 	// A complete Image Factory schematic as YAML (extensions, kernel arguments, …). Overrides `extensions`.
 	Schematic *string `pulumi:"schematic"`
-	// Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+	// Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys), amd64, on a `q35` machine. Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
 	SecureBoot *bool `pulumi:"secureBoot"`
 	// The image datastore is shared by every Proxmox host (NFS, Ceph, …): download the image once instead of once per host. Default: false.
 	SharedDatastore *bool `pulumi:"sharedDatastore"`
@@ -1441,7 +1441,7 @@ type ImageArgs struct {
 	Platform *string `pulumi:"platform"`
 	// A complete Image Factory schematic as YAML (extensions, kernel arguments, …). Overrides `extensions`.
 	Schematic *string `pulumi:"schematic"`
-	// Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+	// Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys), amd64, on a `q35` machine. Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
 	SecureBoot *bool `pulumi:"secureBoot"`
 	// The image datastore is shared by every Proxmox host (NFS, Ceph, …): download the image once instead of once per host. Default: false.
 	SharedDatastore *bool `pulumi:"sharedDatastore"`
@@ -1560,7 +1560,7 @@ func (o ImageOutput) Schematic() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Image) *string { return v.Schematic }).(pulumi.StringPtrOutput)
 }
 
-// Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+// Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys), amd64, on a `q35` machine. Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
 func (o ImageOutput) SecureBoot() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v Image) *bool { return v.SecureBoot }).(pulumi.BoolPtrOutput)
 }
@@ -1664,7 +1664,7 @@ func (o ImagePtrOutput) Schematic() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
-// Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+// Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys), amd64, on a `q35` machine. Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
 func (o ImagePtrOutput) SecureBoot() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v *Image) *bool {
 		if v == nil {
@@ -2313,7 +2313,7 @@ type Node struct {
 	DataDisks []DataDisk `pulumi:"dataDisks"`
 	// Proxmox storage for the OS disk, the data disks and the cloud-init drive. Default: `nodeDefaults.datastoreId` (`local-lvm`).
 	DatastoreId *string `pulumi:"datastoreId"`
-	// This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+	// This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot; `{}` encrypts nothing on this node. Default: the cluster's.
 	DiskEncryption *DiskEncryption `pulumi:"diskEncryption"`
 	// Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
 	DiskSizeGib *int `pulumi:"diskSizeGib"`
@@ -2370,7 +2370,7 @@ type NodeArgs struct {
 	DataDisks []DataDiskArgs `pulumi:"dataDisks"`
 	// Proxmox storage for the OS disk, the data disks and the cloud-init drive. Default: `nodeDefaults.datastoreId` (`local-lvm`).
 	DatastoreId *string `pulumi:"datastoreId"`
-	// This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+	// This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot; `{}` encrypts nothing on this node. Default: the cluster's.
 	DiskEncryption *DiskEncryptionArgs `pulumi:"diskEncryption"`
 	// Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
 	DiskSizeGib *int `pulumi:"diskSizeGib"`
@@ -2481,7 +2481,7 @@ func (o NodeOutput) DatastoreId() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Node) *string { return v.DatastoreId }).(pulumi.StringPtrOutput)
 }
 
-// This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+// This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot; `{}` encrypts nothing on this node. Default: the cluster's.
 func (o NodeOutput) DiskEncryption() DiskEncryptionPtrOutput {
 	return o.ApplyT(func(v Node) *DiskEncryption { return v.DiskEncryption }).(DiskEncryptionPtrOutput)
 }

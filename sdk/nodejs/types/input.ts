@@ -200,7 +200,7 @@ export interface ImageArgs {
      */
     schematic?: string;
     /**
-     * Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+     * Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys), amd64, on a `q35` machine. Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
      */
     secureBoot?: boolean;
     /**
@@ -316,7 +316,7 @@ export interface NodeArgs {
      */
     datastoreId?: string;
     /**
-     * This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+     * This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot; `{}` encrypts nothing on this node. Default: the cluster's.
      */
     diskEncryption?: inputs.DiskEncryptionArgs;
     /**

@@ -783,7 +783,7 @@ class ImageArgsDict(TypedDict):
     """
     secure_boot: NotRequired[_builtins.bool]
     """
-    Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+    Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys), amd64, on a `q35` machine. Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
     """
     shared_datastore: NotRequired[_builtins.bool]
     """
@@ -812,7 +812,7 @@ class ImageArgs:
         :param _builtins.str factory_url: Image Factory URL. Default: `https://factory.talos.dev`.
         :param _builtins.str platform: Talos platform image: `nocloud` (default; reads the static address from the Proxmox cloud-init drive) or `metal` (DHCP only).
         :param _builtins.str schematic: A complete Image Factory schematic as YAML (extensions, kernel arguments, …). Overrides `extensions`.
-        :param _builtins.bool secure_boot: Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+        :param _builtins.bool secure_boot: Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys), amd64, on a `q35` machine. Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
         :param _builtins.bool shared_datastore: The image datastore is shared by every Proxmox host (NFS, Ceph, …): download the image once instead of once per host. Default: false.
         """
         if arch is not None:
@@ -922,7 +922,7 @@ class ImageArgs:
     @pulumi.getter(name="secureBoot")
     def secure_boot(self) -> Optional[_builtins.bool]:
         """
-        Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys). Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
+        Boots the nodes with Secure Boot: the factory's Secure Boot image and installer (a signed systemd-boot and unified kernel image), UEFI firmware (`ovmf`) with an EFI disk in setup mode (no keys pre-enrolled) so the image enrols Talos' keys on first boot, and a TPM 2.0 state disk, which TPM disk encryption needs. Talos v1.14 or later (earlier disk images do not enrol their keys), amd64, on a `q35` machine. Talos installs a Secure Boot node anew, so turning it on or off for a running node replaces its VM. Default: false.
         """
         return pulumi.get(self, "secure_boot")
 
@@ -1337,7 +1337,7 @@ class NodeArgsDict(TypedDict):
     """
     disk_encryption: NotRequired['DiskEncryptionArgsDict']
     """
-    This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+    This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot; `{}` encrypts nothing on this node. Default: the cluster's.
     """
     disk_size_gib: NotRequired[_builtins.int]
     """
@@ -1426,7 +1426,7 @@ class NodeArgs:
         :param _builtins.int cpu: Number of CPU cores. Control planes need at least 2. Default: `nodeDefaults.cpu` (2).
         :param Sequence['DataDiskArgs'] data_disks: Extra disks. A disk with a `mountPath` is formatted and mounted by Talos and bind-mounted into the kubelet with shared propagation (what Longhorn needs).
         :param _builtins.str datastore_id: Proxmox storage for the OS disk, the data disks and the cloud-init drive. Default: `nodeDefaults.datastoreId` (`local-lvm`).
-        :param 'DiskEncryptionArgs' disk_encryption: This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+        :param 'DiskEncryptionArgs' disk_encryption: This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot; `{}` encrypts nothing on this node. Default: the cluster's.
         :param _builtins.int disk_size_gib: Size of the OS disk in GiB (at least 10). Default: `nodeDefaults.diskSizeGib` (20).
         :param _builtins.str gpu: A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image that already has an NVIDIA driver (proprietary or open, production or lts) keeps it and gets the container toolkit of its branch; one from a whole schematic must list both itself.
         :param 'NodeImageArgs' image: This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
@@ -1570,7 +1570,7 @@ class NodeArgs:
     @pulumi.getter(name="diskEncryption")
     def disk_encryption(self) -> Optional['DiskEncryptionArgs']:
         """
-        This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot. Default: the cluster's.
+        This node's system volume encryption (see the cluster's `diskEncryption`), e.g. `nodeID` keys on a node without Secure Boot; `{}` encrypts nothing on this node. Default: the cluster's.
         """
         return pulumi.get(self, "disk_encryption")
 
