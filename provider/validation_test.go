@@ -262,7 +262,9 @@ var badInputs = []badInput{
 	{"secure boot on a pc machine", func(a *TalosProxmoxClusterArgs) {
 		a.TalosVersion, a.NodeDefaults, a.Image = "v1.14.1", &NodeDefaults{VmMachine: "pc"}, &Image{SecureBoot: new(true)}
 	}, "nodeDefaults.vmMachine:", "q35"},
-	{"secure boot on arm64", func(a *TalosProxmoxClusterArgs) { a.TalosVersion, a.Image = "v1.14.1", &Image{SecureBoot: new(true), Arch: "arm64"} },
+	{"secure boot on arm64", func(a *TalosProxmoxClusterArgs) {
+		a.TalosVersion, a.Image = "v1.14.1", &Image{SecureBoot: new(true), Arch: "arm64"}
+	},
 		"image.arch:", "no Secure Boot firmware for arm64"},
 	{"unknown ephemeral key", onNode("worker-1", func(n *Node) { n.DiskEncryption = &DiskEncryption{State: "tpm2", Ephemeral: "Tpm"} }),
 		"nodes.worker-1.diskEncryption.ephemeral:", "case-sensitive"},

@@ -31,8 +31,8 @@ type Running struct {
 
 // Security is a node's Secure Boot state and its system volumes' keys, as it reports them.
 type Security struct {
-	Known                bool
-	SecureBoot           bool
+	Known               bool
+	SecureBoot          bool
 	StateKey, Ephemeral string
 }
 
