@@ -51,6 +51,18 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		inventoryDone <- checked{problems, inv}
 	}()
 
+	// And the Image Factory whether it publishes the images' extensions for the Talos version.
+	type catalogued struct {
+		problems []error
+		warning  string
+	}
+
+	catalogueDone := make(chan catalogued, 1)
+	go func() {
+		problems, warning := checkExtensions(ctx.Context(), c)
+		catalogueDone <- catalogued{problems, warning}
+	}()
+
 	// The charts render for the Kubernetes version Build gave: kubernetesVersion, else the default
 	// of the Talos minor, which is what a new cluster records. A running cluster that leaves
 	// kubernetesVersion unset runs the version it recorded instead: for it the charts render again
@@ -87,6 +99,12 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 
 	if len(inv.problems) > 0 {
 		err = withProblems(err, inv.problems)
+	}
+
+	if cat := <-catalogueDone; len(cat.problems) > 0 {
+		err = withProblems(err, cat.problems)
+	} else if cat.warning != "" {
+		_ = ctx.Log.Warn(cat.warning, nil)
 	}
 
 	vmIDs, vmIDWarnings, vmIDErr := proxmox.AssignVMIDs(c, inv.inv)

@@ -51,7 +51,8 @@ outputs:
 // and a TPM 2.0, boot the factory's Secure Boot image (one download per host and kind), report
 // Secure Boot on, and run configurations whose VolumeConfig documents seal STATE and EPHEMERAL to
 // the TPM (the emulated node refuses to boot otherwise); the node without Secure Boot has neither,
-// and node-ID keys. The preview after is clean.
+// and node-ID keys. The preview after is clean. A node image with an extension the Image Factory
+// does not publish for the Talos version is refused at preview.
 //
 // Turning Secure Boot and TPM encryption on for worker-2 replaces its VM (previewed as a
 // replacement, with the reason), and only its VM. Changing the only control plane's encryption is
@@ -76,6 +77,19 @@ func TestSecureBootAndTPMEncryptedCluster(t *testing.T) {
 	})
 
 	mustRun(t, p, "preview", "--expect-no-changes")
+
+	// An extension the factory does not publish for v1.14.1 (its image would not build) is refused
+	// at preview, naming the property.
+	l.Factory.Unpublish("v1.14.1", "siderolabs/zfs")
+	editProgram(t, e, "worker-1: {hostNode: pve2, role: worker, ip: "+l.Address(21)+"}",
+		"worker-1: {hostNode: pve2, role: worker, ip: "+l.Address(21)+", image: {extensions: [siderolabs/qemu-guest-agent, siderolabs/zfs]}}")
+
+	if out, err := p.Run(t.Context(), "preview"); err == nil ||
+		!strings.Contains(out, `nodes.worker-1.image.extensions[1]: "siderolabs/zfs" is not an official extension of Talos v1.14.1`) {
+		t.Errorf("an extension v1.14.1 lacks was not refused at preview (%v):\n%s", err, out)
+	}
+
+	editProgram(t, e, ", image: {extensions: [siderolabs/qemu-guest-agent, siderolabs/zfs]}}", "}")
 
 	// worker-2 turns Secure Boot and the cluster's TPM encryption on: a new VM, only for it.
 	boots := bootIDs(t, l)
