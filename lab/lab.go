@@ -181,7 +181,12 @@ func ciliumRepository(ctx context.Context) (*chartrepo.Server, error) {
 		return nil, err
 	}
 
-	return chartrepo.Repository(ctx, append(hello, archive)...)
+	nvidia, err := chartrepo.NvidiaDevicePluginArchive(dir)
+	if err != nil {
+		return nil, err
+	}
+
+	return chartrepo.Repository(ctx, append(hello, archive, nvidia)...)
 }
 
 // Close stops the nodes, the fake, the factory and the chart repository. Later calls do nothing.

@@ -30,6 +30,7 @@ type TalosProxmoxClusterArgs struct {
 	ExtraManifests                 []string                `pulumi:"extraManifests,optional"`
 	ExtraManifestNamespaces        map[string]string       `pulumi:"extraManifestNamespaces,optional"`
 	Cilium                         *Cilium                 `pulumi:"cilium,optional"`
+	NvidiaDevicePlugin             *NvidiaDevicePlugin     `pulumi:"nvidiaDevicePlugin,optional"`
 	HelmCharts                     []HelmChart             `pulumi:"helmCharts,optional"`
 	Health                         *Health                 `pulumi:"health,optional"`
 	Credentials                    *Credentials            `pulumi:"credentials,optional"`
@@ -56,6 +57,18 @@ type Cilium struct {
 
 // Annotate documents the Cilium input.
 func (c *Cilium) Annotate(an infer.Annotator) { describeType(an, c) }
+
+// NvidiaDevicePlugin installs NVIDIA's device plugin from its Helm chart for the GPU nodes.
+type NvidiaDevicePlugin struct {
+	Version    string         `pulumi:"version,optional"`
+	Repository string         `pulumi:"repository,optional"`
+	Digest     string         `pulumi:"digest,optional"`
+	Values     map[string]any `pulumi:"values,optional"`
+	ValuesYaml string         `pulumi:"valuesYaml,optional"`
+}
+
+// Annotate documents the NVIDIA device plugin input.
+func (d *NvidiaDevicePlugin) Annotate(an infer.Annotator) { describeType(an, d) }
 
 // HelmChart is a Helm chart rendered into the control planes' inline manifests.
 type HelmChart struct {

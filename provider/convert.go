@@ -140,6 +140,12 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 		}
 	}
 
+	if d := a.NvidiaDevicePlugin; d != nil {
+		in.NvidiaDevicePlugin = &spec.CiliumInput{
+			Version: d.Version, Repository: d.Repository, Digest: d.Digest, Values: d.Values, ValuesYAML: d.ValuesYaml,
+		}
+	}
+
 	if cr := a.Credentials; cr != nil {
 		in.Credentials = spec.CredentialsInput{Validity: cr.Validity, RenewBefore: cr.RenewBefore}
 	}

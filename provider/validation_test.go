@@ -272,6 +272,12 @@ var badInputs = []badInput{
 		"image.extensions[1]:", "is not an official extension of Talos v1.11.5"},
 	{"node extension the Talos version lacks", onNode("worker-1", func(n *Node) { n.Image = &NodeImage{Extensions: []string{"siderolabs/retired-tools"}} }),
 		"nodes.worker-1.image.extensions[0]:", "is not an official extension of Talos v1.11.5"},
+	{"device plugin without a GPU node", func(a *TalosProxmoxClusterArgs) { a.NvidiaDevicePlugin = &NvidiaDevicePlugin{} },
+		"nvidiaDevicePlugin:", "no node has the NVIDIA GPU preset"},
+	{"device plugin version range", func(a *TalosProxmoxClusterArgs) {
+		a.NvidiaDevicePlugin = &NvidiaDevicePlugin{Version: "0.18.x"}
+		node(a, "worker-2", func(n *Node) { n.Gpu = "nvidia" })
+	}, "nvidiaDevicePlugin.version:", "exact chart version"},
 	{"empty disk encryption", func(a *TalosProxmoxClusterArgs) { a.DiskEncryption = &DiskEncryption{} }, "diskEncryption:", "is empty"},
 	{"unknown disk encryption key", func(a *TalosProxmoxClusterArgs) { a.DiskEncryption = &DiskEncryption{State: "static"} },
 		"diskEncryption.state:", "is not a disk encryption key"},

@@ -1,7 +1,8 @@
 // Package chartrepo is the lab's Helm chart repository: a classic HTTP chart repository on
-// loopback, its index written by Helm's own repo package, serving the real Cilium chart from its
-// Go module (fetched through the Go module proxy when first needed, never committed). It stands
-// in for https://helm.cilium.io, which this machine cannot reach.
+// loopback, its index written by Helm's own repo package, serving the real Cilium chart and NVIDIA's
+// device plugin chart from their Go modules (fetched through the Go module proxy when first needed,
+// never committed). It stands in for https://helm.cilium.io and https://nvidia.github.io/k8s-device-plugin,
+// which this machine cannot reach.
 package chartrepo
 
 import (
@@ -27,31 +28,60 @@ const (
 	CiliumVersion = "1.18.0"
 )
 
+// NvidiaDevicePluginModule carries NVIDIA's device plugin chart (deployments/helm), and
+// NvidiaDevicePluginVersion its version, the newest the module proxy serves.
+const (
+	NvidiaDevicePluginModule  = "github.com/NVIDIA/k8s-device-plugin"
+	NvidiaDevicePluginVersion = "0.18.0"
+)
+
 // CiliumChartDir returns the unpacked Cilium chart of github.com/cilium/cilium@v1.18.0,
 // downloaded through the Go module proxy (`go mod download`) into the module cache.
 var CiliumChartDir = sync.OnceValues(func() (string, error) {
+	dir, err := moduleDir(CiliumModule, CiliumVersion)
+	if err != nil {
+		return "", err
+	}
+
+	return filepath.Join(dir, "install", "kubernetes", "cilium"), nil
+})
+
+// NvidiaDevicePluginChartDir returns the unpacked chart of NVIDIA's device plugin (with its
+// node-feature-discovery subchart archive), from its Go module.
+var NvidiaDevicePluginChartDir = sync.OnceValues(func() (string, error) {
+	dir, err := moduleDir(NvidiaDevicePluginModule, NvidiaDevicePluginVersion)
+	if err != nil {
+		return "", err
+	}
+
+	return filepath.Join(dir, "deployments", "helm", "nvidia-device-plugin"), nil
+})
+
+// moduleDir downloads module@v<version> through the Go module proxy into the module cache and
+// returns its directory.
+func moduleDir(module, version string) (string, error) {
 	dir, err := os.MkdirTemp("", "charts-gomod-")
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 
-	cmd := exec.Command("go", "mod", "download", "-json", CiliumModule+"@v"+CiliumVersion)
+	cmd := exec.Command("go", "mod", "download", "-json", module+"@v"+version)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
 
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("go mod download %s@v%s: %w: %s", CiliumModule, CiliumVersion, err, out)
+		return "", fmt.Errorf("go mod download %s@v%s: %w: %s", module, version, err, out)
 	}
 
 	var mod struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Error != "" || mod.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: %v %s", CiliumModule, err, mod.Error)
+		return "", fmt.Errorf("go mod download %s: %v %s", module, err, mod.Error)
 	}
 
-	return filepath.Join(mod.Dir, "install", "kubernetes", "cilium"), nil
-})
+	return mod.Dir, nil
+}
 
 // CiliumCRDDir is the directory of the CRDs Cilium's operator registers when it starts
 // (<version>/<name>.yaml), in the Cilium module.
@@ -162,6 +192,16 @@ func Package(chartDir, dest string) (string, error) {
 // CiliumArchive packages the Cilium chart into dest and returns the .tgz path.
 func CiliumArchive(dest string) (string, error) {
 	dir, err := CiliumChartDir()
+	if err != nil {
+		return "", err
+	}
+
+	return Package(dir, dest)
+}
+
+// NvidiaDevicePluginArchive packages NVIDIA's device plugin chart into dest and returns the .tgz path.
+func NvidiaDevicePluginArchive(dest string) (string, error) {
+	dir, err := NvidiaDevicePluginChartDir()
 	if err != nil {
 		return "", err
 	}

@@ -20,12 +20,15 @@ import (
 
 // taintsProgram is a cluster of one control plane and two workers with taints: one for every node
 // (nodeDefaults) and worker-1's own, control planes not schedulable; worker-2, alone on pve3,
-// runs its own image (its own extensions) and the NVIDIA GPU preset, over a passed-through GPU.
+// runs its own image (its own extensions) and the NVIDIA GPU preset, over a passed-through GPU, with
+// NVIDIA's device plugin chart (from the lab's chart repository).
 func taintsProgram(l *lab.Lab) string {
 	return fmt.Sprintf(`name: taints
 runtime: yaml
 config:
   factoryUrl:
+    type: string
+  ciliumRepository:
     type: string
 resources:
   taints:
@@ -34,6 +37,8 @@ resources:
       clusterName: taints
       talosVersion: v1.11.5
       allowSchedulingOnControlPlanes: false
+      nvidiaDevicePlugin:
+        repository: ${ciliumRepository}
       network:
         gateway: %[1]s
       image:
@@ -290,5 +295,45 @@ func wantGPUNode(t *testing.T, p *lab.Pulumi, kc kubernetes.Interface, addr, sch
 	rc, err := kc.NodeV1().RuntimeClasses().Get(t.Context(), "nvidia", metav1.GetOptions{})
 	if err != nil || rc.Handler != "nvidia" {
 		t.Errorf("the nvidia RuntimeClass: %v, %v", rc, err)
+	}
+
+	wantDevicePlugin(t, kc, "worker-2")
+}
+
+// wantDevicePlugin waits until NVIDIA's device plugin DaemonSet (the chart's, through the
+// manifests) runs exactly one pod, on node, with the nvidia RuntimeClass: the chart's affinity
+// selects the GPU nodes by the label the component gives them.
+func wantDevicePlugin(t *testing.T, kc kubernetes.Interface, node string) {
+	t.Helper()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+
+	var last string
+
+	for {
+		pods, err := kc.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nvidia-device-plugin"})
+		if err == nil {
+			var on []string
+			for _, p := range pods.Items {
+				if p.Spec.RuntimeClassName != nil && *p.Spec.RuntimeClassName == "nvidia" {
+					on = append(on, p.Spec.NodeName)
+				}
+			}
+
+			if slices.Equal(on, []string{node}) && len(pods.Items) == 1 {
+				return
+			}
+
+			last = fmt.Sprintf("%d pods, with the nvidia RuntimeClass on %v", len(pods.Items), on)
+		} else {
+			last = err.Error()
+		}
+
+		select {
+		case <-ctx.Done():
+			t.Fatalf("NVIDIA's device plugin: %s, want one pod on %s", last, node)
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }

@@ -111,6 +111,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["network"] = args?.network;
             resourceInputs["nodeDefaults"] = args?.nodeDefaults;
             resourceInputs["nodes"] = args?.nodes;
+            resourceInputs["nvidiaDevicePlugin"] = args?.nvidiaDevicePlugin;
             resourceInputs["proxmoxClusterName"] = args?.proxmoxClusterName;
             resourceInputs["recovery"] = args?.recovery;
             resourceInputs["secrets"] = args?.secrets;
@@ -239,6 +240,10 @@ export interface TalosProxmoxClusterArgs {
      * The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum (checked at preview); then the node is reset and its Node deleted (see docs/operations.md).
      */
     nodes: {[key: string]: inputs.NodeArgs};
+    /**
+     * Installs NVIDIA's device plugin (the `nvidia-device-plugin` chart, as Talos' NVIDIA guide does) for the nodes of the `gpu: nvidia` preset: rendered by the component's Helm into the control planes' inline manifests in `kube-system`, with `runtimeClassName: nvidia`; the GPU nodes get the label `nvidia.com/gpu.present: "true"`, which the chart's DaemonSet selects (no node-feature-discovery). The Pods then request `nvidia.com/gpu`. Changes reach the cluster through the manifest sync. Default: not installed.
+     */
+    nvidiaDevicePlugin?: inputs.NvidiaDevicePluginArgs;
     /**
      * Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
      */

@@ -60,6 +60,9 @@ type Cluster struct {
 	ExtraManifestNamespaces map[string]string
 	// Cilium is set when the `cilium` input is: CNI none, kube-proxy off.
 	Cilium bool
+	// NvidiaDevicePlugin is set when the nvidiaDevicePlugin input is: its chart is a Helm release
+	// and the GPU nodes carry the label its DaemonSet selects (NvidiaGPULabel).
+	NvidiaDevicePlugin bool
 	// HelmReleases are the charts rendered into inline manifests, Cilium first.
 	HelmReleases []helmrender.Release
 	// Health and Upgrade are the day-2 policies.

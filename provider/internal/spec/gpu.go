@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/imagefactory"
 )
 
@@ -13,6 +14,10 @@ import (
 // guide sets a node up: the driver and container toolkit extensions, the kernel modules, the
 // sysctl the toolkit needs, and the nvidia RuntimeClass.
 const GPUNvidia = "nvidia"
+
+// NvidiaRuntimeClass is the RuntimeClass (and containerd runtime handler) of the NVIDIA container
+// toolkit, which the preset creates and the device plugin's pods run with.
+const NvidiaRuntimeClass = "nvidia"
 
 // NvidiaExtensions are the Image Factory extensions the NVIDIA preset adds to an image without
 // an NVIDIA driver: the production driver branch and its container toolkit, published for every
@@ -137,4 +142,45 @@ func buildGPU(p *problems, path string, in NodeInput, n *Node, c *Cluster) {
 // GPUs tells whether a node of the cluster has a GPU preset of vendor.
 func (c *Cluster) GPUs(vendor string) bool {
 	return slices.ContainsFunc(c.Nodes, func(n Node) bool { return n.GPU == vendor })
+}
+
+// NVIDIA's device plugin chart, as Talos' NVIDIA guide installs it: from NVIDIA's repository, with
+// the nvidia RuntimeClass. Its DaemonSet runs on the nodes its default affinity selects: the label
+// NvidiaGPULabel, which the component gives the GPU preset's nodes (no node-feature-discovery).
+const (
+	DefaultNvidiaDevicePluginVersion    = "0.18.0"
+	DefaultNvidiaDevicePluginRepository = "https://nvidia.github.io/k8s-device-plugin"
+	NvidiaDevicePluginRelease           = "nvidia-device-plugin"
+	NvidiaGPULabel                      = "nvidia.com/gpu.present"
+)
+
+// buildNvidiaDevicePlugin adds the device plugin's Helm release (nvidiaDevicePlugin), for the nodes
+// of the NVIDIA GPU preset.
+func buildNvidiaDevicePlugin(p *problems, in Input, c *Cluster, names map[string]string) {
+	dp := in.NvidiaDevicePlugin
+	if dp == nil {
+		return
+	}
+
+	if !c.GPUs(GPUNvidia) {
+		p.errorf("nvidiaDevicePlugin", "no node has the NVIDIA GPU preset, so the device plugin would run nowhere; give the GPU "+
+			"nodes gpu: %q, or remove nvidiaDevicePlugin", GPUNvidia)
+	}
+
+	r := helmrender.Release{
+		Path: "nvidiaDevicePlugin", Name: NvidiaDevicePluginRelease, Namespace: "kube-system", IncludeCRDs: true,
+		Source: helmrender.Source{
+			Chart: "nvidia-device-plugin", Repository: firstString(dp.Repository, DefaultNvidiaDevicePluginRepository),
+			Version: firstString(dp.Version, DefaultNvidiaDevicePluginVersion),
+		},
+	}
+
+	checkRepository(p, "nvidiaDevicePlugin.repository", r.Source.Repository, false)
+	checkChartVersion(p, "nvidiaDevicePlugin.version", r.Source.Version, true)
+	r.Source.Digest = checkDigest(p, "nvidiaDevicePlugin.digest", dp.Digest)
+	r.Values = mergeValues(map[string]any{"runtimeClassName": NvidiaRuntimeClass}, userValues(p, "nvidiaDevicePlugin", dp.ValuesYAML, dp.Values))
+
+	c.NvidiaDevicePlugin = true
+	c.HelmReleases = append(c.HelmReleases, r)
+	names[NvidiaDevicePluginRelease] = "nvidiaDevicePlugin"
 }

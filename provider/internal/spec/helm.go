@@ -105,6 +105,8 @@ func buildHelm(p *problems, in Input, c *Cluster) {
 		names["cilium"] = "cilium"
 	}
 
+	buildNvidiaDevicePlugin(p, in, c, names)
+
 	for i, h := range in.HelmCharts {
 		path := fmt.Sprintf("helmCharts[%d]", i)
 

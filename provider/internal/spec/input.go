@@ -28,6 +28,8 @@ type Input struct {
 	ExtraManifests            []string
 	ExtraManifestNamespaces   map[string]string
 	Cilium                    *CiliumInput
+	// NvidiaDevicePlugin installs NVIDIA's device plugin chart (nil: not installed).
+	NvidiaDevicePlugin *CiliumInput
 	HelmCharts                []HelmChartInput
 	Health                    HealthInput
 	Credentials               CredentialsInput

@@ -256,6 +256,11 @@ func nodeLabels(c *spec.Cluster, n spec.Node) map[string]string {
 	labels["topology.kubernetes.io/region"] = c.ProxmoxClusterName
 	labels["topology.kubernetes.io/zone"] = n.HostNode
 
+	// The device plugin's DaemonSet selects GPU nodes by this label (no node-feature-discovery).
+	if _, own := labels[spec.NvidiaGPULabel]; c.NvidiaDevicePlugin && n.GPU == spec.GPUNvidia && !own {
+		labels[spec.NvidiaGPULabel] = "true"
+	}
+
 	return labels
 }
 

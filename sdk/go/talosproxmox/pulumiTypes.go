@@ -3156,6 +3156,222 @@ func (o NodeInfoMapOutput) MapIndex(k pulumi.StringInput) NodeInfoOutput {
 	}).(NodeInfoOutput)
 }
 
+// NVIDIA's device plugin chart for the GPU nodes.
+type NvidiaDevicePlugin struct {
+	// Expected `sha256:` digest of the chart archive; the render fails when it differs.
+	Digest *string `pulumi:"digest"`
+	// Chart repository. Default: `https://nvidia.github.io/k8s-device-plugin`.
+	Repository *string `pulumi:"repository"`
+	// Chart values, merged over the component's (`runtimeClassName: nvidia`).
+	Values map[string]interface{} `pulumi:"values"`
+	// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+	ValuesYaml *string `pulumi:"valuesYaml"`
+	// Chart version. Default: `0.18.0`.
+	Version *string `pulumi:"version"`
+}
+
+// NvidiaDevicePluginInput is an input type that accepts NvidiaDevicePluginArgs and NvidiaDevicePluginOutput values.
+// You can construct a concrete instance of `NvidiaDevicePluginInput` via:
+//
+//	NvidiaDevicePluginArgs{...}
+type NvidiaDevicePluginInput interface {
+	pulumi.Input
+
+	ToNvidiaDevicePluginOutput() NvidiaDevicePluginOutput
+	ToNvidiaDevicePluginOutputWithContext(context.Context) NvidiaDevicePluginOutput
+}
+
+// NVIDIA's device plugin chart for the GPU nodes.
+type NvidiaDevicePluginArgs struct {
+	// Expected `sha256:` digest of the chart archive; the render fails when it differs.
+	Digest pulumi.StringPtrInput `pulumi:"digest"`
+	// Chart repository. Default: `https://nvidia.github.io/k8s-device-plugin`.
+	Repository pulumi.StringPtrInput `pulumi:"repository"`
+	// Chart values, merged over the component's (`runtimeClassName: nvidia`).
+	Values pulumi.MapInput `pulumi:"values"`
+	// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+	ValuesYaml pulumi.StringPtrInput `pulumi:"valuesYaml"`
+	// Chart version. Default: `0.18.0`.
+	Version pulumi.StringPtrInput `pulumi:"version"`
+}
+
+func (NvidiaDevicePluginArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*NvidiaDevicePlugin)(nil)).Elem()
+}
+
+func (i NvidiaDevicePluginArgs) ToNvidiaDevicePluginOutput() NvidiaDevicePluginOutput {
+	return i.ToNvidiaDevicePluginOutputWithContext(context.Background())
+}
+
+func (i NvidiaDevicePluginArgs) ToNvidiaDevicePluginOutputWithContext(ctx context.Context) NvidiaDevicePluginOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NvidiaDevicePluginOutput)
+}
+
+func (i NvidiaDevicePluginArgs) ToNvidiaDevicePluginPtrOutput() NvidiaDevicePluginPtrOutput {
+	return i.ToNvidiaDevicePluginPtrOutputWithContext(context.Background())
+}
+
+func (i NvidiaDevicePluginArgs) ToNvidiaDevicePluginPtrOutputWithContext(ctx context.Context) NvidiaDevicePluginPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NvidiaDevicePluginOutput).ToNvidiaDevicePluginPtrOutputWithContext(ctx)
+}
+
+// NvidiaDevicePluginPtrInput is an input type that accepts NvidiaDevicePluginArgs, NvidiaDevicePluginPtr and NvidiaDevicePluginPtrOutput values.
+// You can construct a concrete instance of `NvidiaDevicePluginPtrInput` via:
+//
+//	        NvidiaDevicePluginArgs{...}
+//
+//	or:
+//
+//	        nil
+type NvidiaDevicePluginPtrInput interface {
+	pulumi.Input
+
+	ToNvidiaDevicePluginPtrOutput() NvidiaDevicePluginPtrOutput
+	ToNvidiaDevicePluginPtrOutputWithContext(context.Context) NvidiaDevicePluginPtrOutput
+}
+
+type nvidiaDevicePluginPtrType NvidiaDevicePluginArgs
+
+func NvidiaDevicePluginPtr(v *NvidiaDevicePluginArgs) NvidiaDevicePluginPtrInput {
+	return (*nvidiaDevicePluginPtrType)(v)
+}
+
+func (*nvidiaDevicePluginPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**NvidiaDevicePlugin)(nil)).Elem()
+}
+
+func (i *nvidiaDevicePluginPtrType) ToNvidiaDevicePluginPtrOutput() NvidiaDevicePluginPtrOutput {
+	return i.ToNvidiaDevicePluginPtrOutputWithContext(context.Background())
+}
+
+func (i *nvidiaDevicePluginPtrType) ToNvidiaDevicePluginPtrOutputWithContext(ctx context.Context) NvidiaDevicePluginPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NvidiaDevicePluginPtrOutput)
+}
+
+// NVIDIA's device plugin chart for the GPU nodes.
+type NvidiaDevicePluginOutput struct{ *pulumi.OutputState }
+
+func (NvidiaDevicePluginOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*NvidiaDevicePlugin)(nil)).Elem()
+}
+
+func (o NvidiaDevicePluginOutput) ToNvidiaDevicePluginOutput() NvidiaDevicePluginOutput {
+	return o
+}
+
+func (o NvidiaDevicePluginOutput) ToNvidiaDevicePluginOutputWithContext(ctx context.Context) NvidiaDevicePluginOutput {
+	return o
+}
+
+func (o NvidiaDevicePluginOutput) ToNvidiaDevicePluginPtrOutput() NvidiaDevicePluginPtrOutput {
+	return o.ToNvidiaDevicePluginPtrOutputWithContext(context.Background())
+}
+
+func (o NvidiaDevicePluginOutput) ToNvidiaDevicePluginPtrOutputWithContext(ctx context.Context) NvidiaDevicePluginPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v NvidiaDevicePlugin) *NvidiaDevicePlugin {
+		return &v
+	}).(NvidiaDevicePluginPtrOutput)
+}
+
+// Expected `sha256:` digest of the chart archive; the render fails when it differs.
+func (o NvidiaDevicePluginOutput) Digest() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NvidiaDevicePlugin) *string { return v.Digest }).(pulumi.StringPtrOutput)
+}
+
+// Chart repository. Default: `https://nvidia.github.io/k8s-device-plugin`.
+func (o NvidiaDevicePluginOutput) Repository() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NvidiaDevicePlugin) *string { return v.Repository }).(pulumi.StringPtrOutput)
+}
+
+// Chart values, merged over the component's (`runtimeClassName: nvidia`).
+func (o NvidiaDevicePluginOutput) Values() pulumi.MapOutput {
+	return o.ApplyT(func(v NvidiaDevicePlugin) map[string]interface{} { return v.Values }).(pulumi.MapOutput)
+}
+
+// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+func (o NvidiaDevicePluginOutput) ValuesYaml() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NvidiaDevicePlugin) *string { return v.ValuesYaml }).(pulumi.StringPtrOutput)
+}
+
+// Chart version. Default: `0.18.0`.
+func (o NvidiaDevicePluginOutput) Version() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NvidiaDevicePlugin) *string { return v.Version }).(pulumi.StringPtrOutput)
+}
+
+type NvidiaDevicePluginPtrOutput struct{ *pulumi.OutputState }
+
+func (NvidiaDevicePluginPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**NvidiaDevicePlugin)(nil)).Elem()
+}
+
+func (o NvidiaDevicePluginPtrOutput) ToNvidiaDevicePluginPtrOutput() NvidiaDevicePluginPtrOutput {
+	return o
+}
+
+func (o NvidiaDevicePluginPtrOutput) ToNvidiaDevicePluginPtrOutputWithContext(ctx context.Context) NvidiaDevicePluginPtrOutput {
+	return o
+}
+
+func (o NvidiaDevicePluginPtrOutput) Elem() NvidiaDevicePluginOutput {
+	return o.ApplyT(func(v *NvidiaDevicePlugin) NvidiaDevicePlugin {
+		if v != nil {
+			return *v
+		}
+		var ret NvidiaDevicePlugin
+		return ret
+	}).(NvidiaDevicePluginOutput)
+}
+
+// Expected `sha256:` digest of the chart archive; the render fails when it differs.
+func (o NvidiaDevicePluginPtrOutput) Digest() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *NvidiaDevicePlugin) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Digest
+	}).(pulumi.StringPtrOutput)
+}
+
+// Chart repository. Default: `https://nvidia.github.io/k8s-device-plugin`.
+func (o NvidiaDevicePluginPtrOutput) Repository() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *NvidiaDevicePlugin) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Repository
+	}).(pulumi.StringPtrOutput)
+}
+
+// Chart values, merged over the component's (`runtimeClassName: nvidia`).
+func (o NvidiaDevicePluginPtrOutput) Values() pulumi.MapOutput {
+	return o.ApplyT(func(v *NvidiaDevicePlugin) map[string]interface{} {
+		if v == nil {
+			return nil
+		}
+		return v.Values
+	}).(pulumi.MapOutput)
+}
+
+// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+func (o NvidiaDevicePluginPtrOutput) ValuesYaml() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *NvidiaDevicePlugin) *string {
+		if v == nil {
+			return nil
+		}
+		return v.ValuesYaml
+	}).(pulumi.StringPtrOutput)
+}
+
+// Chart version. Default: `0.18.0`.
+func (o NvidiaDevicePluginPtrOutput) Version() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *NvidiaDevicePlugin) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Version
+	}).(pulumi.StringPtrOutput)
+}
+
 // A host PCI device passed through to the VM. Set exactly one of `mapping` and `id`.
 type PciDevice struct {
 	// Host PCI address, e.g. `0000:01:00.0`. The proxmoxve provider only allows this when logged in as root@pam with a password.
@@ -3995,6 +4211,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeDefaultsPtrInput)(nil)).Elem(), NodeDefaultsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeImageInput)(nil)).Elem(), NodeImageArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeImagePtrInput)(nil)).Elem(), NodeImageArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*NvidiaDevicePluginInput)(nil)).Elem(), NvidiaDevicePluginArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*NvidiaDevicePluginPtrInput)(nil)).Elem(), NvidiaDevicePluginArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceInput)(nil)).Elem(), PciDeviceArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceArrayInput)(nil)).Elem(), PciDeviceArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RecoveryInput)(nil)).Elem(), RecoveryArgs{})
@@ -4038,6 +4256,8 @@ func init() {
 	pulumi.RegisterOutputType(NodeImagePtrOutput{})
 	pulumi.RegisterOutputType(NodeInfoOutput{})
 	pulumi.RegisterOutputType(NodeInfoMapOutput{})
+	pulumi.RegisterOutputType(NvidiaDevicePluginOutput{})
+	pulumi.RegisterOutputType(NvidiaDevicePluginPtrOutput{})
 	pulumi.RegisterOutputType(PciDeviceOutput{})
 	pulumi.RegisterOutputType(PciDeviceArrayOutput{})
 	pulumi.RegisterOutputType(RecoveryOutput{})

@@ -109,6 +109,8 @@ type talosProxmoxClusterArgs struct {
 	NodeDefaults *NodeDefaults `pulumi:"nodeDefaults"`
 	// The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum (checked at preview); then the node is reset and its Node deleted (see docs/operations.md).
 	Nodes map[string]Node `pulumi:"nodes"`
+	// Installs NVIDIA's device plugin (the `nvidia-device-plugin` chart, as Talos' NVIDIA guide does) for the nodes of the `gpu: nvidia` preset: rendered by the component's Helm into the control planes' inline manifests in `kube-system`, with `runtimeClassName: nvidia`; the GPU nodes get the label `nvidia.com/gpu.present: "true"`, which the chart's DaemonSet selects (no node-feature-discovery). The Pods then request `nvidia.com/gpu`. Changes reach the cluster through the manifest sync. Default: not installed.
+	NvidiaDevicePlugin *NvidiaDevicePlugin `pulumi:"nvidiaDevicePlugin"`
 	// Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
 	ProxmoxClusterName *string `pulumi:"proxmoxClusterName"`
 	// Restore etcd from a snapshot when the cluster has none running.
@@ -173,6 +175,8 @@ type TalosProxmoxClusterArgs struct {
 	NodeDefaults *NodeDefaultsArgs
 	// The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum (checked at preview); then the node is reset and its Node deleted (see docs/operations.md).
 	Nodes map[string]NodeArgs
+	// Installs NVIDIA's device plugin (the `nvidia-device-plugin` chart, as Talos' NVIDIA guide does) for the nodes of the `gpu: nvidia` preset: rendered by the component's Helm into the control planes' inline manifests in `kube-system`, with `runtimeClassName: nvidia`; the GPU nodes get the label `nvidia.com/gpu.present: "true"`, which the chart's DaemonSet selects (no node-feature-discovery). The Pods then request `nvidia.com/gpu`. Changes reach the cluster through the manifest sync. Default: not installed.
+	NvidiaDevicePlugin *NvidiaDevicePluginArgs
 	// Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
 	ProxmoxClusterName *string
 	// Restore etcd from a snapshot when the cluster has none running.

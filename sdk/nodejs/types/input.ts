@@ -450,6 +450,32 @@ export interface NodeImageArgs {
 }
 
 /**
+ * NVIDIA's device plugin chart for the GPU nodes.
+ */
+export interface NvidiaDevicePluginArgs {
+    /**
+     * Expected `sha256:` digest of the chart archive; the render fails when it differs.
+     */
+    digest?: pulumi.Input<string | undefined>;
+    /**
+     * Chart repository. Default: `https://nvidia.github.io/k8s-device-plugin`.
+     */
+    repository?: pulumi.Input<string | undefined>;
+    /**
+     * Chart values, merged over the component's (`runtimeClassName: nvidia`).
+     */
+    values?: pulumi.Input<{[key: string]: any} | undefined>;
+    /**
+     * Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+     */
+    valuesYaml?: pulumi.Input<string | undefined>;
+    /**
+     * Chart version. Default: `0.18.0`.
+     */
+    version?: pulumi.Input<string | undefined>;
+}
+
+/**
  * A host PCI device passed through to the VM. Set exactly one of `mapping` and `id`.
  */
 export interface PciDeviceArgs {

@@ -43,6 +43,8 @@ __all__ = [
     'NodeDefaultsArgsDict',
     'NodeImageArgs',
     'NodeImageArgsDict',
+    'NvidiaDevicePluginArgs',
+    'NvidiaDevicePluginArgsDict',
     'PciDeviceArgs',
     'PciDeviceArgsDict',
     'RecoveryArgs',
@@ -2041,6 +2043,120 @@ class NodeImageArgs:
     @secure_boot.setter
     def secure_boot(self, value: pulumi.Input[Optional[_builtins.bool]]):
         pulumi.set(self, "secure_boot", value)
+
+
+class NvidiaDevicePluginArgsDict(TypedDict):
+    """
+    NVIDIA's device plugin chart for the GPU nodes.
+    """
+    digest: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Expected `sha256:` digest of the chart archive; the render fails when it differs.
+    """
+    repository: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Chart repository. Default: `https://nvidia.github.io/k8s-device-plugin`.
+    """
+    values: NotRequired[pulumi.Input[Optional[Mapping[str, Any]]]]
+    """
+    Chart values, merged over the component's (`runtimeClassName: nvidia`).
+    """
+    values_yaml: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+    """
+    version: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Chart version. Default: `0.18.0`.
+    """
+
+@pulumi.input_type
+class NvidiaDevicePluginArgs:
+    def __init__(__self__, *,
+                 digest: pulumi.Input[Optional[_builtins.str]] = None,
+                 repository: pulumi.Input[Optional[_builtins.str]] = None,
+                 values: pulumi.Input[Optional[Mapping[str, Any]]] = None,
+                 values_yaml: pulumi.Input[Optional[_builtins.str]] = None,
+                 version: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        NVIDIA's device plugin chart for the GPU nodes.
+
+        :param pulumi.Input[_builtins.str] digest: Expected `sha256:` digest of the chart archive; the render fails when it differs.
+        :param pulumi.Input[_builtins.str] repository: Chart repository. Default: `https://nvidia.github.io/k8s-device-plugin`.
+        :param pulumi.Input[Mapping[str, Any]] values: Chart values, merged over the component's (`runtimeClassName: nvidia`).
+        :param pulumi.Input[_builtins.str] values_yaml: Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+        :param pulumi.Input[_builtins.str] version: Chart version. Default: `0.18.0`.
+        """
+        if digest is not None:
+            pulumi.set(__self__, "digest", digest)
+        if repository is not None:
+            pulumi.set(__self__, "repository", repository)
+        if values is not None:
+            pulumi.set(__self__, "values", values)
+        if values_yaml is not None:
+            pulumi.set(__self__, "values_yaml", values_yaml)
+        if version is not None:
+            pulumi.set(__self__, "version", version)
+
+    @_builtins.property
+    @pulumi.getter
+    def digest(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Expected `sha256:` digest of the chart archive; the render fails when it differs.
+        """
+        return pulumi.get(self, "digest")
+
+    @digest.setter
+    def digest(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "digest", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def repository(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Chart repository. Default: `https://nvidia.github.io/k8s-device-plugin`.
+        """
+        return pulumi.get(self, "repository")
+
+    @repository.setter
+    def repository(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "repository", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def values(self) -> pulumi.Input[Optional[Mapping[str, Any]]]:
+        """
+        Chart values, merged over the component's (`runtimeClassName: nvidia`).
+        """
+        return pulumi.get(self, "values")
+
+    @values.setter
+    def values(self, value: pulumi.Input[Optional[Mapping[str, Any]]]):
+        pulumi.set(self, "values", value)
+
+    @_builtins.property
+    @pulumi.getter(name="valuesYaml")
+    def values_yaml(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+        """
+        return pulumi.get(self, "values_yaml")
+
+    @values_yaml.setter
+    def values_yaml(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "values_yaml", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def version(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Chart version. Default: `0.18.0`.
+        """
+        return pulumi.get(self, "version")
+
+    @version.setter
+    def version(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "version", value)
 
 
 class PciDeviceArgsDict(TypedDict):

@@ -44,6 +44,7 @@ class TalosProxmoxClusterArgs:
                  manifest_sync: Optional['ManifestSyncArgs'] = None,
                  network: Optional['NetworkArgs'] = None,
                  node_defaults: Optional['NodeDefaultsArgs'] = None,
+                 nvidia_device_plugin: Optional['NvidiaDevicePluginArgs'] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
                  recovery: Optional['RecoveryArgs'] = None,
                  secrets: Optional['SecretsArgs'] = None,
@@ -77,6 +78,7 @@ class TalosProxmoxClusterArgs:
         :param 'ManifestSyncArgs' manifest_sync: How changes to Cilium, `helmCharts`, `inlineManifests` and `extraManifests` reach the running cluster (Talos itself applies them only at bootstrap).
         :param 'NetworkArgs' network: How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
         :param 'NodeDefaultsArgs' node_defaults: Values applied to every node that does not set its own.
+        :param 'NvidiaDevicePluginArgs' nvidia_device_plugin: Installs NVIDIA's device plugin (the `nvidia-device-plugin` chart, as Talos' NVIDIA guide does) for the nodes of the `gpu: nvidia` preset: rendered by the component's Helm into the control planes' inline manifests in `kube-system`, with `runtimeClassName: nvidia`; the GPU nodes get the label `nvidia.com/gpu.present: "true"`, which the chart's DaemonSet selects (no node-feature-discovery). The Pods then request `nvidia.com/gpu`. Changes reach the cluster through the manifest sync. Default: not installed.
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
         :param 'RecoveryArgs' recovery: Restore etcd from a snapshot when the cluster has none running.
         :param 'SecretsArgs' secrets: The Talos secrets of a cluster that runs already (made by Terraform/OpenTofu, talosctl or another Pulumi program), to adopt it: its nodes' VMs are imported, not created, and configured only where their configuration differs (see docs/adopt.md). Without it the component generates the cluster's secrets.
@@ -128,6 +130,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "network", network)
         if node_defaults is not None:
             pulumi.set(__self__, "node_defaults", node_defaults)
+        if nvidia_device_plugin is not None:
+            pulumi.set(__self__, "nvidia_device_plugin", nvidia_device_plugin)
         if proxmox_cluster_name is not None:
             pulumi.set(__self__, "proxmox_cluster_name", proxmox_cluster_name)
         if recovery is not None:
@@ -420,6 +424,18 @@ class TalosProxmoxClusterArgs:
         pulumi.set(self, "node_defaults", value)
 
     @_builtins.property
+    @pulumi.getter(name="nvidiaDevicePlugin")
+    def nvidia_device_plugin(self) -> Optional['NvidiaDevicePluginArgs']:
+        """
+        Installs NVIDIA's device plugin (the `nvidia-device-plugin` chart, as Talos' NVIDIA guide does) for the nodes of the `gpu: nvidia` preset: rendered by the component's Helm into the control planes' inline manifests in `kube-system`, with `runtimeClassName: nvidia`; the GPU nodes get the label `nvidia.com/gpu.present: "true"`, which the chart's DaemonSet selects (no node-feature-discovery). The Pods then request `nvidia.com/gpu`. Changes reach the cluster through the manifest sync. Default: not installed.
+        """
+        return pulumi.get(self, "nvidia_device_plugin")
+
+    @nvidia_device_plugin.setter
+    def nvidia_device_plugin(self, value: Optional['NvidiaDevicePluginArgs']):
+        pulumi.set(self, "nvidia_device_plugin", value)
+
+    @_builtins.property
     @pulumi.getter(name="proxmoxClusterName")
     def proxmox_cluster_name(self) -> Optional[_builtins.str]:
         """
@@ -532,6 +548,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  network: Optional[Union['NetworkArgs', 'NetworkArgsDict']] = None,
                  node_defaults: Optional[Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict']] = None,
                  nodes: Optional[Mapping[str, Union['NodeArgs', 'NodeArgsDict']]] = None,
+                 nvidia_device_plugin: Optional[Union['NvidiaDevicePluginArgs', 'NvidiaDevicePluginArgsDict']] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
                  recovery: Optional[Union['RecoveryArgs', 'RecoveryArgsDict']] = None,
                  secrets: Optional[Union['SecretsArgs', 'SecretsArgsDict']] = None,
@@ -568,6 +585,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param Union['NetworkArgs', 'NetworkArgsDict'] network: How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
         :param Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict'] node_defaults: Values applied to every node that does not set its own.
         :param Mapping[str, Union['NodeArgs', 'NodeArgsDict']] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum (checked at preview); then the node is reset and its Node deleted (see docs/operations.md).
+        :param Union['NvidiaDevicePluginArgs', 'NvidiaDevicePluginArgsDict'] nvidia_device_plugin: Installs NVIDIA's device plugin (the `nvidia-device-plugin` chart, as Talos' NVIDIA guide does) for the nodes of the `gpu: nvidia` preset: rendered by the component's Helm into the control planes' inline manifests in `kube-system`, with `runtimeClassName: nvidia`; the GPU nodes get the label `nvidia.com/gpu.present: "true"`, which the chart's DaemonSet selects (no node-feature-discovery). The Pods then request `nvidia.com/gpu`. Changes reach the cluster through the manifest sync. Default: not installed.
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
         :param Union['RecoveryArgs', 'RecoveryArgsDict'] recovery: Restore etcd from a snapshot when the cluster has none running.
         :param Union['SecretsArgs', 'SecretsArgsDict'] secrets: The Talos secrets of a cluster that runs already (made by Terraform/OpenTofu, talosctl or another Pulumi program), to adopt it: its nodes' VMs are imported, not created, and configured only where their configuration differs (see docs/adopt.md). Without it the component generates the cluster's secrets.
@@ -623,6 +641,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  network: Optional[Union['NetworkArgs', 'NetworkArgsDict']] = None,
                  node_defaults: Optional[Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict']] = None,
                  nodes: Optional[Mapping[str, Union['NodeArgs', 'NodeArgsDict']]] = None,
+                 nvidia_device_plugin: Optional[Union['NvidiaDevicePluginArgs', 'NvidiaDevicePluginArgsDict']] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
                  recovery: Optional[Union['RecoveryArgs', 'RecoveryArgsDict']] = None,
                  secrets: Optional[Union['SecretsArgs', 'SecretsArgsDict']] = None,
@@ -668,6 +687,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             if nodes is None and not opts.urn:
                 raise TypeError("Missing required property 'nodes'")
             __props__.__dict__["nodes"] = nodes
+            __props__.__dict__["nvidia_device_plugin"] = nvidia_device_plugin
             __props__.__dict__["proxmox_cluster_name"] = proxmox_cluster_name
             __props__.__dict__["recovery"] = recovery
             __props__.__dict__["secrets"] = secrets
