@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -284,6 +287,23 @@ func wantGPUNode(t *testing.T, p *lab.Pulumi, kc kubernetes.Interface, addr, sch
 
 	c := stackTalosClient(t, p, addr)
 	defer c.Close() //nolint:errcheck
+
+	// The node reports the extensions of the image it runs (`talosctl get extensions`).
+	exts, err := safe.StateListAll[*runtime.ExtensionStatus](client.WithNode(t.Context(), addr), c.COSI)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var reported []string
+	for e := range exts.All() {
+		reported = append(reported, e.TypedSpec().Metadata.Name)
+	}
+
+	for _, want := range []string{"schematic", "nonfree-kmod-nvidia-production", "nvidia-container-toolkit-production", "iscsi-tools"} {
+		if !slices.Contains(reported, want) {
+			t.Errorf("the GPU node reports the extensions %v, not %s", reported, want)
+		}
+	}
 
 	running := runningConfig(t, c, addr)
 	for _, want := range []string{"- name: nvidia\n", "- name: nvidia_uvm\n", "- name: nvidia_drm\n", "- name: nvidia_modeset\n", `net.core.bpf_jit_harden: "1"`} {
