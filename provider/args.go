@@ -58,14 +58,9 @@ type Cilium struct {
 // Annotate documents the Cilium input.
 func (c *Cilium) Annotate(an infer.Annotator) { describeType(an, c) }
 
-// NvidiaDevicePlugin installs NVIDIA's device plugin from its Helm chart for the GPU nodes.
-type NvidiaDevicePlugin struct {
-	Version    string         `pulumi:"version,optional"`
-	Repository string         `pulumi:"repository,optional"`
-	Digest     string         `pulumi:"digest,optional"`
-	Values     map[string]any `pulumi:"values,optional"`
-	ValuesYaml string         `pulumi:"valuesYaml,optional"`
-}
+// NvidiaDevicePlugin installs NVIDIA's device plugin from its Helm chart for the GPU nodes: a
+// chart preset with the same inputs as Cilium's.
+type NvidiaDevicePlugin Cilium
 
 // Annotate documents the NVIDIA device plugin input.
 func (d *NvidiaDevicePlugin) Annotate(an infer.Annotator) { describeType(an, d) }

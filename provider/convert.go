@@ -134,17 +134,8 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 		in.InlineManifests = append(in.InlineManifests, spec.InlineManifestInput{Name: m.Name, Contents: contents})
 	}
 
-	if c := a.Cilium; c != nil {
-		in.Cilium = &spec.CiliumInput{
-			Version: c.Version, Repository: c.Repository, Digest: c.Digest, Values: c.Values, ValuesYAML: c.ValuesYaml,
-		}
-	}
-
-	if d := a.NvidiaDevicePlugin; d != nil {
-		in.NvidiaDevicePlugin = &spec.CiliumInput{
-			Version: d.Version, Repository: d.Repository, Digest: d.Digest, Values: d.Values, ValuesYAML: d.ValuesYaml,
-		}
-	}
+	in.Cilium = chartPreset(a.Cilium)
+	in.NvidiaDevicePlugin = chartPreset((*Cilium)(a.NvidiaDevicePlugin))
 
 	if cr := a.Credentials; cr != nil {
 		in.Credentials = spec.CredentialsInput{Validity: cr.Validity, RenewBefore: cr.RenewBefore}
@@ -254,4 +245,14 @@ func diskEncryption(d *DiskEncryption) *spec.DiskEncryptionInput {
 	}
 
 	return &spec.DiskEncryptionInput{State: d.State, Ephemeral: d.Ephemeral}
+}
+
+// chartPreset is the input of a chart the component presets (cilium, nvidiaDevicePlugin); nil when
+// it is not set.
+func chartPreset(c *Cilium) *spec.ChartPresetInput {
+	if c == nil {
+		return nil
+	}
+
+	return &spec.ChartPresetInput{Version: c.Version, Repository: c.Repository, Digest: c.Digest, Values: c.Values, ValuesYAML: c.ValuesYaml}
 }

@@ -167,18 +167,9 @@ func buildNvidiaDevicePlugin(p *problems, in Input, c *Cluster, names map[string
 			"nodes gpu: %q, or remove nvidiaDevicePlugin", GPUNvidia)
 	}
 
-	r := helmrender.Release{
-		Path: "nvidiaDevicePlugin", Name: NvidiaDevicePluginRelease, Namespace: "kube-system", IncludeCRDs: true,
-		Source: helmrender.Source{
-			Chart: "nvidia-device-plugin", Repository: firstString(dp.Repository, DefaultNvidiaDevicePluginRepository),
-			Version: firstString(dp.Version, DefaultNvidiaDevicePluginVersion),
-		},
-	}
-
-	checkRepository(p, "nvidiaDevicePlugin.repository", r.Source.Repository, false)
-	checkChartVersion(p, "nvidiaDevicePlugin.version", r.Source.Version, true)
-	r.Source.Digest = checkDigest(p, "nvidiaDevicePlugin.digest", dp.Digest)
-	r.Values = mergeValues(map[string]any{"runtimeClassName": NvidiaRuntimeClass}, userValues(p, "nvidiaDevicePlugin", dp.ValuesYAML, dp.Values))
+	r := presetRelease(p, "nvidiaDevicePlugin", dp, helmrender.Source{
+		Chart: NvidiaDevicePluginRelease, Repository: DefaultNvidiaDevicePluginRepository, Version: DefaultNvidiaDevicePluginVersion,
+	}, map[string]any{"runtimeClassName": NvidiaRuntimeClass})
 
 	c.NvidiaDevicePlugin = true
 	c.HelmReleases = append(c.HelmReleases, r)

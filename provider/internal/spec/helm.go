@@ -18,8 +18,9 @@ const (
 	DefaultCiliumRepository = "https://helm.cilium.io"
 )
 
-// CiliumInput installs Cilium as the cluster's CNI, rendered from its Helm chart.
-type CiliumInput struct {
+// ChartPresetInput is a chart the component presets (cilium, nvidiaDevicePlugin): its source and
+// the values merged over the preset's.
+type ChartPresetInput struct {
 	Version    string
 	Repository string
 	Digest     string
@@ -77,20 +78,9 @@ func buildHelm(p *problems, in Input, c *Cluster) {
 	names := map[string]string{}
 
 	if ci := in.Cilium; ci != nil {
-		r := helmrender.Release{
-			Path: "cilium", Name: "cilium", Namespace: "kube-system", IncludeCRDs: true, Hint: CiliumHint,
-			Source: helmrender.Source{
-				Chart: "cilium", Repository: firstString(ci.Repository, DefaultCiliumRepository),
-				Version: firstString(ci.Version, DefaultCiliumVersion),
-			},
-		}
-
-		checkRepository(p, "cilium.repository", r.Source.Repository, false)
-		checkChartVersion(p, "cilium.version", r.Source.Version, true)
-		r.Source.Digest = checkDigest(p, "cilium.digest", ci.Digest)
-
-		cps := len(c.ControlPlanes())
-		r.Values = mergeValues(CiliumPreset(cps), userValues(p, "cilium", ci.ValuesYAML, ci.Values))
+		r := presetRelease(p, "cilium", ci, helmrender.Source{Chart: "cilium", Repository: DefaultCiliumRepository, Version: DefaultCiliumVersion},
+			CiliumPreset(len(c.ControlPlanes())))
+		r.Hint = CiliumHint
 
 		// The component turns kube-proxy off for Cilium; Cilium must then replace it.
 		switch v := r.Values["kubeProxyReplacement"]; v {
@@ -149,6 +139,23 @@ func buildHelm(p *problems, in Input, c *Cluster) {
 
 		c.HelmReleases = append(c.HelmReleases, r)
 	}
+}
+
+// presetRelease is the release of a chart the component presets, at path (its input, in): in
+// kube-system, CRDs included, from the source given (in's repository and version over def's),
+// with in's values merged over preset.
+func presetRelease(p *problems, path string, in *ChartPresetInput, def helmrender.Source, preset map[string]any) helmrender.Release {
+	r := helmrender.Release{
+		Path: path, Name: def.Chart, Namespace: "kube-system", IncludeCRDs: true,
+		Source: helmrender.Source{Chart: def.Chart, Repository: firstString(in.Repository, def.Repository), Version: firstString(in.Version, def.Version)},
+	}
+
+	checkRepository(p, path+".repository", r.Source.Repository, false)
+	checkChartVersion(p, path+".version", r.Source.Version, true)
+	r.Source.Digest = checkDigest(p, path+".digest", in.Digest)
+	r.Values = mergeValues(preset, userValues(p, path, in.ValuesYAML, in.Values))
+
+	return r
 }
 
 func checkRepository(p *problems, path, repo string, localAllowed bool) {

@@ -27,18 +27,18 @@ type Input struct {
 	InlineManifests           []InlineManifestInput
 	ExtraManifests            []string
 	ExtraManifestNamespaces   map[string]string
-	Cilium                    *CiliumInput
+	Cilium                    *ChartPresetInput
 	// NvidiaDevicePlugin installs NVIDIA's device plugin chart (nil: not installed).
-	NvidiaDevicePlugin *CiliumInput
-	HelmCharts                []HelmChartInput
-	Health                    HealthInput
-	Credentials               CredentialsInput
-	Upgrade                   UpgradeInput
-	ManifestSync              ManifestSyncInput
-	EtcdBackup                *EtcdBackupInput
-	Recovery                  *RecoveryInput
-	Secrets                   *SecretsInput
-	AllowDataLoss             bool
+	NvidiaDevicePlugin *ChartPresetInput
+	HelmCharts         []HelmChartInput
+	Health             HealthInput
+	Credentials        CredentialsInput
+	Upgrade            UpgradeInput
+	ManifestSync       ManifestSyncInput
+	EtcdBackup         *EtcdBackupInput
+	Recovery           *RecoveryInput
+	Secrets            *SecretsInput
+	AllowDataLoss      bool
 	// DiskEncryption is every node's system volume encryption (nil: none).
 	DiskEncryption *DiskEncryptionInput
 }

@@ -72,7 +72,7 @@ func staticAddrs(c *spec.Cluster, n spec.Node) Addresses {
 // ciliumCluster is the homelab with Cilium as its CNI.
 func ciliumCluster() spec.Input {
 	in := homelab()
-	in.Cilium = &spec.CiliumInput{}
+	in.Cilium = &spec.ChartPresetInput{}
 
 	return in
 }
