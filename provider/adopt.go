@@ -211,7 +211,13 @@ func securityMismatches(c *spec.Cluster, running map[string]day2.Running) []erro
 		for _, v := range []struct{ field, runs, declared string }{
 			{"state", sec.StateKey, n.DiskEncryption.State}, {"ephemeral", sec.Ephemeral, n.DiskEncryption.Ephemeral},
 		} {
-			if v.runs != v.declared {
+			switch {
+			case v.runs == v.declared:
+			case v.runs != "" && v.runs != spec.KeyTPM && v.runs != spec.KeyNodeID:
+				problems = append(problems, fmt.Errorf("nodes.%s.diskEncryption.%s: the node to adopt has its %s volume encrypted "+
+					"with keys (%s) the component cannot declare (one tpm or nodeID key); it cannot adopt this node: install it "+
+					"anew with tpm or nodeID keys, or keep managing it with its own tool", n.Name, v.field, strings.ToUpper(v.field), v.runs))
+			default:
 				problems = append(problems, fmt.Errorf("nodes.%s.diskEncryption.%s: the node to adopt has its %s volume %s, the "+
 					"declaration says %s; an adopted node keeps how it was installed: declare it as it runs",
 					n.Name, v.field, strings.ToUpper(v.field), keyText(v.runs), keyText(v.declared)))

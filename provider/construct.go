@@ -120,8 +120,13 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 			err = withProblems(err, []error{lossErr})
 		}
 
-		if problems := inv.inv.AdoptedSecurityChanges(c); len(problems) > 0 {
+		problems, warnings := inv.inv.AdoptedSecurityChanges(c)
+		if len(problems) > 0 {
 			err = withProblems(err, problems)
+		}
+
+		for _, w := range warnings {
+			_ = ctx.Log.Warn(w, nil)
 		}
 	}
 

@@ -16,6 +16,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/chartrepo"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider"
 )
 
 type mocks struct {
@@ -81,6 +82,7 @@ func TestProgramBuildsTheCluster(t *testing.T) {
 	defer func() { _ = repo.Close() }()
 
 	t.Setenv("TALOS_PROXMOX_HELM_CACHE", filepath.Join(dir, "cache"))
+	t.Setenv(provider.CatalogueCheckEnv, "off") // mocks: no Image Factory to ask
 	t.Setenv("PULUMI_CONFIG", `{"`+project+`:ciliumRepository": "`+repo.URL+`"}`)
 
 	m := &mocks{types: map[string]int{}}

@@ -11,6 +11,8 @@ import (
 	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider"
 )
 
 // mocks counts the child resources by type and answers the talos provider's Secrets resource with
@@ -63,6 +65,8 @@ var machineSecrets = sync.OnceValue(func() resource.PropertyValue {
 // with mocked children: its inputs pass the component's validation and give one VM per node.
 // Cilium is left out: its chart comes from the network (the lab test renders it).
 func TestExampleInventoryBuildsEveryCluster(t *testing.T) {
+	t.Setenv(provider.CatalogueCheckEnv, "off") // mocks: no Image Factory to ask
+
 	clusters, err := LoadInventory("fleet.yaml")
 	if err != nil {
 		t.Fatal(err)

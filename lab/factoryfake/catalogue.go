@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -50,6 +51,11 @@ func (s *Server) officialFor(version string) []string {
 func (s *Server) extensions(w http.ResponseWriter, version string) {
 	if !strings.HasPrefix(version, "v") {
 		version = "v" + version
+	}
+
+	if !Released(version) {
+		http.Error(w, "version "+version+" not found", http.StatusNotFound)
+		return
 	}
 
 	var out []client.ExtensionInfo
@@ -110,3 +116,10 @@ func (s *Server) Extensions(schematicID string) []string {
 
 	return schematicExtensions(body)
 }
+
+// released are the Talos versions the stand-in knows: the minors the lab emulates (v1.10 to v1.15),
+// any patch. The real factory answers 404 for a version it has not published.
+var released = regexp.MustCompile(`^v1\.1[0-5]\.\d+$`)
+
+// Released tells a Talos version the stand-in publishes images and a catalogue for.
+func Released(version string) bool { return released.MatchString(version) }

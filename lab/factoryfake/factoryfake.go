@@ -178,6 +178,11 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if !Released(parts[1]) {
+		http.Error(w, "version "+parts[1]+" not found", http.StatusNotFound)
+		return
+	}
+
 	s.mu.Lock()
 	registered, known := s.schematics[parts[0]]
 	s.mu.Unlock()

@@ -69,6 +69,10 @@ func TestSchematicsAndImages(t *testing.T) {
 		}
 	}
 
+	if _, err := fc.ExtensionsVersions(t.Context(), "v1.99.0"); err == nil {
+		t.Error("the catalogue of an unreleased version: no error")
+	}
+
 	resp, err = http.Get(s.URL() + "/image/" + out.ID + "/v1.10.9/nocloud-amd64.qcow2")
 	if err != nil {
 		t.Fatal(err)

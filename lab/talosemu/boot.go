@@ -173,7 +173,7 @@ func (n *Node) comeBack() {
 			// The firmware, then the system volumes: a failure stops the boot sequence for good.
 			why := n.bootFailure
 			if why == "" {
-				why = n.provisionFailure(n.formattedOr(n.active).cfg)
+				why = n.provisionFailure(n.active.cfg)
 			}
 
 			if why != "" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/config"
@@ -47,11 +48,13 @@ type Cluster struct {
 	seq     int                 // members started so far
 	closed  bool
 	changed chan struct{}
-	kube    *kube  // the cluster's Kubernetes; nil until it runs (and always without opts.Kube)
-	kubeErr string // the last Kubernetes error logged (each is logged once in a row)
-	cancel  context.CancelFunc
-	loopEnd chan struct{} // closed when the Kubernetes loop has stopped everything
-	log     eventLog
+	// abandoned counts etcd members that did not stop within their bound (stopMember).
+	abandoned atomic.Int64
+	kube      *kube  // the cluster's Kubernetes; nil until it runs (and always without opts.Kube)
+	kubeErr   string // the last Kubernetes error logged (each is logged once in a row)
+	cancel    context.CancelFunc
+	loopEnd   chan struct{} // closed when the Kubernetes loop has stopped everything
+	log       eventLog
 }
 
 // nodeRecord is what a node publishes about itself.

@@ -205,7 +205,7 @@ func (c *Cluster) startLocked(n *Node, e *nodeEtcd, what string, start func(cont
 			c.opts.Logf("talosemu %s: etcd %s failed: %v", n.addr, what, err)
 		case err != nil:
 			if m != nil { // a start that failed half-way must not leave its server running
-				stopMember(m, true, nil)
+				c.stopMember(m, true, nil)
 			}
 
 			c.opts.Logf("talosemu %s: etcd %s failed: %v", n.addr, what, err)
@@ -218,7 +218,7 @@ func (c *Cluster) startLocked(n *Node, e *nodeEtcd, what string, start func(cont
 			// The machine went down while etcd started: stop it now, before this attempt counts as
 			// ended (a powered-off machine's disk may be deleted right after).
 			if m != nil {
-				stopMember(m, true, nil)
+				c.stopMember(m, true, nil)
 			}
 		default:
 			e.member, e.id = m, m.ID
@@ -248,7 +248,7 @@ func (c *Cluster) watchRemoval(n *Node, e *nodeEtcd, m *etcdmember.Member) {
 	if e.member == m {
 		e.member = nil
 		e.stopped = make(chan struct{})
-		go stopMember(m, false, e.stopped)
+		go c.stopMember(m, false, e.stopped)
 		c.opts.Logf("talosemu %s: etcd member %x stopped", n.addr, m.ID)
 		c.etcdEventLocked(n)
 		c.notifyLocked()
@@ -266,7 +266,7 @@ func (c *Cluster) stopLocked(n *Node) {
 		m := e.member
 		e.member = nil
 		e.stopped = make(chan struct{})
-		go stopMember(m, false, e.stopped)
+		go c.stopMember(m, false, e.stopped)
 		c.etcdEventLocked(n)
 	}
 }
@@ -308,7 +308,7 @@ func (c *Cluster) powerOffLocked(n *Node) <-chan struct{} {
 
 		<-prev
 		if m != nil {
-			stopMember(m, true, nil)
+			c.stopMember(m, true, nil)
 		}
 
 		if !keep {
@@ -319,17 +319,40 @@ func (c *Cluster) powerOffLocked(n *Node) <-chan struct{} {
 	return done
 }
 
-func stopMember(m *etcdmember.Member, hard bool, done chan struct{}) {
-	if hard {
-		m.HardStop()
-	} else {
-		m.Stop()
+func (c *Cluster) stopMember(m *etcdmember.Member, hard bool, done chan struct{}) {
+	stopped := make(chan struct{})
+
+	go func() {
+		defer close(stopped)
+
+		if hard {
+			m.HardStop()
+		} else {
+			m.Stop()
+		}
+	}()
+
+	// A machine powered off is gone at once, and a reboot does not wait forever either: an
+	// embedded member whose server never reports stopped (seen once the other members had gone)
+	// is abandoned after memberStopTimeout, with the failure reported, so no teardown hangs.
+	select {
+	case <-stopped:
+	case <-time.After(memberStopTimeout):
+		c.opts.Logf("talosemu: etcd member %x did not stop within %s; abandoned (its ports stay taken until the process ends)",
+			m.ID, memberStopTimeout)
+		c.abandoned.Add(1)
 	}
 
 	if done != nil {
 		close(done)
 	}
 }
+
+// memberStopTimeout bounds an embedded etcd member's stop (stopMember).
+const memberStopTimeout = 20 * time.Second
+
+// AbandonedMembers is how many etcd members did not stop within their bound (stopMember).
+func (c *Cluster) AbandonedMembers() int { return int(c.abandoned.Load()) }
 
 // nodeEtcdLocked returns n's member record, creating it with the member's configuration.
 func (c *Cluster) nodeEtcdLocked(n *Node, rec nodeRecord) *nodeEtcd {

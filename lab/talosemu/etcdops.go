@@ -75,7 +75,7 @@ func (c *Cluster) leave(ctx context.Context, n *Node, graceful bool) error {
 
 		<-prev
 		if running != nil {
-			stopMember(running, !graceful, nil)
+			c.stopMember(running, !graceful, nil)
 		}
 
 		os.RemoveAll(filepath.Join(e.cfg.Dir, "data"))            //nolint:errcheck // best effort, like a wipe
@@ -148,7 +148,7 @@ func (c *Cluster) killEtcd(n *Node) <-chan struct{} {
 		m := e.member
 		e.member = nil
 		e.stopped = make(chan struct{})
-		go stopMember(m, true, e.stopped)
+		go c.stopMember(m, true, e.stopped)
 	}
 
 	c.notifyLocked()

@@ -114,6 +114,23 @@ func (n *Node) provisionFailure(cfg config.Provider) string {
 
 	for _, label := range []string{constants.StatePartitionLabel, constants.EphemeralPartitionLabel} {
 		enc := volumeEncryption(cfg, label)
+
+		// Formatted otherwise than the configuration says: Talos' volume controller refuses to open
+		// a plain filesystem as LUKS, and mounts no LUKS volume as a filesystem; a LUKS volume
+		// opens only with a key type it was formatted with (key slots are added from there).
+		if n.formatted != nil {
+			was := volumeEncryption(n.formatted.cfg, label)
+
+			switch {
+			case was == nil && enc != nil:
+				return fmt.Sprintf("%s: block dev type mismatch: xfs != luks (the volume was created unencrypted)", label)
+			case was != nil && enc == nil:
+				return fmt.Sprintf("%s: the volume is LUKS-encrypted, the configuration mounts it as a plain filesystem", label)
+			case was != nil && !sharesKeyType(was, enc):
+				return fmt.Sprintf("%s: no configured key opens the encrypted volume (formatted with other key types)", label)
+			}
+		}
+
 		if enc == nil {
 			continue
 		}
@@ -171,11 +188,15 @@ func (n *Node) publishExtensionsLocked() {
 	n.publishedExtensions = len(exts)
 }
 
-// formattedOr is the configuration the system volumes were created with, else applied.
-func (n *Node) formattedOr(applied *appliedConfig) *appliedConfig {
-	if n.formatted != nil {
-		return n.formatted
+// sharesKeyType tells whether b has a key of a type a has.
+func sharesKeyType(a, b configconfig.EncryptionConfig) bool {
+	for _, x := range a.Keys() {
+		for _, y := range b.Keys() {
+			if keyKind(x) == keyKind(y) {
+				return true
+			}
+		}
 	}
 
-	return applied
+	return false
 }

@@ -2,6 +2,7 @@ package talosemu_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -120,11 +121,30 @@ func TestTPMKeyTheMachineCannotSealNeverBoots(t *testing.T) {
 }
 
 // Talos encrypts a system volume only when it creates it: encryption added to a running node's
-// configuration leaves its volumes as they were (only a new installation encrypts them).
-func TestEncryptionAddedLaterLeavesVolumesAsInstalled(t *testing.T) {
+// configuration stops its next boot (the plain volume is not LUKS), as Talos' volume controller does.
+func TestEncryptionAddedLaterStopsTheBoot(t *testing.T) {
 	t.Parallel()
 
-	n := startNode(t, talosemu.Options{Security: talosemu.Security{SecureBoot: true, UKI: true, TPM: true}})
+	var (
+		mu   sync.Mutex
+		logs []string
+	)
+
+	opts := talosemu.Options{Security: talosemu.Security{SecureBoot: true, UKI: true, TPM: true}, Address: nextHost(), Cluster: newCluster(t)}
+	opts.Logf = func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+
+		logs = append(logs, fmt.Sprintf(f, a...))
+	}
+
+	n, err := talosemu.Start(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(func() { n.Close() }) //nolint:errcheck // never fails
+
 	install(t, n, machineConfig(t, machine.TypeControlPlane, "cp-1"))
 
 	if _, err := apply(t, n, &machineapi.ApplyConfigurationRequest{
@@ -133,10 +153,17 @@ func TestEncryptionAddedLaterLeavesVolumesAsInstalled(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	waitState(t, n, talosemu.StateInstalled)
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
 
-	vs, err := safe.StateGetByID[*block.VolumeStatus](nodeCtx(t, n), secureClient(t, n).COSI, "STATE")
-	if err != nil || vs.TypedSpec().EncryptionProvider != block.EncryptionProviderNone {
-		t.Errorf("STATE after encryption was added to the configuration: %v %v", vs.TypedSpec().EncryptionProvider, err)
+	if err := n.WaitState(ctx, talosemu.StateInstalled, talosemu.StateBootstrapped); err == nil {
+		t.Fatal("the node booted with encryption added to its unencrypted volumes")
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+
+	if !slices.ContainsFunc(logs, func(l string) bool { return strings.Contains(l, "block dev type mismatch: xfs != luks") }) {
+		t.Errorf("no volume mismatch logged: %v", logs)
 	}
 }

@@ -88,17 +88,27 @@ func (inv *Inventory) SecurityChange(c *spec.Cluster, n spec.Node) string {
 
 // AdoptedSecurityChanges refuses a declaration that changes the Secure Boot or disk encryption of
 // an adopted node's VM (tagged when it was adopted, after its node was read): the component never
-// replaces an adopted VM, so the change would reach only its configuration and installer.
-func (inv *Inventory) AdoptedSecurityChanges(c *spec.Cluster) []error {
+// replaces an adopted VM, so the change would reach only its configuration and installer. A VM
+// adopted before the component tagged these has none of the tags: what it runs is unknown, so a
+// declaration of Secure Boot or encryption is only warned about (it is taken as what the node runs).
+func (inv *Inventory) AdoptedSecurityChanges(c *spec.Cluster) (problems []error, warnings []string) {
 	if inv == nil {
-		return nil
+		return nil, nil
 	}
-
-	var problems []error
 
 	for _, n := range c.Nodes {
 		own := ownVMs(c.Name, n.Name, inv.VMs)
 		if len(own) == 0 || !slices.Contains(own[0].Tags, AdoptedTag) {
+			continue
+		}
+
+		if !slices.ContainsFunc(own[0].Tags, spec.IsSecurityTag) {
+			if declared := c.SecurityTags(n); len(declared) > 0 {
+				warnings = append(warnings, fmt.Sprintf("node %s was adopted before the component recorded how a node was installed: "+
+					"it takes the declaration (%s) as what the node runs, and never replaces an adopted VM to change it",
+					n.Name, spec.SecurityOf(declared)))
+			}
+
 			continue
 		}
 
@@ -109,7 +119,7 @@ func (inv *Inventory) AdoptedSecurityChanges(c *spec.Cluster) []error {
 		}
 	}
 
-	return problems
+	return problems, warnings
 }
 
 func replacement(c *spec.Cluster, n spec.Node, v vm.GetVirtualMachinesVm) string {

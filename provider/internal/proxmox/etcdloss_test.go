@@ -54,13 +54,19 @@ func TestSecurityChangeReplacesTheVM(t *testing.T) {
 		t.Errorf("an adopted VM is replaced for its tags: %q %q", why, sec)
 	}
 
-	// Adopted, and tagged then as plain: the declaration's Secure Boot is refused, not half-applied.
-	if problems := adopted.AdoptedSecurityChanges(c); len(problems) != 1 || !strings.Contains(problems[0].Error(), "nodes.cp-1: Secure Boot or disk encryption changes") {
+	// Adopted, and tagged then (STATE with nodeID): the declaration's change is refused, not half-applied.
+	tagged := &Inventory{Nodes: []string{"pve1"}, VMs: []vm.GetVirtualMachinesVm{vmOf("cp-1", AdoptedTag, "talos-luks-state-nodeid")}}
+	if problems, _ := tagged.AdoptedSecurityChanges(c); len(problems) != 1 || !strings.Contains(problems[0].Error(), "nodes.cp-1: Secure Boot or disk encryption changes") {
 		t.Errorf("an adopted VM's security change: %v", problems)
 	}
 
-	if problems := inv.AdoptedSecurityChanges(c); len(problems) != 0 {
-		t.Errorf("the component's own VMs refused as adopted: %v", problems)
+	// Adopted before the tags existed: what it runs is unknown, the declaration is taken, with a warning.
+	if problems, warnings := adopted.AdoptedSecurityChanges(c); len(problems) != 0 || len(warnings) != 1 {
+		t.Errorf("a VM adopted before security tags: %v %v", problems, warnings)
+	}
+
+	if problems, warnings := inv.AdoptedSecurityChanges(c); len(problems)+len(warnings) != 0 {
+		t.Errorf("the component's own VMs refused as adopted: %v %v", problems, warnings)
 	}
 
 	if why := (&Inventory{Nodes: []string{"pve1"}}).Replacement(c, cp); why != "" {

@@ -95,8 +95,9 @@ func VirtualMachines(s Scope, p *plan.Plan, files []ImageFile, vmIDs map[string]
 		// running cluster's node that Proxmox does not hold: a replacement whose create failed
 		// after its delete (the state keeps the old VM, pending replacement) must not be retried
 		// from the old one (a new node's VM has no old source either way).
+		_, adoptee := adoptees[v.Node.Name] // imported as it is: its source stays ignored
 		why := inv.Replacement(s.Cluster, v.Node)
-		if why != "" || (inv != nil && len(inv.Nodes) > 0 && !inv.IsNew(s.Cluster.Name) && !inv.HasVM(s.Cluster.Name, v.Node.Name)) {
+		if why != "" || (!adoptee && inv != nil && len(inv.Nodes) > 0 && !inv.IsNew(s.Cluster.Name) && !inv.HasVM(s.Cluster.Name, v.Node.Name)) {
 			ignored = slices.DeleteFunc(ignored, isImageSource)
 		}
 
