@@ -40,7 +40,9 @@ LINT_MODULES := $(MODULES) examples/go tools/sdkgen tools/sdkcheck
 # Pulumi never touches the user's own state or plugins, never calls home and never downloads
 # plugins: everything it needs is built here.
 export PULUMI_HOME                         := $(CACHE)/pulumi-home
-export PULUMI_BACKEND_URL                  := file://$(CACHE)/backend
+# metadata=skip: no attributes sidecar per state file, which the file backend writes in place and
+# a killed `up` can leave empty (docs/operations.md, "An interrupted up").
+export PULUMI_BACKEND_URL                  := file://$(CACHE)/backend?metadata=skip
 export PULUMI_CONFIG_PASSPHRASE            := talos-proxmox-local
 export PULUMI_SKIP_UPDATE_CHECK            := 1
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true

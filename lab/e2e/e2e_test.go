@@ -44,7 +44,10 @@ func newEnv(t testing.TB) *env {
 	e.environ = append(os.Environ(),
 		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"PULUMI_HOME="+filepath.Join(tmp, "home"),
-		"PULUMI_BACKEND_URL=file://"+filepath.Join(tmp, "backend"),
+		// metadata=skip: the file backend writes no attributes sidecar next to each state file,
+		// which it writes in place (truncate, then write) and a killed `up` can leave empty
+		// (docs/operations.md, TestTornStateSidecar).
+		"PULUMI_BACKEND_URL=file://"+filepath.Join(tmp, "backend")+"?metadata=skip",
 		"PULUMI_CONFIG_PASSPHRASE=e2e",
 		"PULUMI_SKIP_UPDATE_CHECK=1",
 		"PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true",
