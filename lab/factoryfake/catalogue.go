@@ -73,14 +73,9 @@ func (s *Server) extensions(w http.ResponseWriter, version string) {
 // missingExtension is an official extension of the registered schematic body that version does
 // not publish ("" when none).
 func (s *Server) missingExtension(body []byte, version string) string {
-	cfg, err := schematic.Unmarshal(body)
-	if err != nil {
-		return ""
-	}
-
 	published := s.officialFor(version)
 
-	for _, e := range cfg.Customization.SystemExtensions.OfficialExtensions {
+	for _, e := range schematicExtensions(body) {
 		if !slices.Contains(published, e) {
 			return e
 		}
