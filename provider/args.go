@@ -86,6 +86,9 @@ type Node struct {
 	HostNode       string                  `pulumi:"hostNode"`
 	Role           string                  `pulumi:"role"`
 	Ip             string                  `pulumi:"ip,optional"`
+	Ip6            string                  `pulumi:"ip6,optional"`
+	Mtu            *int                    `pulumi:"mtu,optional"`
+	Networks       []NodeNetwork           `pulumi:"networks,optional"`
 	MacAddress     string                  `pulumi:"macAddress,optional"`
 	VmId           *int                    `pulumi:"vmId,optional"`
 	Cpu            *int                    `pulumi:"cpu,optional"`

@@ -4,17 +4,19 @@ import "github.com/pulumi/pulumi-go-provider/infer"
 
 // NodeDefaults are values for every node that does not set its own.
 type NodeDefaults struct {
-	Cpu          *int     `pulumi:"cpu,optional"`
-	MemoryMib    *int     `pulumi:"memoryMib,optional"`
-	DiskSizeGib  *int     `pulumi:"diskSizeGib,optional"`
-	DatastoreId  string   `pulumi:"datastoreId,optional"`
-	Bridge       string   `pulumi:"bridge,optional"`
-	CpuType      string   `pulumi:"cpuType,optional"`
-	VmMachine    string   `pulumi:"vmMachine,optional"`
-	Bios         string   `pulumi:"bios,optional"`
-	ScsiHardware string   `pulumi:"scsiHardware,optional"`
-	Tags         []string `pulumi:"tags,optional"`
-	Taints       []string `pulumi:"taints,optional"`
+	Cpu          *int          `pulumi:"cpu,optional"`
+	MemoryMib    *int          `pulumi:"memoryMib,optional"`
+	DiskSizeGib  *int          `pulumi:"diskSizeGib,optional"`
+	DatastoreId  string        `pulumi:"datastoreId,optional"`
+	Bridge       string        `pulumi:"bridge,optional"`
+	CpuType      string        `pulumi:"cpuType,optional"`
+	VmMachine    string        `pulumi:"vmMachine,optional"`
+	Bios         string        `pulumi:"bios,optional"`
+	ScsiHardware string        `pulumi:"scsiHardware,optional"`
+	Tags         []string      `pulumi:"tags,optional"`
+	Taints       []string      `pulumi:"taints,optional"`
+	Mtu          *int          `pulumi:"mtu,optional"`
+	Networks     []NodeNetwork `pulumi:"networks,optional"`
 }
 
 // Annotate documents the node defaults.
@@ -32,10 +34,39 @@ type Network struct {
 	PodSubnets     []string `pulumi:"podSubnets,optional"`
 	ServiceSubnets []string `pulumi:"serviceSubnets,optional"`
 	DnsDomain      string   `pulumi:"dnsDomain,optional"`
+	Gateway6       string   `pulumi:"gateway6,optional"`
+	PrefixLength6  *int     `pulumi:"prefixLength6,optional"`
 }
 
 // Annotate documents the network.
 func (n *Network) Annotate(an infer.Annotator) { describeType(an, n) }
+
+// NodeNetwork is one of a node's networks: a Proxmox NIC, or a bond of several.
+type NodeNetwork struct {
+	Bridge         string    `pulumi:"bridge,optional"`
+	VlanId         *int      `pulumi:"vlanId,optional"`
+	Mtu            *int      `pulumi:"mtu,optional"`
+	MacAddress     string    `pulumi:"macAddress,optional"`
+	Addresses      []string  `pulumi:"addresses,optional"`
+	Dhcp           *bool     `pulumi:"dhcp,optional"`
+	Gateway        string    `pulumi:"gateway,optional"`
+	Routes         []string  `pulumi:"routes,optional"`
+	ClusterNetwork *bool     `pulumi:"clusterNetwork,optional"`
+	Bond           *NodeBond `pulumi:"bond,optional"`
+}
+
+// Annotate documents a node network.
+func (n *NodeNetwork) Annotate(an infer.Annotator) { describeType(an, n) }
+
+// NodeBond bonds several Proxmox NICs into one Talos link.
+type NodeBond struct {
+	Mode       string `pulumi:"mode,optional"`
+	Interfaces *int   `pulumi:"interfaces,optional"`
+	Mtu        *int   `pulumi:"mtu,optional"`
+}
+
+// Annotate documents a bond.
+func (b *NodeBond) Annotate(an infer.Annotator) { describeType(an, b) }
 
 // Image selects the Talos image built by the Image Factory.
 type Image struct {

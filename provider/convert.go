@@ -61,7 +61,7 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 		in.NodeDefaults = spec.NodeDefaultsInput{
 			CPU: d.Cpu, MemoryMiB: d.MemoryMib, DiskSizeGiB: d.DiskSizeGib, DatastoreID: d.DatastoreId,
 			Bridge: d.Bridge, CPUType: d.CpuType, VMMachine: d.VmMachine, BIOS: d.Bios,
-			SCSIHardware: d.ScsiHardware, Tags: d.Tags, Taints: d.Taints,
+			SCSIHardware: d.ScsiHardware, Tags: d.Tags, Taints: d.Taints, MTU: d.Mtu, Networks: nodeNetworks(d.Networks),
 		}
 	}
 
@@ -70,6 +70,7 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 			Gateway: n.Gateway, PrefixLength: n.PrefixLength, Nameservers: n.Nameservers,
 			NTPServers: n.NtpServers, Bridge: n.Bridge, VLANID: n.VlanId, DHCP: n.Dhcp,
 			PodSubnets: n.PodSubnets, ServiceSubnets: n.ServiceSubnets, DNSDomain: n.DnsDomain,
+			Gateway6: n.Gateway6, PrefixLength6: n.PrefixLength6,
 		}
 	}
 
@@ -86,6 +87,7 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 			HostNode: n.HostNode, Role: n.Role, IP: n.Ip, MACAddress: n.MacAddress, VMID: n.VmId, CPU: n.Cpu,
 			MemoryMiB: n.MemoryMib, DiskSizeGiB: n.DiskSizeGib, DatastoreID: n.DatastoreId, Bridge: n.Bridge,
 			VLANID: n.VlanId, Tags: n.Tags, Labels: n.Labels, Taints: n.Taints, InstallDisk: n.InstallDisk,
+			IP6: n.Ip6, MTU: n.Mtu, Networks: nodeNetworks(n.Networks),
 		}
 
 		node.GPU = n.Gpu
@@ -237,6 +239,29 @@ func secretInput(ctx *pulumi.Context, path string, v pulumi.StringInput) (spec.P
 	}
 
 	return spec.Patch{Text: s, Known: known}, nil
+}
+
+// nodeNetworks converts a node's (or nodeDefaults') networks; nil stays nil ("use the default").
+func nodeNetworks(in []NodeNetwork) []spec.NetworkDeviceInput {
+	if in == nil {
+		return nil
+	}
+
+	out := make([]spec.NetworkDeviceInput, 0, len(in))
+
+	for _, n := range in {
+		d := spec.NetworkDeviceInput{
+			Bridge: n.Bridge, VLANID: n.VlanId, MTU: n.Mtu, MACAddress: n.MacAddress, Addresses: n.Addresses,
+			DHCP: n.Dhcp, Gateway: n.Gateway, Routes: n.Routes, ClusterNetwork: n.ClusterNetwork,
+		}
+		if b := n.Bond; b != nil {
+			d.Bond = &spec.BondInput{Mode: b.Mode, Interfaces: b.Interfaces, MTU: b.Mtu}
+		}
+
+		out = append(out, d)
+	}
+
+	return out
 }
 
 func diskEncryption(d *DiskEncryption) *spec.DiskEncryptionInput {

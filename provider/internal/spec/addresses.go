@@ -37,11 +37,12 @@ func buildAddresses(p *problems, in Input, c *Cluster) {
 	}
 
 	seenVMID := map[int]string{}
-	seenMAC := map[string]string{}
 
 	for _, n := range c.Nodes {
 		path := "nodes." + n.Name
 		switch {
+		case !c.Network.IPv4:
+			// IPv6-only: the node is reached at its ip6 (checkIP6s).
 		case dhcp && n.IP != "":
 			p.errorf(path+".ip", "is set but network.dhcp is true; remove the address or turn DHCP off")
 		case !dhcp && n.IP == "":
@@ -62,23 +63,11 @@ func buildAddresses(p *problems, in Input, c *Cluster) {
 			seenVMID[n.VMID] = path
 		}
 
-		if n.MACAddress != "" {
-			if other, dup := seenMAC[n.MACAddress]; dup {
-				p.errorf(path+".macAddress", "%s is also the MAC address of %s; every NIC needs its own", n.MACAddress, other)
-			}
-			seenMAC[n.MACAddress] = path
-		}
 	}
 
-	if in.VIP != "" {
-		if a, ok := parseIPv4(in.VIP); ok && (!a.IsGlobalUnicast() && !a.IsLoopback() && !a.IsPrivate()) {
-			p.errorf("vip", "%s is not a unicast host address; use a free address in the node subnet", in.VIP)
-		} else if a, ok := checkIP("vip", in.VIP); ok {
-			if other, dup := used[a]; dup {
-				p.errorf("vip", "%s is also the address of %s; the VIP must be a free address shared by the control planes", in.VIP, other)
-			}
-		}
-	}
+	checkIP6s(p, c, used)
+	checkLinkAddresses(p, c, used)
+	checkVIP(p, in.VIP, c, used, checkIP)
 
 	c.VIP = in.VIP
 	c.Endpoint = in.Endpoint
@@ -96,6 +85,46 @@ func buildAddresses(p *problems, in Input, c *Cluster) {
 		p.warnf("endpoint", "is not set and there is no vip, so the Kubernetes API endpoint is the first control plane's address%s; "+
 			"adding or removing control planes would move it and rewrite every node's configuration: set vip (or endpoint to a load balancer)",
 			map[bool]string{true: ", which DHCP may change", false: ""}[dhcp])
+	}
+}
+
+// checkVIP checks the VIP: a free unicast address in the node subnet of its family (IPv6 too,
+// which Talos' Layer 2 VIP announces by NDP).
+func checkVIP(p *problems, vip string, c *Cluster, used map[netip.Addr]string, checkIP func(path, s string) (netip.Addr, bool)) {
+	if vip == "" {
+		return
+	}
+
+	a, err := netip.ParseAddr(vip)
+
+	switch {
+	case err == nil && a.Is6() && !c.Network.IPv6:
+		p.errorf("vip", "%s is an IPv6 address but the nodes have no ip6; use an IPv4 address in the node subnet", vip)
+		return
+	case err == nil && a.Is6() && (a.Is4In6() || a.Zone() != "" || !a.IsGlobalUnicast() && !a.IsPrivate()):
+		p.errorf("vip", "%s is not a unicast host address; use a free address in the node subnet", vip)
+		return
+	case err == nil && a.Is6():
+		if s := c.Network.Subnet6; s.IsValid() && !s.Contains(a) {
+			p.errorf("vip", "%s is outside the IPv6 node subnet %s; use a free address in it", vip, s)
+		}
+	case err == nil && a.Is4() && !c.Network.IPv4:
+		p.errorf("vip", "%s is an IPv4 address in an IPv6-only cluster; use a free IPv6 address in the node subnet", vip)
+		return
+	case err == nil && a.Is4() && !a.IsGlobalUnicast() && !a.IsLoopback() && !a.IsPrivate():
+		p.errorf("vip", "%s is not a unicast host address; use a free address in the node subnet", vip)
+		return
+	default:
+		v4, ok := checkIP("vip", vip)
+		if !ok {
+			return
+		}
+
+		a = v4
+	}
+
+	if other, dup := used[a]; dup {
+		p.errorf("vip", "%s is also the address of %s; the VIP must be a free address shared by the control planes", vip, other)
 	}
 }
 

@@ -1,6 +1,10 @@
 package spec
 
-import "github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
+import (
+	"net/netip"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender"
+)
 
 // Role is a node's Talos machine type.
 type Role string
@@ -93,6 +97,14 @@ type Network struct {
 	PodSubnets     []string
 	ServiceSubnets []string
 	DNSDomain      string
+	// Gateway6 is the IPv6 default gateway ("" none); PrefixLength6 the IPv6 node prefix.
+	Gateway6      string
+	PrefixLength6 int
+	// IPv4 and IPv6 are the families nodes are addressed in: IPv4 only, dual-stack (IPv4 first)
+	// or IPv6 only.
+	IPv4, IPv6 bool
+	// Subnet6 is the IPv6 node subnet (from gateway6, else the nodes' ip6); invalid without IPv6.
+	Subnet6 netip.Prefix
 }
 
 // Image is the validated image selection, with the schematic resolved.
@@ -152,6 +164,12 @@ type Node struct {
 	// DiskEncryption is how Talos encrypts the node's STATE and EPHEMERAL volumes (nodes.<n> or
 	// the cluster's diskEncryption); zero when it does not.
 	DiskEncryption DiskEncryption
+	// IP6 is the node's IPv6 address ("" without IPv6). In an IPv6-only cluster IP is it too.
+	IP6 string
+	// NICs are the VM's network devices (net0 is the cluster network's first); Links what Talos
+	// makes of them, the cluster network first. Bridge, VLANID and MACAddress are NICs[0]'s.
+	NICs  []NIC
+	Links []Link
 }
 
 // DataDisk is an extra disk; Serial identifies it inside the guest.

@@ -86,6 +86,33 @@ type NodeInput struct {
 	GPU string
 	// DiskEncryption is the node's own (nil: the cluster's).
 	DiskEncryption *DiskEncryptionInput
+	// IP6 is the node's static IPv6 address ("" none).
+	IP6 string
+	// MTU is the cluster NIC's MTU (nil: nodeDefaults.mtu, else the bridge's).
+	MTU *int
+	// Networks are the node's NICs (nil: nodeDefaults.networks, else one NIC).
+	Networks []NetworkDeviceInput
+}
+
+// NetworkDeviceInput is one network of a node: a Proxmox NIC, or with Bond several bonded ones.
+type NetworkDeviceInput struct {
+	Bridge         string
+	VLANID         *int
+	MTU            *int
+	MACAddress     string
+	Addresses      []string
+	DHCP           *bool
+	Gateway        string
+	Routes         []string
+	ClusterNetwork *bool
+	Bond           *BondInput
+}
+
+// BondInput bonds several Proxmox NICs of one network in Talos.
+type BondInput struct {
+	Mode       string
+	Interfaces *int
+	MTU        *int
 }
 
 // NodeImageInput is a node's own image: extensions or a schematic, and Secure Boot, over the
@@ -125,6 +152,8 @@ type NodeDefaultsInput struct {
 	SCSIHardware string
 	Tags         []string
 	Taints       []string
+	MTU          *int
+	Networks     []NetworkDeviceInput
 }
 
 // NetworkInput is the cluster network.
@@ -139,6 +168,8 @@ type NetworkInput struct {
 	PodSubnets     []string
 	ServiceSubnets []string
 	DNSDomain      string
+	Gateway6       string
+	PrefixLength6  *int
 }
 
 // ImageInput selects the Talos image built by the Image Factory.

@@ -20,7 +20,19 @@ func buildNetwork(p *problems, in Input, c *Cluster) {
 		PodSubnets:     orDefault(n.PodSubnets, Defaults.PodSubnets),
 		ServiceSubnets: orDefault(n.ServiceSubnets, Defaults.ServiceSubnets),
 		DNSDomain:      n.DNSDomain,
+		PrefixLength6:  firstInt(n.PrefixLength6, 64),
+		Gateway6:       n.Gateway6,
 	}
+
+	// The families the nodes are addressed in: IPv4 (ip or DHCP) unless no node has an ip and
+	// there is no IPv4 gateway (IPv6-only); IPv6 when nodes have ip6.
+	anyIP, anyIP6 := false, false
+	for _, node := range in.Nodes {
+		anyIP, anyIP6 = anyIP || node.IP != "", anyIP6 || node.IP6 != ""
+	}
+
+	out.IPv6 = anyIP6
+	out.IPv4 = !(anyIP6 && !anyIP && n.Gateway == "" && !out.DHCP)
 
 	if out.DNSDomain == "" {
 		out.DNSDomain = Defaults.DNSDomain
@@ -36,6 +48,7 @@ func buildNetwork(p *problems, in Input, c *Cluster) {
 	}
 
 	switch {
+	case !out.IPv4:
 	case n.Gateway == "" && !out.DHCP:
 		p.errorf("network.gateway", "is required with static addresses; set the default gateway of the node subnet, e.g. \"192.168.1.1\", or set network.dhcp to true")
 	case n.Gateway == "":
@@ -67,6 +80,7 @@ func buildNetwork(p *problems, in Input, c *Cluster) {
 
 	checkCIDRs(p, "network.podSubnets", out.PodSubnets)
 	checkCIDRs(p, "network.serviceSubnets", out.ServiceSubnets)
+	buildNetwork6(p, n, &out)
 	checkOverlaps(p, out)
 
 	if n.VLANID != nil && (*n.VLANID < 1 || *n.VLANID > 4094) {
@@ -83,19 +97,24 @@ func buildNetwork(p *problems, in Input, c *Cluster) {
 // checkOverlaps rejects pod and service networks that overlap the node subnet or each other:
 // routing to nodes or services would break.
 func checkOverlaps(p *problems, n Network) {
-	gw, ok := parseIPv4(n.Gateway)
-	if !ok || n.PrefixLength < 1 || n.PrefixLength > 32 {
-		return
+	var nodeNets []netip.Prefix
+
+	if gw, ok := parseIPv4(n.Gateway); ok && n.PrefixLength >= 1 && n.PrefixLength <= 32 {
+		nodeNets = append(nodeNets, netip.PrefixFrom(gw, n.PrefixLength).Masked())
 	}
 
-	nodes := netip.PrefixFrom(gw, n.PrefixLength).Masked()
+	if gw, err := netip.ParseAddr(n.Gateway6); err == nil && gw.Is6() && n.PrefixLength6 >= 1 && n.PrefixLength6 <= 128 {
+		nodeNets = append(nodeNets, netip.PrefixFrom(gw, n.PrefixLength6).Masked())
+	}
 
 	var pods []netip.Prefix
 	for i, s := range n.PodSubnets {
 		if c, err := netip.ParsePrefix(s); err == nil {
 			pods = append(pods, c.Masked())
-			if c.Overlaps(nodes) {
-				p.errorf(fmt.Sprintf("network.podSubnets[%d]", i), "%s overlaps the node subnet %s; pick a range the nodes do not use, e.g. 10.244.0.0/16", s, nodes)
+			for _, nodes := range nodeNets {
+				if c.Overlaps(nodes) {
+					p.errorf(fmt.Sprintf("network.podSubnets[%d]", i), "%s overlaps the node subnet %s; pick a range the nodes do not use, e.g. %s", s, nodes, exampleSubnet(c, "10.244.0.0/16", "fd00:10:244::/56"))
+				}
 			}
 		}
 	}
@@ -106,8 +125,10 @@ func checkOverlaps(p *problems, n Network) {
 			continue
 		}
 
-		if c.Overlaps(nodes) {
-			p.errorf(fmt.Sprintf("network.serviceSubnets[%d]", i), "%s overlaps the node subnet %s; pick a range the nodes do not use, e.g. 10.96.0.0/12", s, nodes)
+		for _, nodes := range nodeNets {
+			if c.Overlaps(nodes) {
+				p.errorf(fmt.Sprintf("network.serviceSubnets[%d]", i), "%s overlaps the node subnet %s; pick a range the nodes do not use, e.g. %s", s, nodes, exampleSubnet(c, "10.96.0.0/12", "fd00:10:96::/112"))
+			}
 		}
 
 		for _, pod := range pods {

@@ -121,6 +121,7 @@ func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) No
 		HostNode:     in.HostNode,
 		Role:         Role(in.Role),
 		IP:           in.IP,
+		IP6:          in.IP6,
 		CPU:          firstInt(in.CPU, d.CPU, Defaults.CPU),
 		MemoryMiB:    firstInt(in.MemoryMiB, d.MemoryMiB, Defaults.MemoryMiB),
 		DiskSizeGiB:  firstInt(in.DiskSizeGiB, d.DiskSizeGiB, Defaults.DiskSizeGiB),
@@ -234,6 +235,12 @@ func buildNode(p *problems, name string, in NodeInput, all Input, c *Cluster) No
 		n.Tags = append(n.Tags, sec...)
 		slices.Sort(n.Tags)
 	}
+
+	if !c.Network.IPv4 {
+		n.IP = in.IP6 // IPv6-only: the node is reached at its IPv6 address
+	}
+
+	buildNICs(p, path, in, all, &n, c)
 
 	n.DataDisks = buildDataDisks(p, path, in.DataDisks, n.DatastoreID)
 	n.PCIDevices = buildPCIDevices(p, path, in.PCIDevices, n.VMMachine)

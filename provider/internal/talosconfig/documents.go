@@ -9,10 +9,10 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
-// linkAlias is the name the component gives the node's network link. Talos names links after
-// the kernel (ens18, enp6s18…), which depends on the VM's PCI layout; an alias selected by MAC
-// address (or, without a fixed MAC, the VM's only virtio link) does not.
-const linkAlias = "net0"
+// The component names each NIC's link "net<i>" after the VM's net<i> with a LinkAliasConfig
+// (linkDocuments). Talos names links after the kernel (ens18, enp6s18…), which depends on the
+// VM's PCI layout; an alias selected by MAC address (or, without a fixed MAC, the VM's only
+// virtio link) does not.
 
 // MultiDocument reports whether a configuration contract (a Talos minor, "v1.12") configures
 // the network through its own documents (HostnameConfig, LinkConfig, Layer2VIPConfig…) rather
@@ -28,32 +28,12 @@ func documents(c *spec.Cluster, n spec.Node, a Addresses) []map[string]any {
 		return fields
 	}
 
-	// Without a fixed MAC: the VM's one NIC, which the component always makes a virtio one.
-	match := `link.driver == "virtio_net"`
-	if n.MACAddress != "" {
-		match = fmt.Sprintf("mac(link.permanent_addr) == %q", strings.ToLower(n.MACAddress))
-	}
-
 	docs := []map[string]any{
 		// "auto: off" replaces the generated "auto: stable": the node's name is its hostname.
 		doc("HostnameConfig", map[string]any{"auto": "off", "hostname": n.Name}),
-		doc("LinkAliasConfig", map[string]any{"name": linkAlias, "selector": map[string]any{"match": match}}),
 	}
 
-	if c.Network.DHCP {
-		docs = append(docs, doc("DHCPv4Config", map[string]any{"name": linkAlias}))
-	} else {
-		docs = append(docs, doc("LinkConfig", map[string]any{
-			"name":      linkAlias,
-			"up":        true,
-			"addresses": []any{map[string]any{"address": fmt.Sprintf("%s/%d", a.NodeIP, c.Network.PrefixLength)}},
-			"routes":    []any{map[string]any{"gateway": c.Network.Gateway}},
-		}))
-	}
-
-	if n.Role == spec.RoleControlPlane && c.VIP != "" {
-		docs = append(docs, doc("Layer2VIPConfig", map[string]any{"name": c.VIP, "link": linkAlias}))
-	}
+	docs = append(docs, linkDocuments(c, n, a, doc)...)
 
 	if len(c.Network.Nameservers) > 0 {
 		var ns []any

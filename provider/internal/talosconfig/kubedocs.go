@@ -19,11 +19,12 @@ func KubeDocuments(contract string) bool { return spec.MinorNumber(contract) >= 
 // settings, Cilium's replacements and the network, time and volume documents follow.
 func nodePatchKube(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 	sans := CertSANs(c, a)
-	subnet, hasSubnet := nodeSubnet(c)
+	subnets := nodeSubnets(c)
 
 	v1 := map[string]any{"machine": map[string]any{"certSANs": sans}}
-	if n.Role == spec.RoleControlPlane && hasSubnet {
-		v1["cluster"] = map[string]any{"etcd": map[string]any{"advertisedSubnets": []string{subnet}}}
+	if n.Role == spec.RoleControlPlane && len(subnets) > 0 {
+		// etcd advertises one address: the primary family's (IPv4 in a dual-stack cluster).
+		v1["cluster"] = map[string]any{"etcd": map[string]any{"advertisedSubnets": subnets[:1]}}
 	}
 
 	doc := func(kind string, fields map[string]any) map[string]any {
@@ -41,8 +42,8 @@ func nodePatchKube(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 	})}
 
 	node := map[string]any{"labels": nodeLabels(c, n)}
-	if hasSubnet {
-		node["nodeIP"] = map[string]any{"validSubnets": []string{subnet}}
+	if len(subnets) > 0 {
+		node["nodeIP"] = map[string]any{"validSubnets": subnets}
 	}
 
 	taints := map[string]any{}

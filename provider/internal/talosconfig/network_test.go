@@ -64,6 +64,8 @@ func checkNetwork(t *testing.T, cfg config.Provider, c *spec.Cluster, n spec.Nod
 		t.Errorf("%s: machine.disks mount %v, want %v", at, disks, outside)
 	}
 
+	const linkAlias = "net0"
+
 	aliases := cfg.NetworkLinkAliasConfigs()
 	if len(aliases) != 1 || aliases[0].Name() != linkAlias {
 		t.Fatalf("%s: want one link alias %q, got %d", at, linkAlias, len(aliases))

@@ -71,28 +71,9 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 
 	sans := CertSANs(c, a)
 
-	iface := map[string]any{}
-	if n.MACAddress != "" {
-		iface["deviceSelector"] = map[string]any{"hardwareAddr": strings.ToLower(n.MACAddress)}
-	} else {
-		iface["deviceSelector"] = map[string]any{"physical": true}
-	}
-
-	if c.Network.DHCP {
-		iface["dhcp"] = true
-	} else {
-		iface["dhcp"] = false
-		iface["addresses"] = []string{fmt.Sprintf("%s/%d", a.NodeIP, c.Network.PrefixLength)}
-		iface["routes"] = []any{map[string]any{"network": "0.0.0.0/0", "gateway": c.Network.Gateway}}
-	}
-
-	if n.Role == spec.RoleControlPlane && c.VIP != "" {
-		iface["vip"] = map[string]any{"ip": c.VIP}
-	}
-
 	network := map[string]any{
 		"hostname":   n.Name,
-		"interfaces": []any{iface},
+		"interfaces": v1alpha1Interfaces(c, n, a),
 	}
 	if len(c.Network.Nameservers) > 0 {
 		network["nameservers"] = c.Network.Nameservers
@@ -150,8 +131,9 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 
 	kubelet := map[string]any{}
 
-	if subnet, ok := nodeSubnet(c); ok {
-		kubelet["nodeIP"] = map[string]any{"validSubnets": []string{subnet}}
+	subnets := nodeSubnets(c)
+	if len(subnets) > 0 {
+		kubelet["nodeIP"] = map[string]any{"validSubnets": subnets}
 	}
 
 	var disks, mounts []any
@@ -219,8 +201,9 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 		cluster["apiServer"] = map[string]any{"certSANs": sans}
 		cluster["allowSchedulingOnControlPlanes"] = c.AllowSchedulingOnControlPlanes
 
-		if subnet, ok := nodeSubnet(c); ok {
-			cluster["etcd"] = map[string]any{"advertisedSubnets": []string{subnet}}
+		// etcd advertises one address: the primary family's (IPv4 in a dual-stack cluster).
+		if len(subnets) > 0 {
+			cluster["etcd"] = map[string]any{"advertisedSubnets": subnets[:1]}
 		}
 	}
 
@@ -262,21 +245,6 @@ func nodeLabels(c *spec.Cluster, n spec.Node) map[string]string {
 	}
 
 	return labels
-}
-
-// nodeSubnet is the static node subnet, which keeps the kubelet and etcd off the VIP and off
-// any other interface.
-func nodeSubnet(c *spec.Cluster) (string, bool) {
-	if c.Network.DHCP || c.Network.Gateway == "" {
-		return "", false
-	}
-
-	gw, err := netip.ParseAddr(c.Network.Gateway)
-	if err != nil {
-		return "", false
-	}
-
-	return netip.PrefixFrom(gw, c.Network.PrefixLength).Masked().String(), true
 }
 
 // Manifest is a resolved inline manifest.
