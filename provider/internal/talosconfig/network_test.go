@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/siderolabs/talos/pkg/machinery/config"
+	configtypes "github.com/siderolabs/talos/pkg/machinery/config/config"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
@@ -18,21 +19,9 @@ func checkNetwork(t *testing.T, cfg config.Provider, c *spec.Cluster, n spec.Nod
 	t.Helper()
 
 	wantVIP := n.Role == spec.RoleControlPlane && c.VIP != ""
-	wantAddr := fmt.Sprintf("%s/%d", a.NodeIP, c.Network.PrefixLength)
 
 	if !MultiDocument(contract) {
-		devs := cfg.Machine().Network().Devices()
-		if len(devs) != 1 {
-			t.Fatalf("%s: %d interfaces in machine.network, want 1", at, len(devs))
-		}
-
-		if got := devs[0].VIPConfig() != nil; got != wantVIP {
-			t.Errorf("%s: VIP configured = %v, want %v", at, got, wantVIP)
-		}
-
-		if !c.Network.DHCP && !slices.Equal(devs[0].Addresses(), []string{wantAddr}) {
-			t.Errorf("%s: addresses = %v, want %s", at, devs[0].Addresses(), wantAddr)
-		}
+		checkInterfaces(t, cfg, c, n, a, wantVIP, at)
 
 		return
 	}
@@ -64,32 +53,7 @@ func checkNetwork(t *testing.T, cfg config.Provider, c *spec.Cluster, n spec.Nod
 		t.Errorf("%s: machine.disks mount %v, want %v", at, disks, outside)
 	}
 
-	const linkAlias = "net0"
-
-	aliases := cfg.NetworkLinkAliasConfigs()
-	if len(aliases) != 1 || aliases[0].Name() != linkAlias {
-		t.Fatalf("%s: want one link alias %q, got %d", at, linkAlias, len(aliases))
-	}
-
-	vips := cfg.NetworkVirtualIPConfigs()
-	if got := len(vips) == 1 && vips[0].Link() == linkAlias; got != wantVIP {
-		t.Errorf("%s: VIP on %s = %v, want %v", at, linkAlias, got, wantVIP)
-	}
-
-	if c.Network.DHCP {
-		if dhcp := cfg.NetworkDHCPConfigs(); len(dhcp) != 1 || dhcp[0].Name() != linkAlias {
-			t.Errorf("%s: want DHCP on %s", at, linkAlias)
-		}
-	} else {
-		links := cfg.NetworkCommonLinkConfigs()
-		if len(links) != 1 || len(links[0].Addresses()) != 1 || links[0].Addresses()[0].Address().String() != wantAddr {
-			t.Fatalf("%s: want link %s with address %s", at, linkAlias, wantAddr)
-		}
-
-		if r := links[0].Routes(); len(r) != 1 || r[0].Gateway().ValueOrZero().String() != c.Network.Gateway {
-			t.Errorf("%s: want one route through %s, got %v", at, c.Network.Gateway, r)
-		}
-	}
+	checkLinkDocuments(t, cfg, c, n, a, wantVIP, at)
 
 	if len(c.Network.Nameservers) > 0 && len(cfg.NetworkResolverConfig().Resolvers()) != len(c.Network.Nameservers) {
 		t.Errorf("%s: resolvers = %v, want %v", at, cfg.NetworkResolverConfig().Resolvers(), c.Network.Nameservers)
@@ -175,5 +139,106 @@ func TestContractV114ManifestNames(t *testing.T) {
 
 	if _, err := ManifestsPatch([]Manifest{{Name: "My_Manifest", Contents: "a: b\n"}}, nil, "v1.13"); err != nil {
 		t.Errorf("contract v1.13 keeps any name: %v", err)
+	}
+}
+
+// checkInterfaces reads the node's links back from `.machine.network.interfaces` (up to
+// contract v1.11): one interface per link, in order, with its addresses, routes, MTU, DHCP,
+// bond and VIP.
+func checkInterfaces(t *testing.T, cfg config.Provider, c *spec.Cluster, n spec.Node, a Addresses, wantVIP bool, at string) {
+	t.Helper()
+
+	devs := cfg.Machine().Network().Devices()
+	if len(devs) != len(n.Links) {
+		t.Fatalf("%s: %d interfaces in machine.network, want %d", at, len(devs), len(n.Links))
+	}
+
+	for i, l := range n.Links {
+		d := devs[i]
+		at := at + "/" + l.Name
+
+		if got := d.VIPConfig() != nil; got != (wantVIP && l.Cluster) {
+			t.Errorf("%s: VIP configured = %v, want %v", at, got, wantVIP && l.Cluster)
+		}
+
+		if want := linkAddresses(c, n, l, a); !slices.Equal(d.Addresses(), want) {
+			t.Errorf("%s: addresses = %v, want %v", at, d.Addresses(), want)
+		}
+
+		if len(d.Routes()) != len(linkRoutes(c, l)) || d.MTU() != l.MTU || d.DHCP() != (l.DHCP || l.Cluster && c.Network.DHCP) {
+			t.Errorf("%s: %d routes, MTU %d, DHCP %v; want %d, %d, %v", at, len(d.Routes()), d.MTU(), d.DHCP(), len(linkRoutes(c, l)), l.MTU, l.DHCP)
+		}
+
+		if l.BondMode != "" && (d.Bond() == nil || d.Bond().Mode() != l.BondMode || len(d.Bond().Selectors()) != len(l.NICs)) {
+			t.Errorf("%s: want a %s bond of %d NICs, got %+v", at, l.BondMode, len(l.NICs), d.Bond())
+		}
+	}
+}
+
+// checkLinkDocuments reads the node's links back from the documents of contract v1.12 and later:
+// an alias per NIC, a link or bond configuration per link with its addresses, routes and MTU,
+// DHCP where asked, the VIP on the cluster link.
+func checkLinkDocuments(t *testing.T, cfg config.Provider, c *spec.Cluster, n spec.Node, a Addresses, wantVIP bool, at string) {
+	t.Helper()
+
+	var aliases []string
+	for _, al := range cfg.NetworkLinkAliasConfigs() {
+		aliases = append(aliases, al.Name())
+	}
+
+	if len(aliases) != len(n.NICs) || aliases[0] != "net0" {
+		t.Fatalf("%s: link aliases %v, want one per NIC (%d)", at, aliases, len(n.NICs))
+	}
+
+	cluster := n.Links[0].Name
+
+	vips := cfg.NetworkVirtualIPConfigs()
+	if got := len(vips) == 1 && vips[0].Link() == cluster; got != wantVIP {
+		t.Errorf("%s: VIP on %s = %v, want %v", at, cluster, got, wantVIP)
+	}
+
+	var dhcp, wantDHCP []string
+	for _, d := range cfg.NetworkDHCPConfigs() {
+		dhcp = append(dhcp, d.Name())
+	}
+
+	links := map[string]configtypes.NetworkCommonLinkConfig{}
+	for _, l := range cfg.NetworkCommonLinkConfigs() {
+		links[l.Name()] = l
+	}
+
+	for _, l := range n.Links {
+		if l.DHCP || l.Cluster && c.Network.DHCP {
+			wantDHCP = append(wantDHCP, l.Name)
+		}
+
+		want := linkAddresses(c, n, l, a)
+		doc, ok := links[l.Name]
+
+		if !ok {
+			if len(want) > 0 || l.MTU > 0 || l.BondMode != "" {
+				t.Errorf("%s: no link configuration for %s", at, l.Name)
+			}
+
+			continue
+		}
+
+		var got []string
+		for _, ad := range doc.Addresses() {
+			got = append(got, ad.Address().String())
+		}
+
+		if !slices.Equal(got, want) || len(doc.Routes()) != len(linkRoutes(c, l)) || int(doc.MTU().ValueOrZero()) != l.MTU {
+			t.Errorf("%s: link %s has addresses %v, %d routes, MTU %d; want %v, %d, %d", at, l.Name, got, len(doc.Routes()),
+				doc.MTU().ValueOrZero(), want, len(linkRoutes(c, l)), l.MTU)
+		}
+
+		if bond, isBond := doc.(configtypes.NetworkBondConfig); isBond != (l.BondMode != "") || isBond && (bond.Mode().String() != l.BondMode || len(bond.Links()) != len(l.NICs)) {
+			t.Errorf("%s: link %s bond = %v, want mode %q over %d NICs", at, l.Name, isBond, l.BondMode, len(l.NICs))
+		}
+	}
+
+	if !slices.Equal(dhcp, wantDHCP) {
+		t.Errorf("%s: DHCP on %v, want %v", at, dhcp, wantDHCP)
 	}
 }

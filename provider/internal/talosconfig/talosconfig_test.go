@@ -54,6 +54,54 @@ func dhcpCluster() spec.Input {
 	}
 }
 
+// dualStackCluster has IPv4 and IPv6 on its cluster network, and workers with a bonded storage
+// network (MTU 9000), a DHCP network on a VLAN and a routed one.
+func dualStackCluster() spec.Input {
+	storage := spec.NetworkDeviceInput{Bridge: "vmbr1", Bond: &spec.BondInput{MTU: new(9000)}}
+	w1, w2 := storage, storage
+	w1.Addresses = []string{"10.50.0.21/24"}
+	w2.Addresses = []string{"10.50.0.22/24", "fd00:50::22/64"}
+	w2.Bond = &spec.BondInput{Mode: "802.3ad", Interfaces: new(3), MTU: new(9000)}
+
+	return spec.Input{
+		ClusterName:  "dual",
+		TalosVersion: "v1.11.5",
+		VIP:          "10.0.0.10",
+		Network: spec.NetworkInput{
+			Gateway: "10.0.0.1", Gateway6: "fd00:1::1",
+			PodSubnets:     []string{"10.244.0.0/16", "fd00:10:244::/56"},
+			ServiceSubnets: []string{"10.96.0.0/12", "fd00:10:96::/112"},
+		},
+		Nodes: map[string]spec.NodeInput{
+			"cp-1":     {HostNode: "pve1", Role: "controlplane", IP: "10.0.0.11", IP6: "fd00:1::11", MTU: new(1500)},
+			"cp-2":     {HostNode: "pve2", Role: "controlplane", IP: "10.0.0.12", IP6: "fd00:1::12"},
+			"cp-3":     {HostNode: "pve3", Role: "controlplane", IP: "10.0.0.13", IP6: "fd00:1::13"},
+			"worker-1": {HostNode: "pve1", Role: "worker", IP: "10.0.0.21", IP6: "fd00:1::21", Networks: []spec.NetworkDeviceInput{{}, w1}},
+			"worker-2": {HostNode: "pve2", Role: "worker", IP: "10.0.0.22", IP6: "fd00:1::22", Networks: []spec.NetworkDeviceInput{
+				{MACAddress: "bc:24:11:00:00:22"}, w2,
+				{Bridge: "vmbr2", VLANID: new(30), DHCP: new(true)},
+				{Bridge: "vmbr3", Addresses: []string{"10.70.0.22/24"}, Gateway: "10.70.0.1", Routes: []string{"10.80.0.0/16"}, MTU: new(1400)},
+			}},
+		},
+	}
+}
+
+// ipv6OnlyCluster has no IPv4 at all: an IPv6 VIP, IPv6 pods and services.
+func ipv6OnlyCluster() spec.Input {
+	return spec.Input{
+		ClusterName:  "six",
+		TalosVersion: "v1.11.5",
+		VIP:          "fd00:1::10",
+		Network: spec.NetworkInput{
+			Gateway6: "fd00:1::1", PodSubnets: []string{"fd00:10:244::/56"}, ServiceSubnets: []string{"fd00:10:96::/112"},
+		},
+		Nodes: map[string]spec.NodeInput{
+			"cp-1":     {HostNode: "pve1", Role: "controlplane", IP6: "fd00:1::11"},
+			"worker-1": {HostNode: "pve1", Role: "worker", IP6: "fd00:1::21"},
+		},
+	}
+}
+
 type patchCase struct {
 	name  string
 	input spec.Input
@@ -81,6 +129,8 @@ var cases = []patchCase{
 	{"homelab", homelab(), staticAddrs},
 	{"cilium", ciliumCluster(), staticAddrs},
 	{"secureboot", secureBootCluster(), staticAddrs},
+	{"dualstack", dualStackCluster(), staticAddrs},
+	{"ipv6only", ipv6OnlyCluster(), staticAddrs},
 	{"dhcp", dhcpCluster(), func(*spec.Cluster, spec.Node) Addresses {
 		return Addresses{NodeIP: "192.168.50.77", ControlPlaneIPs: []string{"192.168.50.77"}, Endpoint: "192.168.50.77"}
 	}},
