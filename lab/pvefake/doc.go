@@ -61,13 +61,20 @@
 // # Hooks for the lab controller
 //
 // Options.OnEvent (or SetEventHandler) receives created, started, rebooted, stopped and deleted
-// events with node, vmid, name, raw ipconfig0 and nameserver, agent flag, net0 MAC and the
-// configuration. The guest agent (agent/network-get-interfaces, agent/ping) answers only for a
-// running VM with the agent enabled ("No QEMU guest agent configured", "VM 100 is not running"
-// otherwise) and reports lo plus eth0 with the address given to SetGuestAddress, else the
-// static ipconfig0 address; with ip=dhcp and no address it answers "QEMU guest agent is not
-// running", which bpg retries. bpg waits for a global unicast address: 127.0.0.0/8 never
-// satisfies it.
+// events with node, vmid, name, raw ipconfig0 and nameserver, agent flag, net0 MAC, the NICs
+// (Event.NICs: netN's MAC, bridge, VLAN tag and the MTU the guest gets) and the configuration;
+// nics-changed when a configuration update hot-plugs, unplugs or replaces NICs of a running VM
+// (the hotplug option's "network", on by default). NIC MTUs are checked as qemu-server builds the
+// device: a virtio NIC on a bridge gets the bridge's MTU (Options.BridgeMTU, default 1500) unless
+// its mtu is set, and mtu above the bridge's or below 576 fails the start task ("netdev net1: MTU
+// '9000' is bigger than the bridge MTU '1500'") and refuses a hot-plug with PVE's 400 ("hotplug
+// problem - …"), which leaves the configuration as it was. The guest agent
+// (agent/network-get-interfaces, agent/ping) answers only for a running VM with the agent enabled
+// ("No QEMU guest agent configured", "VM 100 is not running" otherwise) and reports lo, then eth0,
+// eth1, … for the VM's NICs, each with its ipconfigN static ip and ip6; eth0 with the address
+// given to SetGuestAddress instead of ipconfig0's ip; with ip=dhcp and no address it answers
+// "QEMU guest agent is not running", which bpg retries. bpg waits for a global unicast address:
+// 127.0.0.0/8 never satisfies it.
 //
 // # Test knobs
 //
@@ -93,7 +100,8 @@
 //     roles and ACLs; /access serves users, tokens, roles, acl and permissions. Groups, realms
 //     other than pam/pve, token expiry and TFA are not modelled. No HA, replication, snapshots, migration, clone, templates'
 //     linked clones, move_disk, LXC, firewall, SDN, pending changes (config changes apply at
-//     once, also on running VMs), locks, config digests checks, storage capacity limits.
+//     once, also on running VMs; a NIC change with network hot-plug off reaches the guest at its
+//     next start), locks, config digests checks, storage capacity limits.
 //   - Parameter checks cover names, integer/boolean/number types, a few enums, drive and NIC
 //     option names and VM names; other formats are not validated.
 //   - Images are not validated (a non-qcow2 file named .qcow2 imports with its file size); zst

@@ -1,6 +1,7 @@
 package pvefake
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -21,6 +22,9 @@ const (
 	EventStopped EventType = "stopped"
 	// EventDeleted: a destroy task removed the VM and its disks.
 	EventDeleted EventType = "deleted"
+	// EventNICsChanged: a configuration update hot-plugged, unplugged or replaced network devices
+	// of a running VM (network hot-plug is on by default); Event.NICs are the VM's NICs now.
+	EventNICsChanged EventType = "nics-changed"
 )
 
 // Event reports a VM lifecycle change to a lab controller, e.g. to boot or halt the emulated
@@ -39,6 +43,8 @@ type Event struct {
 	AgentEnabled bool
 	// MAC is net0's MAC address (upper case, as PVE prints it).
 	MAC string
+	// NICs are the VM's network devices in index order, as the guest sees them (MTU included).
+	NICs []NIC
 	// Config is a copy of the VM configuration as PVE stores it.
 	Config map[string]string
 }
@@ -134,7 +140,10 @@ func (s *Server) SetEventHandler(h func(Event)) {
 // it. Callers hold s.mu, so they must not wait on it there: a task that must not finish before
 // the guest has reacted hands it to taskRun.await.
 func (s *Server) emit(typ EventType, v *vm) <-chan struct{} {
+	nics, _ := s.nicsOf(v.config)
+
 	e := Event{
+		NICs:         nics,
 		Type:         typ,
 		Node:         v.node,
 		VMID:         v.id,
@@ -179,23 +188,40 @@ func (s *Server) ClearGuestAddress(vmid int) {
 	delete(s.guestAddr, vmid)
 }
 
-// reportedAddress is the address the agent of v reports. Callers hold s.mu.
+// reportedAddress is the address the agent of v reports first: the one supplied with
+// SetGuestAddress, else ipconfig0's static IPv4 address, else its static IPv6 one (an IPv6-only
+// guest); none while ipconfig0 asks for a DHCP lease the lab has not supplied. Callers hold s.mu.
 func (s *Server) reportedAddress(v *vm) (netip.Prefix, bool) {
-	if a, ok := s.guestAddr[v.id]; ok && a.prefix.IsValid() {
-		return a.prefix, true
+	if _, supplied := s.guestAddr[v.id]; !supplied && parsePropertyString(v.config["ipconfig0"], "")["ip"] == "dhcp" {
+		return netip.Prefix{}, false // the lease is not known yet
 	}
 
-	ip, ok := parsePropertyString(v.config["ipconfig0"], "")["ip"]
-	if !ok || ip == "dhcp" {
-		return netip.Prefix{}, false
+	if a := s.guestAddresses(v, 0); len(a) > 0 {
+		return a[0], true
 	}
 
-	p, err := netip.ParsePrefix(ip)
-	if err != nil {
-		return netip.Prefix{}, false
+	return netip.Prefix{}, false
+}
+
+// guestAddresses are the addresses the agent of v reports on the NIC of netN: ipconfigN's static
+// ip and ip6 (DHCP and SLAAC leases are unknown until the lab supplies them with
+// SetGuestAddress, which replaces net0's IPv4 one). Callers hold s.mu.
+func (s *Server) guestAddresses(v *vm, index int) []netip.Prefix {
+	props := parsePropertyString(v.config[fmt.Sprintf("ipconfig%d", index)], "")
+
+	var out []netip.Prefix
+
+	if a, ok := s.guestAddr[v.id]; ok && a.prefix.IsValid() && index == 0 {
+		out = append(out, a.prefix)
+	} else if p, err := netip.ParsePrefix(props["ip"]); err == nil {
+		out = append(out, p)
 	}
 
-	return p, true
+	if p, err := netip.ParsePrefix(props["ip6"]); err == nil {
+		out = append(out, p)
+	}
+
+	return out
 }
 
 // agentEnabled reads the "agent" option ("1", "enabled=1,type=virtio", …).

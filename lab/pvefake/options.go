@@ -102,6 +102,12 @@ type Options struct {
 	// PVEFAKE_SCHEMA=<version> turns it on.
 	Schema *pveschema.Schema
 
+	// BridgeMTU is the MTU of each host bridge, the same on every node ("vmbr1": 9000); a bridge
+	// not listed has DefaultBridgeMTU. A virtio NIC gets its bridge's MTU unless its mtu is set, and
+	// a VM whose NIC's mtu exceeds its bridge's does not start (nor is such a NIC hot-plugged), with
+	// qemu-server's error.
+	BridgeMTU map[string]int
+
 	// OnEvent receives VM lifecycle events, in order, on a goroutine of its own.
 	OnEvent func(Event)
 	// Logf, when set, receives one line per request and per state change (pass t.Logf in tests).

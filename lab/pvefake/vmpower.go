@@ -1,6 +1,7 @@
 package pvefake
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -151,6 +152,10 @@ func (s *Server) startVM(c *call) (any, *apiError) {
 			return fmt.Errorf("you can't start a vm if it's a template")
 		case v.running:
 			return fmt.Errorf("VM %d already running", v.id)
+		}
+
+		if _, errs := s.nicsOf(v.config); len(errs) > 0 {
+			return errors.New(firstError(errs))
 		}
 
 		r.logf("generating cloud-init ISO")
@@ -306,8 +311,9 @@ func (s *Server) agentVM(c *call) (*vm, *apiError) {
 	return v, nil
 }
 
-// agentNetworkInterfaces serves GET …/agent/network-get-interfaces: lo and eth0 with the
-// address supplied by the lab (SetGuestAddress) or the static ipconfig0 address.
+// agentNetworkInterfaces serves GET …/agent/network-get-interfaces: lo, then eth0, eth1, … for
+// the VM's NICs in index order, each with its cloud-init ipconfigN addresses (ip and ip6); eth0
+// carries the address supplied by the lab (SetGuestAddress) instead of ipconfig0's IPv4 one.
 func (s *Server) agentNetworkInterfaces(c *call) (any, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -317,45 +323,56 @@ func (s *Server) agentNetworkInterfaces(c *call) (any, *apiError) {
 		return nil, e
 	}
 
-	addr, _ := s.reportedAddress(v)
-	kind := "ipv4"
+	stats := map[string]int{"rx-bytes": 0, "rx-dropped": 0, "rx-errs": 0, "rx-packets": 0, "tx-bytes": 0, "tx-dropped": 0, "tx-errs": 0, "tx-packets": 0}
+	result := []map[string]any{{
+		"name":             "lo",
+		"hardware-address": "00:00:00:00:00:00",
+		"ip-addresses": []map[string]any{
+			{"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8},
+			{"ip-address": "::1", "ip-address-type": "ipv6", "prefix": 128},
+		},
+		"statistics": stats,
+	}}
 
-	if addr.Addr().Is6() {
-		kind = "ipv6"
+	nics, _ := s.nicsOf(v.config)
+	if len(nics) == 0 {
+		nics = []NIC{{Key: "net0"}} // as before NICs were modelled: eth0 with ipconfig0's addresses
 	}
 
-	eth0 := []map[string]any{{"ip-address": addr.Addr().String(), "ip-address-type": kind, "prefix": addr.Bits()}}
+	for i, n := range nics {
+		addrs := []map[string]any{}
+		for _, p := range s.guestAddresses(v, n.Index) {
+			addrs = append(addrs, agentAddress(p))
 
-	// Lab nodes live on loopback, which bpg never accepts as a guest's address: it waits for a
-	// global unicast one until agent.timeout (15 minutes). A loopback address is therefore
-	// followed by a stand-in from TEST-NET-2 (RFC 5737, documentation only, never routed).
-	// Consumers that pick the first address of eth0 still get the loopback one.
-	if a := addr.Addr(); a.Is4() && a.IsLoopback() {
-		b := a.As4()
-		eth0 = append(eth0, map[string]any{
-			"ip-address": netip.AddrFrom4([4]byte{198, 51, 100, b[3]}).String(), "ip-address-type": "ipv4", "prefix": 24,
+			// Lab nodes live on loopback, which bpg never accepts as a guest's address: it waits
+			// for a global unicast one until agent.timeout (15 minutes). A loopback address is
+			// therefore followed by a stand-in from TEST-NET-2 (RFC 5737, documentation only,
+			// never routed). Consumers that pick the first address of eth0 still get the
+			// loopback one.
+			if a := p.Addr(); a.Is4() && a.IsLoopback() {
+				b := a.As4()
+				addrs = append(addrs, agentAddress(netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, 100, b[3]}), 24)))
+			}
+		}
+
+		result = append(result, map[string]any{
+			"name":             fmt.Sprintf("eth%d", i),
+			"hardware-address": strings.ToLower(n.MAC),
+			"ip-addresses":     addrs,
+			"statistics":       stats,
 		})
 	}
 
-	stats := map[string]int{"rx-bytes": 0, "rx-dropped": 0, "rx-errs": 0, "rx-packets": 0, "tx-bytes": 0, "tx-dropped": 0, "tx-errs": 0, "tx-packets": 0}
+	return map[string]any{"result": result}, nil
+}
 
-	return map[string]any{"result": []map[string]any{
-		{
-			"name":             "lo",
-			"hardware-address": "00:00:00:00:00:00",
-			"ip-addresses": []map[string]any{
-				{"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8},
-				{"ip-address": "::1", "ip-address-type": "ipv6", "prefix": 128},
-			},
-			"statistics": stats,
-		},
-		{
-			"name":             "eth0",
-			"hardware-address": strings.ToLower(netMAC(v.config["net0"])),
-			"ip-addresses":     eth0,
-			"statistics":       stats,
-		},
-	}}, nil
+func agentAddress(p netip.Prefix) map[string]any {
+	kind := "ipv4"
+	if p.Addr().Is6() {
+		kind = "ipv6"
+	}
+
+	return map[string]any{"ip-address": p.Addr().String(), "ip-address-type": kind, "prefix": p.Bits()}
 }
 
 // agentPing serves POST …/agent/ping.

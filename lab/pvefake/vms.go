@@ -173,9 +173,15 @@ func (s *Server) createVM(c *call) (any, *apiError) {
 		s.emit(EventCreated, v)
 
 		if start {
-			v.running, v.started = true, time.Now()
 			r.logf("start VM %d", vmid)
-			s.emit(EventStarted, v)
+
+			// PVE's autostart after a create only warns when the start fails.
+			if _, errs := s.nicsOf(v.config); len(errs) > 0 {
+				r.logf("%s", firstError(errs))
+			} else {
+				v.running, v.started = true, time.Now()
+				s.emit(EventStarted, v)
+			}
 		}
 
 		return nil

@@ -1,7 +1,9 @@
 package pvefake
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +29,11 @@ func (s *Server) updateVMConfigSync(c *call) (any, *apiError) {
 	}
 
 	if err := s.applyUpdate(v, params, nil); err != nil {
+		var pe paramError
+		if errors.As(err, &pe) {
+			return nil, paramErr(pe)
+		}
+
 		return nil, errf("%s", err.Error())
 	}
 
@@ -82,19 +89,17 @@ func (s *Server) checkUpdate(c *call) (map[string]string, *apiError) {
 	return params, nil
 }
 
-// applyUpdate applies deletions and new values to a VM's configuration. Callers hold s.mu.
+// applyUpdate applies deletions and new values to a VM's configuration. On a running VM, network
+// devices are hot-plugged (hotplugNICs): one that cannot be is refused with PVE's parameter error,
+// before anything changes, and a change of the guest's NICs is reported (EventNICsChanged).
+// Callers hold s.mu.
 func (s *Server) applyUpdate(v *vm, params map[string]string, r *taskRun) error {
 	force := params["force"] == "1"
 	conf := cloneConfig(v.config)
+	deletes := tagSplitRE.Split(params["delete"], -1)
 
-	for _, key := range tagSplitRE.Split(params["delete"], -1) {
-		if key == "" {
-			continue
-		}
-
-		if isDriveKey(key) || strings.HasPrefix(key, "unused") {
-			s.detachDrive(v.id, v.node, conf, key, force)
-		} else {
+	for _, key := range deletes {
+		if !isDriveKey(key) && !strings.HasPrefix(key, "unused") {
 			delete(conf, key)
 		}
 	}
@@ -107,6 +112,24 @@ func (s *Server) applyUpdate(v *vm, params map[string]string, r *taskRun) error 
 	}
 
 	s.normalizeParams(set, conf)
+
+	next := cloneConfig(conf)
+	for k, val := range set {
+		if kd, _ := keyKind(k); kd == kNet {
+			next[k] = val
+		}
+	}
+
+	nicsChanged, errs := s.hotplugNICs(v, next)
+	if len(errs) > 0 {
+		return paramError(errs)
+	}
+
+	for _, key := range deletes {
+		if key != "" && (isDriveKey(key) || strings.HasPrefix(key, "unused")) {
+			s.detachDrive(v.id, v.node, conf, key, force)
+		}
+	}
 
 	if e := s.checkDriveStorages(v.node, set, ""); e != nil {
 		return fmt.Errorf("%s", e.Message)
@@ -124,5 +147,22 @@ func (s *Server) applyUpdate(v *vm, params map[string]string, r *taskRun) error 
 
 	v.config = conf
 
+	if nicsChanged {
+		s.emit(EventNICsChanged, v)
+	}
+
 	return nil
+}
+
+// paramError is a parameter error raised while a configuration update is applied: PVE's 400
+// "Parameter verification failed." with an error per option.
+type paramError map[string]string
+
+func (e paramError) Error() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(e)) {
+		parts = append(parts, k+": "+e[k])
+	}
+
+	return "400 Parameter verification failed.\n" + strings.Join(parts, "\n")
 }
