@@ -23,10 +23,16 @@ func readsOf(tc badInput) []string {
 	var reads []string
 
 	switch {
-	case strings.HasPrefix(tc.path, "nodes.") && strings.Contains(tc.path, ".ip:"),
-		strings.HasPrefix(tc.path, "vip:"):
-		// Addresses are checked against the subnet, the gateway and each other.
-		reads = append(reads, "Network", "Nodes.*.Ip", "Vip")
+	case strings.HasPrefix(tc.path, "nodes.") && (strings.Contains(tc.path, ".ip:") || strings.Contains(tc.path, ".ip6:")),
+		strings.HasPrefix(tc.path, "vip:"), strings.Contains(tc.path, "6:"):
+		// Addresses are checked against the subnet, the gateway and each other; the nodes'
+		// ip and ip6 decide the families.
+		reads = append(reads, "Network", "Nodes.*.Ip", "Nodes.*.Ip6", "Vip", "Nodes.*.Networks")
+	case strings.Contains(tc.path, "networks") || strings.Contains(tc.path, ".mtu:") || strings.Contains(tc.path, ".bridge:"):
+		// A node's networks replace its single-NIC fields; their addresses and MACs are unique
+		// across nodes; the IPv6 minimum MTU depends on the families.
+		reads = append(reads, "Network", "Nodes.*.Ip", "Nodes.*.Ip6", "Nodes.*.Networks", "Nodes.*.Bridge", "Nodes.*.MacAddress",
+			"Nodes.*.VlanId", "Nodes.*.Mtu", "NodeDefaults")
 	case strings.HasPrefix(tc.path, "kubernetesVersion:"):
 		reads = append(reads, "TalosVersion") // the range depends on the Talos minor
 	case strings.Contains(tc.path, ".memoryMib:") || strings.Contains(tc.path, ".cpu:"):
@@ -35,7 +41,7 @@ func readsOf(tc badInput) []string {
 	case strings.Contains(tc.path, ".vmId:"):
 		reads = append(reads, "Nodes.*.VmId")
 	case strings.Contains(tc.path, ".macAddress:"):
-		reads = append(reads, "Nodes.*.MacAddress")
+		reads = append(reads, "Nodes.*.MacAddress", "Nodes.*.Networks")
 	case strings.Contains(tc.path, ".pcie:"):
 		reads = append(reads, "NodeDefaults")
 	case strings.HasPrefix(tc.path, "network.dhcp:"):
@@ -43,7 +49,7 @@ func readsOf(tc badInput) []string {
 	case strings.HasPrefix(tc.path, "image.platform:"):
 		reads = append(reads, "Network")
 	case strings.HasPrefix(tc.path, "network.podSubnets") || strings.HasPrefix(tc.path, "network.serviceSubnets"):
-		reads = append(reads, "Network")
+		reads = append(reads, "Network", "Nodes.*.Ip", "Nodes.*.Ip6") // the families
 	case strings.HasPrefix(tc.path, "helmCharts[") || strings.HasPrefix(tc.path, "cilium."):
 		reads = append(reads, "Cilium", "HelmCharts")
 	case tc.path == "nodes:":

@@ -26,6 +26,46 @@ func homelabArgs() TalosProxmoxClusterArgs {
 	}
 }
 
+// dualStack gives every node of the homelab an IPv6 address, then makes mistake f.
+func dualStack(f func(*TalosProxmoxClusterArgs)) func(*TalosProxmoxClusterArgs) {
+	return func(a *TalosProxmoxClusterArgs) {
+		a.Network.Gateway6 = "fd00:1::1"
+		a.Network.PodSubnets = []string{"10.244.0.0/16", "fd00:10:244::/56"}
+		a.Network.ServiceSubnets = []string{"10.96.0.0/12", "fd00:10:96::/112"}
+
+		for name, n := range a.Nodes {
+			n.Ip6 = "fd00:1::" + strings.TrimPrefix(n.Ip, "10.0.0.")
+			a.Nodes[name] = n
+		}
+
+		f(a)
+	}
+}
+
+// ipv6Only makes the homelab IPv6-only, then makes mistake f.
+func ipv6Only(f func(*TalosProxmoxClusterArgs)) func(*TalosProxmoxClusterArgs) {
+	return dualStack(func(a *TalosProxmoxClusterArgs) {
+		a.Network.Gateway, a.Vip = "", "fd00:1::10"
+		a.Network.PodSubnets, a.Network.ServiceSubnets = []string{"fd00:10:244::/56"}, []string{"fd00:10:96::/112"}
+
+		for name, n := range a.Nodes {
+			n.Ip = ""
+			a.Nodes[name] = n
+		}
+
+		f(a)
+	})
+}
+
+// storage gives worker-1 a second network (vmbr1, 10.50.0.21/24) that f then breaks.
+func storage(f func(*NodeNetwork)) func(*TalosProxmoxClusterArgs) {
+	return onNode("worker-1", func(n *Node) {
+		nw := NodeNetwork{Bridge: "vmbr1", Addresses: []string{"10.50.0.21/24"}}
+		f(&nw)
+		n.Networks = []NodeNetwork{{}, nw}
+	})
+}
+
 func node(a *TalosProxmoxClusterArgs, name string, f func(*Node)) {
 	n := a.Nodes[name]
 	f(&n)
@@ -296,6 +336,58 @@ var badInputs = []badInput{
 	{"bad service subnet", func(a *TalosProxmoxClusterArgs) { a.Network.ServiceSubnets = []string{"x"} }, "network.serviceSubnets[0]:", "CIDR"},
 	{"bad dns domain", func(a *TalosProxmoxClusterArgs) { a.Network.DnsDomain = "Cluster..local" }, "network.dnsDomain:", "cluster.local"},
 	{"bad vlan", func(a *TalosProxmoxClusterArgs) { a.Network.VlanId = new(5000) }, "network.vlanId:", "4094"},
+	{"ip6 not IPv6", dualStack(onNode("cp-1", func(n *Node) { n.Ip6 = "10.0.0.99" })), "nodes.cp-1.ip6:", "IPv6"},
+	{"ip6 outside subnet", dualStack(onNode("cp-1", func(n *Node) { n.Ip6 = "fd00:2::11" })), "nodes.cp-1.ip6:", "fd00:1::/64"},
+	{"ip6 on some nodes only", dualStack(onNode("worker-2", func(n *Node) { n.Ip6 = "" })), "nodes.worker-2.ip6:", "every node"},
+	{"duplicate ip6", dualStack(onNode("cp-2", func(n *Node) { n.Ip6 = "fd00:1::11" })), "nodes.cp-2.ip6:", "nodes.cp-1"},
+	{"ip6 is the gateway", dualStack(onNode("cp-2", func(n *Node) { n.Ip6 = "fd00:1::1" })), "nodes.cp-2.ip6:", "gateway"},
+	{"bad gateway6", dualStack(func(a *TalosProxmoxClusterArgs) { a.Network.Gateway6 = "10.0.0.1" }), "network.gateway6:", "IPv6"},
+	{"gateway6 without ip6", func(a *TalosProxmoxClusterArgs) { a.Network.Gateway6 = "fd00:1::1" }, "network.gateway6:", "ip6"},
+	{"bad prefixLength6", dualStack(func(a *TalosProxmoxClusterArgs) { a.Network.PrefixLength6 = new(129) }), "network.prefixLength6:", "1 to 128"},
+	{"dual-stack without an IPv6 pod subnet", dualStack(func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = []string{"10.244.0.0/16"} }),
+		"network.podSubnets:", "dual-stack"},
+	{"IPv6 service subnet too large", dualStack(func(a *TalosProxmoxClusterArgs) {
+		a.Network.ServiceSubnets = []string{"10.96.0.0/12", "fd00:10:96::/64"}
+	}), "network.serviceSubnets[1]:", "/108"},
+	{"IPv4 service subnet too large", func(a *TalosProxmoxClusterArgs) { a.Network.ServiceSubnets = []string{"10.64.0.0/10"} },
+		"network.serviceSubnets[0]:", "/12"},
+	{"two IPv4 pod subnets", dualStack(func(a *TalosProxmoxClusterArgs) {
+		a.Network.PodSubnets = []string{"10.244.0.0/16", "10.245.0.0/16", "fd00:10:244::/56"}
+	}), "network.podSubnets[1]:", "one range per family"},
+	{"IPv6 pod subnet without ip6", func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = []string{"10.244.0.0/16", "fd00:10:244::/56"} },
+		"network.podSubnets[1]:", "no IPv6"},
+	{"IPv6-only without gateway6", ipv6Only(func(a *TalosProxmoxClusterArgs) { a.Network.Gateway6 = "" }), "network.gateway6:", "IPv6-only"},
+	{"IPv4 pod subnet in an IPv6-only cluster", ipv6Only(func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = nil }),
+		"network.podSubnets[0]:", "IPv6-only"},
+	{"IPv6 VIP without ip6", func(a *TalosProxmoxClusterArgs) { a.Vip = "fd00:1::10" }, "vip:", "ip6"},
+	{"IPv4 VIP in an IPv6-only cluster", ipv6Only(func(a *TalosProxmoxClusterArgs) { a.Vip = "10.0.0.10" }), "vip:", "IPv6-only"},
+	{"IPv6 VIP outside the subnet", dualStack(func(a *TalosProxmoxClusterArgs) { a.Vip = "fd00:9::10" }), "vip:", "fd00:1::/64"},
+	{"bond over one interface", storage(func(n *NodeNetwork) { n.Bond = &NodeBond{Interfaces: new(1)} }),
+		"nodes.worker-1.networks[1].bond.interfaces:", "2 to 8"},
+	{"bad bond mode", storage(func(n *NodeNetwork) { n.Bond = &NodeBond{Mode: "lacp"} }), "nodes.worker-1.networks[1].bond.mode:", "802.3ad"},
+	{"mtu on a bond", storage(func(n *NodeNetwork) { n.Mtu, n.Bond = new(9000), &NodeBond{} }), "nodes.worker-1.networks[1].mtu:", "bond.mtu"},
+	{"network mtu out of range", storage(func(n *NodeNetwork) { n.Mtu = new(70000) }), "nodes.worker-1.networks[1].mtu:", "65520"},
+	{"mtu below the IPv6 minimum", dualStack(onNode("cp-1", func(n *Node) { n.Mtu = new(1000) })), "nodes.cp-1.mtu:", "1280"},
+	{"two NICs on one segment", storage(func(n *NodeNetwork) { n.Bridge = "" }), "nodes.worker-1.networks[1]:", "bond them"},
+	{"gateway outside its network", storage(func(n *NodeNetwork) { n.Gateway, n.Routes = "10.60.0.1", []string{"10.80.0.0/16"} }),
+		"nodes.worker-1.networks[1].gateway:", "outside every subnet"},
+	{"gateway without routes", storage(func(n *NodeNetwork) { n.Gateway = "10.50.0.1" }), "nodes.worker-1.networks[1].gateway:", "routes"},
+	{"network address not a CIDR", storage(func(n *NodeNetwork) { n.Addresses = []string{"10.50.0.21"} }),
+		"nodes.worker-1.networks[1].addresses[0]:", "CIDR"},
+	{"network address of another node", storage(func(n *NodeNetwork) { n.Addresses = []string{"10.0.0.22/24"} }),
+		"nodes.worker-1.networks[1].addresses[0]:", "nodes.worker-2"},
+	{"addresses on the cluster network", onNode("worker-1", func(n *Node) { n.Networks = []NodeNetwork{{Addresses: []string{"10.0.0.99/24"}}} }),
+		"nodes.worker-1.networks[0].addresses:", "ip and ip6"},
+	{"two cluster networks", onNode("worker-1", func(n *Node) {
+		n.Networks = []NodeNetwork{{ClusterNetwork: new(true)}, {Bridge: "vmbr1", ClusterNetwork: new(true)}}
+	}), "nodes.worker-1.networks[1].clusterNetwork:", "one network"},
+	{"bridge beside networks", func(a *TalosProxmoxClusterArgs) {
+		storage(func(*NodeNetwork) {})(a)
+		node(a, "worker-1", func(n *Node) { n.Bridge = "vmbr2" })
+	}, "nodes.worker-1.bridge:", "networks"},
+	{"addresses in nodeDefaults.networks", func(a *TalosProxmoxClusterArgs) {
+		a.NodeDefaults = &NodeDefaults{Networks: []NodeNetwork{{}, {Bridge: "vmbr1", Addresses: []string{"10.50.0.9/24"}}}}
+	}, "nodeDefaults.networks[1]:", "each node's"},
 	{"bad node vlan", onNode("cp-1", func(n *Node) { n.VlanId = new(0) }), "nodes.cp-1.vlanId:", "4094"},
 	{"bad bridge", func(a *TalosProxmoxClusterArgs) { a.Network.Bridge = "vmbr 0" }, "network.bridge:", "vmbr0"},
 	{"bad datastore", onNode("cp-1", func(n *Node) { n.DatastoreId = "local lvm" }), "nodes.cp-1.datastoreId:", "local-lvm"},

@@ -74,6 +74,10 @@ type VM struct {
 	// with DHCP.
 	IPv4Address string
 	IPv4Gateway string
+	// IPv6Address is the cloud-init IPv6 address ("fd00:1::21/64"; "" without IPv6); IPv6Gateway
+	// is empty without network.gateway6. An IPv6-only node has no IPv4Address.
+	IPv6Address string
+	IPv6Gateway string
 	Description string
 }
 
@@ -226,11 +230,18 @@ func planVM(c *spec.Cluster, n spec.Node, download int) VM {
 		})
 	}
 
-	if c.Network.DHCP {
+	switch {
+	case !c.Network.IPv4:
+	case c.Network.DHCP:
 		vm.IPv4Address = "dhcp"
-	} else {
+	default:
 		vm.IPv4Address = fmt.Sprintf("%s/%d", n.IP, c.Network.PrefixLength)
 		vm.IPv4Gateway = c.Network.Gateway
+	}
+
+	if c.Network.IPv6 && n.IP6 != "" {
+		vm.IPv6Address = fmt.Sprintf("%s/%d", n.IP6, c.Network.PrefixLength6)
+		vm.IPv6Gateway = c.Network.Gateway6
 	}
 
 	return vm

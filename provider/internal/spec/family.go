@@ -27,10 +27,6 @@ func buildNetwork6(p *problems, n NetworkInput, out *Network) {
 		p.errorf("network.gateway6", "is set but no node has an ip6; give every node an IPv6 address (ip6) or remove it")
 	}
 
-	if out.DHCP && out.IPv6 && !out.IPv4 {
-		p.errorf("network.dhcp", "is DHCPv4, which an IPv6-only cluster has no use for; give nodes static ip6 addresses and set it to false")
-	}
-
 	for _, f := range []struct {
 		path, v4, v6 string
 		cidrs        []string

@@ -100,6 +100,11 @@ func buildNICs(p *problems, path string, in NodeInput, all Input, n *Node, c *Cl
 		}
 	}
 
+	if cluster < 0 && !slices.ContainsFunc(entries, func(e NetworkDeviceInput) bool { return e.ClusterNetwork == nil }) {
+		p.errorf(from+"[0].clusterNetwork", "is false like on every other network, so none carries the cluster network; "+
+			"mark one clusterNetwork: true (or leave it unset on the first)")
+	}
+
 	cluster = max(cluster, 0)
 
 	order := append([]int{cluster}, slices.DeleteFunc(seq(len(entries)), func(i int) bool { return i == cluster })...)

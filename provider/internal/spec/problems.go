@@ -14,7 +14,16 @@ type problems struct {
 
 // errorf records an error at a property path, e.g. `nodes.cp-1.memoryMib: ...`.
 func (p *problems) errorf(path, format string, args ...any) {
-	p.errs = append(p.errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	err := fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...))
+
+	// A value every node inherits (nodeDefaults.networks) is checked with each node: say it once.
+	for _, e := range p.errs {
+		if e.Error() == err.Error() {
+			return
+		}
+	}
+
+	p.errs = append(p.errs, err)
 	p.paths = append(p.paths, path)
 }
 

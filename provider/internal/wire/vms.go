@@ -277,26 +277,51 @@ func vmArgs(c *spec.Cluster, p plan.VM, image ImageFile, vmid int, instance stri
 		pcis = append(pcis, pci)
 	}
 
-	nic := vm.VirtualMachineNetworkDeviceArgs{
-		Bridge: pulumi.String(n.Bridge),
-		Model:  pulumi.String("virtio"),
-	}
-	if n.VLANID != 0 {
-		nic.VlanId = pulumi.Int(n.VLANID)
+	var nics vm.VirtualMachineNetworkDeviceArray
+	for _, d := range n.NICs {
+		nic := vm.VirtualMachineNetworkDeviceArgs{
+			Bridge: pulumi.String(d.Bridge),
+			Model:  pulumi.String("virtio"),
+		}
+		if d.VLANID != 0 {
+			nic.VlanId = pulumi.Int(d.VLANID)
+		}
+
+		if d.MACAddress != "" {
+			nic.MacAddress = pulumi.String(d.MACAddress)
+		}
+
+		if d.MTU != 0 {
+			nic.Mtu = pulumi.Int(d.MTU)
+		}
+
+		nics = append(nics, nic)
 	}
 
-	if n.MACAddress != "" {
-		nic.MacAddress = pulumi.String(n.MACAddress)
+	// cloud-init addresses the cluster network (net0) only: enough for the maintenance API, and
+	// Talos configures every network once its configuration is applied.
+	ipConfig := vm.VirtualMachineInitializationIpConfigArgs{}
+	if p.IPv4Address != "" {
+		ipv4 := vm.VirtualMachineInitializationIpConfigIpv4Args{Address: pulumi.String(p.IPv4Address)}
+		if p.IPv4Gateway != "" {
+			ipv4.Gateway = pulumi.String(p.IPv4Gateway)
+		}
+
+		ipConfig.Ipv4 = ipv4
 	}
 
-	ipv4 := vm.VirtualMachineInitializationIpConfigIpv4Args{Address: pulumi.String(p.IPv4Address)}
-	if p.IPv4Gateway != "" {
-		ipv4.Gateway = pulumi.String(p.IPv4Gateway)
+	if p.IPv6Address != "" {
+		ipv6 := vm.VirtualMachineInitializationIpConfigIpv6Args{Address: pulumi.String(p.IPv6Address)}
+		if p.IPv6Gateway != "" {
+			ipv6.Gateway = pulumi.String(p.IPv6Gateway)
+		}
+
+		ipConfig.Ipv6 = ipv6
 	}
 
 	init := &vm.VirtualMachineInitializationArgs{
 		DatastoreId: pulumi.String(n.DatastoreID),
-		IpConfigs:   vm.VirtualMachineInitializationIpConfigArray{vm.VirtualMachineInitializationIpConfigArgs{Ipv4: ipv4}},
+		IpConfigs:   vm.VirtualMachineInitializationIpConfigArray{ipConfig},
 	}
 	if ns := c.Network.Nameservers; len(ns) > 0 {
 		init.Dns = vm.VirtualMachineInitializationDnsArgs{Servers: pulumi.ToStringArray(ns)}
@@ -315,7 +340,7 @@ func vmArgs(c *spec.Cluster, p plan.VM, image ImageFile, vmid int, instance stri
 		// Talos does not support memory ballooning: all memory is dedicated.
 		Memory:         vm.VirtualMachineMemoryArgs{Dedicated: pulumi.Int(n.MemoryMiB), Floating: pulumi.Int(0)},
 		Agent:          agentArgs(p),
-		NetworkDevices: vm.VirtualMachineNetworkDeviceArray{nic},
+		NetworkDevices: nics,
 		Disks:          disks,
 		Initialization: init,
 		OnBoot:         pulumi.Bool(true),

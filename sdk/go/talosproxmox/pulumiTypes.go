@@ -2000,6 +2000,8 @@ type Network struct {
 	DnsDomain *string `pulumi:"dnsDomain"`
 	// Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.
 	Gateway *string `pulumi:"gateway"`
+	// Default IPv6 gateway of the node subnet, e.g. `fd00:1::1`. Optional with `ip6` addresses (without it nodes get no IPv6 default route); required for an IPv6-only cluster.
+	Gateway6 *string `pulumi:"gateway6"`
 	// DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).
 	Nameservers []string `pulumi:"nameservers"`
 	// Time servers for the nodes. Default: Talos' default (time.cloudflare.com).
@@ -2008,6 +2010,8 @@ type Network struct {
 	PodSubnets []string `pulumi:"podSubnets"`
 	// Length of the node subnet's prefix (24 for a /24). Default: 24.
 	PrefixLength *int `pulumi:"prefixLength"`
+	// Length of the node subnet's IPv6 prefix. Default: 64.
+	PrefixLength6 *int `pulumi:"prefixLength6"`
 	// CIDRs Kubernetes services get addresses from. Default: `10.96.0.0/12`.
 	ServiceSubnets []string `pulumi:"serviceSubnets"`
 	// VLAN tag for every NIC (1 to 4094). Default: untagged.
@@ -2035,6 +2039,8 @@ type NetworkArgs struct {
 	DnsDomain *string `pulumi:"dnsDomain"`
 	// Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.
 	Gateway *string `pulumi:"gateway"`
+	// Default IPv6 gateway of the node subnet, e.g. `fd00:1::1`. Optional with `ip6` addresses (without it nodes get no IPv6 default route); required for an IPv6-only cluster.
+	Gateway6 *string `pulumi:"gateway6"`
 	// DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).
 	Nameservers []string `pulumi:"nameservers"`
 	// Time servers for the nodes. Default: Talos' default (time.cloudflare.com).
@@ -2043,6 +2049,8 @@ type NetworkArgs struct {
 	PodSubnets []string `pulumi:"podSubnets"`
 	// Length of the node subnet's prefix (24 for a /24). Default: 24.
 	PrefixLength *int `pulumi:"prefixLength"`
+	// Length of the node subnet's IPv6 prefix. Default: 64.
+	PrefixLength6 *int `pulumi:"prefixLength6"`
 	// CIDRs Kubernetes services get addresses from. Default: `10.96.0.0/12`.
 	ServiceSubnets []string `pulumi:"serviceSubnets"`
 	// VLAN tag for every NIC (1 to 4094). Default: untagged.
@@ -2147,6 +2155,11 @@ func (o NetworkOutput) Gateway() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Network) *string { return v.Gateway }).(pulumi.StringPtrOutput)
 }
 
+// Default IPv6 gateway of the node subnet, e.g. `fd00:1::1`. Optional with `ip6` addresses (without it nodes get no IPv6 default route); required for an IPv6-only cluster.
+func (o NetworkOutput) Gateway6() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Network) *string { return v.Gateway6 }).(pulumi.StringPtrOutput)
+}
+
 // DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).
 func (o NetworkOutput) Nameservers() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v Network) []string { return v.Nameservers }).(pulumi.StringArrayOutput)
@@ -2165,6 +2178,11 @@ func (o NetworkOutput) PodSubnets() pulumi.StringArrayOutput {
 // Length of the node subnet's prefix (24 for a /24). Default: 24.
 func (o NetworkOutput) PrefixLength() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v Network) *int { return v.PrefixLength }).(pulumi.IntPtrOutput)
+}
+
+// Length of the node subnet's IPv6 prefix. Default: 64.
+func (o NetworkOutput) PrefixLength6() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v Network) *int { return v.PrefixLength6 }).(pulumi.IntPtrOutput)
 }
 
 // CIDRs Kubernetes services get addresses from. Default: `10.96.0.0/12`.
@@ -2241,6 +2259,16 @@ func (o NetworkPtrOutput) Gateway() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
+// Default IPv6 gateway of the node subnet, e.g. `fd00:1::1`. Optional with `ip6` addresses (without it nodes get no IPv6 default route); required for an IPv6-only cluster.
+func (o NetworkPtrOutput) Gateway6() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Network) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Gateway6
+	}).(pulumi.StringPtrOutput)
+}
+
 // DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).
 func (o NetworkPtrOutput) Nameservers() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v *Network) []string {
@@ -2278,6 +2306,16 @@ func (o NetworkPtrOutput) PrefixLength() pulumi.IntPtrOutput {
 			return nil
 		}
 		return v.PrefixLength
+	}).(pulumi.IntPtrOutput)
+}
+
+// Length of the node subnet's IPv6 prefix. Default: 64.
+func (o NetworkPtrOutput) PrefixLength6() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *Network) *int {
+		if v == nil {
+			return nil
+		}
+		return v.PrefixLength6
 	}).(pulumi.IntPtrOutput)
 }
 
@@ -2325,14 +2363,20 @@ type Node struct {
 	Image *NodeImage `pulumi:"image"`
 	// Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).
 	InstallDisk *string `pulumi:"installDisk"`
-	// Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
+	// Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true or the cluster is IPv6-only (no node sets `ip`; every node sets `ip6`).
 	Ip *string `pulumi:"ip"`
+	// Static IPv6 address of the node, in the node's IPv6 subnet (`network.prefixLength6`, and the subnet of `network.gateway6` when set). Set it on every node or on none: with `ip` too the cluster is dual-stack (IPv4 first: the etcd and Kubernetes API endpoints use `ip`), alone it is IPv6-only. Given to the VM through cloud-init (`ip6`) and to Talos.
+	Ip6 *string `pulumi:"ip6"`
 	// Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself. A worker cannot carry labels of the `kubernetes.io` and `k8s.io` namespaces other than the kubelet's own (NodeRestriction): refused at preview.
 	Labels map[string]string `pulumi:"labels"`
 	// MAC address of the VM's NIC, e.g. `BC:24:11:00:00:01`. Talos then selects the interface by this address. Default: chosen by Proxmox, and Talos uses the first physical NIC.
 	MacAddress *string `pulumi:"macAddress"`
 	// Memory in MiB. Control planes need at least 2048 (4096 recommended). Default: `nodeDefaults.memoryMib` (4096).
 	MemoryMib *int `pulumi:"memoryMib"`
+	// MTU of the node's cluster NIC (576 to 65520; 1280 or more with IPv6), set on the Proxmox NIC and in Talos. Default: `nodeDefaults.mtu`, else the bridge's.
+	Mtu *int `pulumi:"mtu"`
+	// The node's networks, each a Proxmox NIC (or, with `bond`, several bonded in Talos). The first (or the one with `clusterNetwork: true`) is the cluster network: the VM's `net0`, addressed by `ip`/`ip6` and `network.*`; the others follow as `net1`, `net2`, …. A node with several NICs gives each a MAC address (its `macAddress`, else one derived from the cluster, node and NIC index) and Talos selects each by it. Default: `nodeDefaults.networks`, else one NIC from `bridge`, `vlanId`, `macAddress` and `mtu`. Changing them updates the VM in place (Proxmox hot-plugs NICs) and Talos applies them live.
+	Networks []NodeNetwork `pulumi:"networks"`
 	// Host PCI devices (e.g. a GPU) passed through to the VM.
 	PciDevices []PciDevice `pulumi:"pciDevices"`
 	// `controlplane` (runs etcd and the Kubernetes API) or `worker` (runs workloads).
@@ -2382,14 +2426,20 @@ type NodeArgs struct {
 	Image *NodeImageArgs `pulumi:"image"`
 	// Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).
 	InstallDisk *string `pulumi:"installDisk"`
-	// Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
+	// Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true or the cluster is IPv6-only (no node sets `ip`; every node sets `ip6`).
 	Ip *string `pulumi:"ip"`
+	// Static IPv6 address of the node, in the node's IPv6 subnet (`network.prefixLength6`, and the subnet of `network.gateway6` when set). Set it on every node or on none: with `ip` too the cluster is dual-stack (IPv4 first: the etcd and Kubernetes API endpoints use `ip`), alone it is IPv6-only. Given to the VM through cloud-init (`ip6`) and to Talos.
+	Ip6 *string `pulumi:"ip6"`
 	// Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself. A worker cannot carry labels of the `kubernetes.io` and `k8s.io` namespaces other than the kubelet's own (NodeRestriction): refused at preview.
 	Labels map[string]string `pulumi:"labels"`
 	// MAC address of the VM's NIC, e.g. `BC:24:11:00:00:01`. Talos then selects the interface by this address. Default: chosen by Proxmox, and Talos uses the first physical NIC.
 	MacAddress *string `pulumi:"macAddress"`
 	// Memory in MiB. Control planes need at least 2048 (4096 recommended). Default: `nodeDefaults.memoryMib` (4096).
 	MemoryMib *int `pulumi:"memoryMib"`
+	// MTU of the node's cluster NIC (576 to 65520; 1280 or more with IPv6), set on the Proxmox NIC and in Talos. Default: `nodeDefaults.mtu`, else the bridge's.
+	Mtu *int `pulumi:"mtu"`
+	// The node's networks, each a Proxmox NIC (or, with `bond`, several bonded in Talos). The first (or the one with `clusterNetwork: true`) is the cluster network: the VM's `net0`, addressed by `ip`/`ip6` and `network.*`; the others follow as `net1`, `net2`, …. A node with several NICs gives each a MAC address (its `macAddress`, else one derived from the cluster, node and NIC index) and Talos selects each by it. Default: `nodeDefaults.networks`, else one NIC from `bridge`, `vlanId`, `macAddress` and `mtu`. Changing them updates the VM in place (Proxmox hot-plugs NICs) and Talos applies them live.
+	Networks []NodeNetworkArgs `pulumi:"networks"`
 	// Host PCI devices (e.g. a GPU) passed through to the VM.
 	PciDevices []PciDeviceArgs `pulumi:"pciDevices"`
 	// `controlplane` (runs etcd and the Kubernetes API) or `worker` (runs workloads).
@@ -2511,9 +2561,14 @@ func (o NodeOutput) InstallDisk() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Node) *string { return v.InstallDisk }).(pulumi.StringPtrOutput)
 }
 
-// Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
+// Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true or the cluster is IPv6-only (no node sets `ip`; every node sets `ip6`).
 func (o NodeOutput) Ip() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v Node) *string { return v.Ip }).(pulumi.StringPtrOutput)
+}
+
+// Static IPv6 address of the node, in the node's IPv6 subnet (`network.prefixLength6`, and the subnet of `network.gateway6` when set). Set it on every node or on none: with `ip` too the cluster is dual-stack (IPv4 first: the etcd and Kubernetes API endpoints use `ip`), alone it is IPv6-only. Given to the VM through cloud-init (`ip6`) and to Talos.
+func (o NodeOutput) Ip6() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Node) *string { return v.Ip6 }).(pulumi.StringPtrOutput)
 }
 
 // Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself. A worker cannot carry labels of the `kubernetes.io` and `k8s.io` namespaces other than the kubelet's own (NodeRestriction): refused at preview.
@@ -2529,6 +2584,16 @@ func (o NodeOutput) MacAddress() pulumi.StringPtrOutput {
 // Memory in MiB. Control planes need at least 2048 (4096 recommended). Default: `nodeDefaults.memoryMib` (4096).
 func (o NodeOutput) MemoryMib() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v Node) *int { return v.MemoryMib }).(pulumi.IntPtrOutput)
+}
+
+// MTU of the node's cluster NIC (576 to 65520; 1280 or more with IPv6), set on the Proxmox NIC and in Talos. Default: `nodeDefaults.mtu`, else the bridge's.
+func (o NodeOutput) Mtu() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v Node) *int { return v.Mtu }).(pulumi.IntPtrOutput)
+}
+
+// The node's networks, each a Proxmox NIC (or, with `bond`, several bonded in Talos). The first (or the one with `clusterNetwork: true`) is the cluster network: the VM's `net0`, addressed by `ip`/`ip6` and `network.*`; the others follow as `net1`, `net2`, …. A node with several NICs gives each a MAC address (its `macAddress`, else one derived from the cluster, node and NIC index) and Talos selects each by it. Default: `nodeDefaults.networks`, else one NIC from `bridge`, `vlanId`, `macAddress` and `mtu`. Changing them updates the VM in place (Proxmox hot-plugs NICs) and Talos applies them live.
+func (o NodeOutput) Networks() NodeNetworkArrayOutput {
+	return o.ApplyT(func(v Node) []NodeNetwork { return v.Networks }).(NodeNetworkArrayOutput)
 }
 
 // Host PCI devices (e.g. a GPU) passed through to the VM.
@@ -2581,6 +2646,184 @@ func (o NodeMapOutput) MapIndex(k pulumi.StringInput) NodeOutput {
 	}).(NodeOutput)
 }
 
+// A Linux bond over several Proxmox NICs of one network, selected in Talos by their MAC addresses.
+type NodeBond struct {
+	// How many Proxmox NICs the bond has (2 to 8). Default: 2.
+	Interfaces *int `pulumi:"interfaces"`
+	// Bond mode: `active-backup` (default), `balance-rr`, `balance-xor`, `broadcast`, `802.3ad`, `balance-tlb` or `balance-alb`.
+	Mode *string `pulumi:"mode"`
+	// MTU of the bond and its NICs (576 to 65520). The network's own `mtu` must then be unset.
+	Mtu *int `pulumi:"mtu"`
+}
+
+// NodeBondInput is an input type that accepts NodeBondArgs and NodeBondOutput values.
+// You can construct a concrete instance of `NodeBondInput` via:
+//
+//	NodeBondArgs{...}
+type NodeBondInput interface {
+	pulumi.Input
+
+	ToNodeBondOutput() NodeBondOutput
+	ToNodeBondOutputWithContext(context.Context) NodeBondOutput
+}
+
+// A Linux bond over several Proxmox NICs of one network, selected in Talos by their MAC addresses.
+type NodeBondArgs struct {
+	// How many Proxmox NICs the bond has (2 to 8). Default: 2.
+	Interfaces pulumi.IntPtrInput `pulumi:"interfaces"`
+	// Bond mode: `active-backup` (default), `balance-rr`, `balance-xor`, `broadcast`, `802.3ad`, `balance-tlb` or `balance-alb`.
+	Mode pulumi.StringPtrInput `pulumi:"mode"`
+	// MTU of the bond and its NICs (576 to 65520). The network's own `mtu` must then be unset.
+	Mtu pulumi.IntPtrInput `pulumi:"mtu"`
+}
+
+func (NodeBondArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*NodeBond)(nil)).Elem()
+}
+
+func (i NodeBondArgs) ToNodeBondOutput() NodeBondOutput {
+	return i.ToNodeBondOutputWithContext(context.Background())
+}
+
+func (i NodeBondArgs) ToNodeBondOutputWithContext(ctx context.Context) NodeBondOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeBondOutput)
+}
+
+func (i NodeBondArgs) ToNodeBondPtrOutput() NodeBondPtrOutput {
+	return i.ToNodeBondPtrOutputWithContext(context.Background())
+}
+
+func (i NodeBondArgs) ToNodeBondPtrOutputWithContext(ctx context.Context) NodeBondPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeBondOutput).ToNodeBondPtrOutputWithContext(ctx)
+}
+
+// NodeBondPtrInput is an input type that accepts NodeBondArgs, NodeBondPtr and NodeBondPtrOutput values.
+// You can construct a concrete instance of `NodeBondPtrInput` via:
+//
+//	        NodeBondArgs{...}
+//
+//	or:
+//
+//	        nil
+type NodeBondPtrInput interface {
+	pulumi.Input
+
+	ToNodeBondPtrOutput() NodeBondPtrOutput
+	ToNodeBondPtrOutputWithContext(context.Context) NodeBondPtrOutput
+}
+
+type nodeBondPtrType NodeBondArgs
+
+func NodeBondPtr(v *NodeBondArgs) NodeBondPtrInput {
+	return (*nodeBondPtrType)(v)
+}
+
+func (*nodeBondPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**NodeBond)(nil)).Elem()
+}
+
+func (i *nodeBondPtrType) ToNodeBondPtrOutput() NodeBondPtrOutput {
+	return i.ToNodeBondPtrOutputWithContext(context.Background())
+}
+
+func (i *nodeBondPtrType) ToNodeBondPtrOutputWithContext(ctx context.Context) NodeBondPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeBondPtrOutput)
+}
+
+// A Linux bond over several Proxmox NICs of one network, selected in Talos by their MAC addresses.
+type NodeBondOutput struct{ *pulumi.OutputState }
+
+func (NodeBondOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*NodeBond)(nil)).Elem()
+}
+
+func (o NodeBondOutput) ToNodeBondOutput() NodeBondOutput {
+	return o
+}
+
+func (o NodeBondOutput) ToNodeBondOutputWithContext(ctx context.Context) NodeBondOutput {
+	return o
+}
+
+func (o NodeBondOutput) ToNodeBondPtrOutput() NodeBondPtrOutput {
+	return o.ToNodeBondPtrOutputWithContext(context.Background())
+}
+
+func (o NodeBondOutput) ToNodeBondPtrOutputWithContext(ctx context.Context) NodeBondPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v NodeBond) *NodeBond {
+		return &v
+	}).(NodeBondPtrOutput)
+}
+
+// How many Proxmox NICs the bond has (2 to 8). Default: 2.
+func (o NodeBondOutput) Interfaces() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v NodeBond) *int { return v.Interfaces }).(pulumi.IntPtrOutput)
+}
+
+// Bond mode: `active-backup` (default), `balance-rr`, `balance-xor`, `broadcast`, `802.3ad`, `balance-tlb` or `balance-alb`.
+func (o NodeBondOutput) Mode() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NodeBond) *string { return v.Mode }).(pulumi.StringPtrOutput)
+}
+
+// MTU of the bond and its NICs (576 to 65520). The network's own `mtu` must then be unset.
+func (o NodeBondOutput) Mtu() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v NodeBond) *int { return v.Mtu }).(pulumi.IntPtrOutput)
+}
+
+type NodeBondPtrOutput struct{ *pulumi.OutputState }
+
+func (NodeBondPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**NodeBond)(nil)).Elem()
+}
+
+func (o NodeBondPtrOutput) ToNodeBondPtrOutput() NodeBondPtrOutput {
+	return o
+}
+
+func (o NodeBondPtrOutput) ToNodeBondPtrOutputWithContext(ctx context.Context) NodeBondPtrOutput {
+	return o
+}
+
+func (o NodeBondPtrOutput) Elem() NodeBondOutput {
+	return o.ApplyT(func(v *NodeBond) NodeBond {
+		if v != nil {
+			return *v
+		}
+		var ret NodeBond
+		return ret
+	}).(NodeBondOutput)
+}
+
+// How many Proxmox NICs the bond has (2 to 8). Default: 2.
+func (o NodeBondPtrOutput) Interfaces() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *NodeBond) *int {
+		if v == nil {
+			return nil
+		}
+		return v.Interfaces
+	}).(pulumi.IntPtrOutput)
+}
+
+// Bond mode: `active-backup` (default), `balance-rr`, `balance-xor`, `broadcast`, `802.3ad`, `balance-tlb` or `balance-alb`.
+func (o NodeBondPtrOutput) Mode() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *NodeBond) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Mode
+	}).(pulumi.StringPtrOutput)
+}
+
+// MTU of the bond and its NICs (576 to 65520). The network's own `mtu` must then be unset.
+func (o NodeBondPtrOutput) Mtu() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *NodeBond) *int {
+		if v == nil {
+			return nil
+		}
+		return v.Mtu
+	}).(pulumi.IntPtrOutput)
+}
+
 // Values applied to every node that does not set its own. Memory ballooning is always off, as Talos requires.
 type NodeDefaults struct {
 	// `seabios` (default) or `ovmf` (UEFI; the component adds the EFI disk it needs).
@@ -2597,6 +2840,10 @@ type NodeDefaults struct {
 	DiskSizeGib *int `pulumi:"diskSizeGib"`
 	// Memory per node in MiB. Default: 4096.
 	MemoryMib *int `pulumi:"memoryMib"`
+	// MTU of every node's cluster NIC. Default: the bridge's.
+	Mtu *int `pulumi:"mtu"`
+	// The networks of every node that does not list its own (see `nodes.<name>.networks`); they cannot hold `addresses` or `macAddress`, which are each node's.
+	Networks []NodeNetwork `pulumi:"networks"`
 	// SCSI controller. Default: `virtio-scsi-pci`. Do not use `virtio-scsi-single`: Talos installs hang on it (siderolabs/talos#11173).
 	ScsiHardware *string `pulumi:"scsiHardware"`
 	// Extra Proxmox tags on every VM.
@@ -2634,6 +2881,10 @@ type NodeDefaultsArgs struct {
 	DiskSizeGib *int `pulumi:"diskSizeGib"`
 	// Memory per node in MiB. Default: 4096.
 	MemoryMib *int `pulumi:"memoryMib"`
+	// MTU of every node's cluster NIC. Default: the bridge's.
+	Mtu *int `pulumi:"mtu"`
+	// The networks of every node that does not list its own (see `nodes.<name>.networks`); they cannot hold `addresses` or `macAddress`, which are each node's.
+	Networks []NodeNetworkArgs `pulumi:"networks"`
 	// SCSI controller. Default: `virtio-scsi-pci`. Do not use `virtio-scsi-single`: Talos installs hang on it (siderolabs/talos#11173).
 	ScsiHardware *string `pulumi:"scsiHardware"`
 	// Extra Proxmox tags on every VM.
@@ -2757,6 +3008,16 @@ func (o NodeDefaultsOutput) MemoryMib() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v NodeDefaults) *int { return v.MemoryMib }).(pulumi.IntPtrOutput)
 }
 
+// MTU of every node's cluster NIC. Default: the bridge's.
+func (o NodeDefaultsOutput) Mtu() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v NodeDefaults) *int { return v.Mtu }).(pulumi.IntPtrOutput)
+}
+
+// The networks of every node that does not list its own (see `nodes.<name>.networks`); they cannot hold `addresses` or `macAddress`, which are each node's.
+func (o NodeDefaultsOutput) Networks() NodeNetworkArrayOutput {
+	return o.ApplyT(func(v NodeDefaults) []NodeNetwork { return v.Networks }).(NodeNetworkArrayOutput)
+}
+
 // SCSI controller. Default: `virtio-scsi-pci`. Do not use `virtio-scsi-single`: Talos installs hang on it (siderolabs/talos#11173).
 func (o NodeDefaultsOutput) ScsiHardware() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v NodeDefaults) *string { return v.ScsiHardware }).(pulumi.StringPtrOutput)
@@ -2869,6 +3130,26 @@ func (o NodeDefaultsPtrOutput) MemoryMib() pulumi.IntPtrOutput {
 		}
 		return v.MemoryMib
 	}).(pulumi.IntPtrOutput)
+}
+
+// MTU of every node's cluster NIC. Default: the bridge's.
+func (o NodeDefaultsPtrOutput) Mtu() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *NodeDefaults) *int {
+		if v == nil {
+			return nil
+		}
+		return v.Mtu
+	}).(pulumi.IntPtrOutput)
+}
+
+// The networks of every node that does not list its own (see `nodes.<name>.networks`); they cannot hold `addresses` or `macAddress`, which are each node's.
+func (o NodeDefaultsPtrOutput) Networks() NodeNetworkArrayOutput {
+	return o.ApplyT(func(v *NodeDefaults) []NodeNetwork {
+		if v == nil {
+			return nil
+		}
+		return v.Networks
+	}).(NodeNetworkArrayOutput)
 }
 
 // SCSI controller. Default: `virtio-scsi-pci`. Do not use `virtio-scsi-single`: Talos installs hang on it (siderolabs/talos#11173).
@@ -3154,6 +3435,187 @@ func (o NodeInfoMapOutput) MapIndex(k pulumi.StringInput) NodeInfoOutput {
 	return pulumi.All(o, k).ApplyT(func(vs []interface{}) NodeInfo {
 		return vs[0].(map[string]NodeInfo)[vs[1].(string)]
 	}).(NodeInfoOutput)
+}
+
+// One network of a node: a Proxmox NIC on a bridge (and VLAN), or with `bond` several NICs that Talos bonds into one link.
+type NodeNetwork struct {
+	// Static addresses in CIDR form, either family, e.g. `["10.50.0.11/24", "fd00:50::11/64"]`. Not on the cluster network (use `ip`/`ip6`) nor in `nodeDefaults.networks`.
+	Addresses []string `pulumi:"addresses"`
+	// Bond several Proxmox NICs (on this network's bridge and VLAN) into one Talos link that carries this network's addresses.
+	Bond *NodeBond `pulumi:"bond"`
+	// Proxmox bridge, e.g. `vmbr1`. Default: the node's cluster bridge.
+	Bridge *string `pulumi:"bridge"`
+	// Marks this network as the cluster network (at most one; default: the first).
+	ClusterNetwork *bool `pulumi:"clusterNetwork"`
+	// Take an IPv4 address from DHCP on this network. Not on the cluster network (use `network.dhcp`). Default: false.
+	Dhcp *bool `pulumi:"dhcp"`
+	// Next hop of `routes`, inside one of `addresses`' subnets. The cluster network keeps the default route.
+	Gateway *string `pulumi:"gateway"`
+	// MAC address of the NIC. Default: derived from the cluster, node and NIC index (a locally administered address, stable across updates).
+	MacAddress *string `pulumi:"macAddress"`
+	// MTU (576 to 65520; 1280 or more with IPv6), on the Proxmox NIC and in Talos, e.g. 9000 for a storage network. Default: the bridge's.
+	Mtu *int `pulumi:"mtu"`
+	// Destination CIDRs reached through `gateway`, e.g. `["10.60.0.0/16"]`.
+	Routes []string `pulumi:"routes"`
+	// VLAN tag (1 to 4094). Default: untagged (the cluster network: `network.vlanId`).
+	VlanId *int `pulumi:"vlanId"`
+}
+
+// NodeNetworkInput is an input type that accepts NodeNetworkArgs and NodeNetworkOutput values.
+// You can construct a concrete instance of `NodeNetworkInput` via:
+//
+//	NodeNetworkArgs{...}
+type NodeNetworkInput interface {
+	pulumi.Input
+
+	ToNodeNetworkOutput() NodeNetworkOutput
+	ToNodeNetworkOutputWithContext(context.Context) NodeNetworkOutput
+}
+
+// One network of a node: a Proxmox NIC on a bridge (and VLAN), or with `bond` several NICs that Talos bonds into one link.
+type NodeNetworkArgs struct {
+	// Static addresses in CIDR form, either family, e.g. `["10.50.0.11/24", "fd00:50::11/64"]`. Not on the cluster network (use `ip`/`ip6`) nor in `nodeDefaults.networks`.
+	Addresses pulumi.StringArrayInput `pulumi:"addresses"`
+	// Bond several Proxmox NICs (on this network's bridge and VLAN) into one Talos link that carries this network's addresses.
+	Bond NodeBondPtrInput `pulumi:"bond"`
+	// Proxmox bridge, e.g. `vmbr1`. Default: the node's cluster bridge.
+	Bridge pulumi.StringPtrInput `pulumi:"bridge"`
+	// Marks this network as the cluster network (at most one; default: the first).
+	ClusterNetwork pulumi.BoolPtrInput `pulumi:"clusterNetwork"`
+	// Take an IPv4 address from DHCP on this network. Not on the cluster network (use `network.dhcp`). Default: false.
+	Dhcp pulumi.BoolPtrInput `pulumi:"dhcp"`
+	// Next hop of `routes`, inside one of `addresses`' subnets. The cluster network keeps the default route.
+	Gateway pulumi.StringPtrInput `pulumi:"gateway"`
+	// MAC address of the NIC. Default: derived from the cluster, node and NIC index (a locally administered address, stable across updates).
+	MacAddress pulumi.StringPtrInput `pulumi:"macAddress"`
+	// MTU (576 to 65520; 1280 or more with IPv6), on the Proxmox NIC and in Talos, e.g. 9000 for a storage network. Default: the bridge's.
+	Mtu pulumi.IntPtrInput `pulumi:"mtu"`
+	// Destination CIDRs reached through `gateway`, e.g. `["10.60.0.0/16"]`.
+	Routes pulumi.StringArrayInput `pulumi:"routes"`
+	// VLAN tag (1 to 4094). Default: untagged (the cluster network: `network.vlanId`).
+	VlanId pulumi.IntPtrInput `pulumi:"vlanId"`
+}
+
+func (NodeNetworkArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*NodeNetwork)(nil)).Elem()
+}
+
+func (i NodeNetworkArgs) ToNodeNetworkOutput() NodeNetworkOutput {
+	return i.ToNodeNetworkOutputWithContext(context.Background())
+}
+
+func (i NodeNetworkArgs) ToNodeNetworkOutputWithContext(ctx context.Context) NodeNetworkOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeNetworkOutput)
+}
+
+// NodeNetworkArrayInput is an input type that accepts NodeNetworkArray and NodeNetworkArrayOutput values.
+// You can construct a concrete instance of `NodeNetworkArrayInput` via:
+//
+//	NodeNetworkArray{ NodeNetworkArgs{...} }
+type NodeNetworkArrayInput interface {
+	pulumi.Input
+
+	ToNodeNetworkArrayOutput() NodeNetworkArrayOutput
+	ToNodeNetworkArrayOutputWithContext(context.Context) NodeNetworkArrayOutput
+}
+
+type NodeNetworkArray []NodeNetworkInput
+
+func (NodeNetworkArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]NodeNetwork)(nil)).Elem()
+}
+
+func (i NodeNetworkArray) ToNodeNetworkArrayOutput() NodeNetworkArrayOutput {
+	return i.ToNodeNetworkArrayOutputWithContext(context.Background())
+}
+
+func (i NodeNetworkArray) ToNodeNetworkArrayOutputWithContext(ctx context.Context) NodeNetworkArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(NodeNetworkArrayOutput)
+}
+
+// One network of a node: a Proxmox NIC on a bridge (and VLAN), or with `bond` several NICs that Talos bonds into one link.
+type NodeNetworkOutput struct{ *pulumi.OutputState }
+
+func (NodeNetworkOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*NodeNetwork)(nil)).Elem()
+}
+
+func (o NodeNetworkOutput) ToNodeNetworkOutput() NodeNetworkOutput {
+	return o
+}
+
+func (o NodeNetworkOutput) ToNodeNetworkOutputWithContext(ctx context.Context) NodeNetworkOutput {
+	return o
+}
+
+// Static addresses in CIDR form, either family, e.g. `["10.50.0.11/24", "fd00:50::11/64"]`. Not on the cluster network (use `ip`/`ip6`) nor in `nodeDefaults.networks`.
+func (o NodeNetworkOutput) Addresses() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v NodeNetwork) []string { return v.Addresses }).(pulumi.StringArrayOutput)
+}
+
+// Bond several Proxmox NICs (on this network's bridge and VLAN) into one Talos link that carries this network's addresses.
+func (o NodeNetworkOutput) Bond() NodeBondPtrOutput {
+	return o.ApplyT(func(v NodeNetwork) *NodeBond { return v.Bond }).(NodeBondPtrOutput)
+}
+
+// Proxmox bridge, e.g. `vmbr1`. Default: the node's cluster bridge.
+func (o NodeNetworkOutput) Bridge() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NodeNetwork) *string { return v.Bridge }).(pulumi.StringPtrOutput)
+}
+
+// Marks this network as the cluster network (at most one; default: the first).
+func (o NodeNetworkOutput) ClusterNetwork() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v NodeNetwork) *bool { return v.ClusterNetwork }).(pulumi.BoolPtrOutput)
+}
+
+// Take an IPv4 address from DHCP on this network. Not on the cluster network (use `network.dhcp`). Default: false.
+func (o NodeNetworkOutput) Dhcp() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v NodeNetwork) *bool { return v.Dhcp }).(pulumi.BoolPtrOutput)
+}
+
+// Next hop of `routes`, inside one of `addresses`' subnets. The cluster network keeps the default route.
+func (o NodeNetworkOutput) Gateway() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NodeNetwork) *string { return v.Gateway }).(pulumi.StringPtrOutput)
+}
+
+// MAC address of the NIC. Default: derived from the cluster, node and NIC index (a locally administered address, stable across updates).
+func (o NodeNetworkOutput) MacAddress() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v NodeNetwork) *string { return v.MacAddress }).(pulumi.StringPtrOutput)
+}
+
+// MTU (576 to 65520; 1280 or more with IPv6), on the Proxmox NIC and in Talos, e.g. 9000 for a storage network. Default: the bridge's.
+func (o NodeNetworkOutput) Mtu() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v NodeNetwork) *int { return v.Mtu }).(pulumi.IntPtrOutput)
+}
+
+// Destination CIDRs reached through `gateway`, e.g. `["10.60.0.0/16"]`.
+func (o NodeNetworkOutput) Routes() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v NodeNetwork) []string { return v.Routes }).(pulumi.StringArrayOutput)
+}
+
+// VLAN tag (1 to 4094). Default: untagged (the cluster network: `network.vlanId`).
+func (o NodeNetworkOutput) VlanId() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v NodeNetwork) *int { return v.VlanId }).(pulumi.IntPtrOutput)
+}
+
+type NodeNetworkArrayOutput struct{ *pulumi.OutputState }
+
+func (NodeNetworkArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]NodeNetwork)(nil)).Elem()
+}
+
+func (o NodeNetworkArrayOutput) ToNodeNetworkArrayOutput() NodeNetworkArrayOutput {
+	return o
+}
+
+func (o NodeNetworkArrayOutput) ToNodeNetworkArrayOutputWithContext(ctx context.Context) NodeNetworkArrayOutput {
+	return o
+}
+
+func (o NodeNetworkArrayOutput) Index(i pulumi.IntInput) NodeNetworkOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) NodeNetwork {
+		return vs[0].([]NodeNetwork)[vs[1].(int)]
+	}).(NodeNetworkOutput)
 }
 
 // NVIDIA's device plugin chart for the GPU nodes.
@@ -4207,10 +4669,14 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*NetworkPtrInput)(nil)).Elem(), NetworkArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeInput)(nil)).Elem(), NodeArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeMapInput)(nil)).Elem(), NodeMap{})
+	pulumi.RegisterInputType(reflect.TypeOf((*NodeBondInput)(nil)).Elem(), NodeBondArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*NodeBondPtrInput)(nil)).Elem(), NodeBondArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeDefaultsInput)(nil)).Elem(), NodeDefaultsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeDefaultsPtrInput)(nil)).Elem(), NodeDefaultsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeImageInput)(nil)).Elem(), NodeImageArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NodeImagePtrInput)(nil)).Elem(), NodeImageArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*NodeNetworkInput)(nil)).Elem(), NodeNetworkArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*NodeNetworkArrayInput)(nil)).Elem(), NodeNetworkArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NvidiaDevicePluginInput)(nil)).Elem(), NvidiaDevicePluginArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*NvidiaDevicePluginPtrInput)(nil)).Elem(), NvidiaDevicePluginArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceInput)(nil)).Elem(), PciDeviceArgs{})
@@ -4250,12 +4716,16 @@ func init() {
 	pulumi.RegisterOutputType(NetworkPtrOutput{})
 	pulumi.RegisterOutputType(NodeOutput{})
 	pulumi.RegisterOutputType(NodeMapOutput{})
+	pulumi.RegisterOutputType(NodeBondOutput{})
+	pulumi.RegisterOutputType(NodeBondPtrOutput{})
 	pulumi.RegisterOutputType(NodeDefaultsOutput{})
 	pulumi.RegisterOutputType(NodeDefaultsPtrOutput{})
 	pulumi.RegisterOutputType(NodeImageOutput{})
 	pulumi.RegisterOutputType(NodeImagePtrOutput{})
 	pulumi.RegisterOutputType(NodeInfoOutput{})
 	pulumi.RegisterOutputType(NodeInfoMapOutput{})
+	pulumi.RegisterOutputType(NodeNetworkOutput{})
+	pulumi.RegisterOutputType(NodeNetworkArrayOutput{})
 	pulumi.RegisterOutputType(NvidiaDevicePluginOutput{})
 	pulumi.RegisterOutputType(NvidiaDevicePluginPtrOutput{})
 	pulumi.RegisterOutputType(PciDeviceOutput{})

@@ -266,6 +266,10 @@ export interface NetworkArgs {
      */
     gateway?: string;
     /**
+     * Default IPv6 gateway of the node subnet, e.g. `fd00:1::1`. Optional with `ip6` addresses (without it nodes get no IPv6 default route); required for an IPv6-only cluster.
+     */
+    gateway6?: string;
+    /**
      * DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).
      */
     nameservers?: string[];
@@ -281,6 +285,10 @@ export interface NetworkArgs {
      * Length of the node subnet's prefix (24 for a /24). Default: 24.
      */
     prefixLength?: number;
+    /**
+     * Length of the node subnet's IPv6 prefix. Default: 64.
+     */
+    prefixLength6?: number;
     /**
      * CIDRs Kubernetes services get addresses from. Default: `10.96.0.0/12`.
      */
@@ -340,9 +348,13 @@ export interface NodeArgs {
      */
     installDisk?: string;
     /**
-     * Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
+     * Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true or the cluster is IPv6-only (no node sets `ip`; every node sets `ip6`).
      */
     ip?: string;
+    /**
+     * Static IPv6 address of the node, in the node's IPv6 subnet (`network.prefixLength6`, and the subnet of `network.gateway6` when set). Set it on every node or on none: with `ip` too the cluster is dual-stack (IPv4 first: the etcd and Kubernetes API endpoints use `ip`), alone it is IPv6-only. Given to the VM through cloud-init (`ip6`) and to Talos.
+     */
+    ip6?: string;
     /**
      * Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself. A worker cannot carry labels of the `kubernetes.io` and `k8s.io` namespaces other than the kubelet's own (NodeRestriction): refused at preview.
      */
@@ -355,6 +367,14 @@ export interface NodeArgs {
      * Memory in MiB. Control planes need at least 2048 (4096 recommended). Default: `nodeDefaults.memoryMib` (4096).
      */
     memoryMib?: number;
+    /**
+     * MTU of the node's cluster NIC (576 to 65520; 1280 or more with IPv6), set on the Proxmox NIC and in Talos. Default: `nodeDefaults.mtu`, else the bridge's.
+     */
+    mtu?: number;
+    /**
+     * The node's networks, each a Proxmox NIC (or, with `bond`, several bonded in Talos). The first (or the one with `clusterNetwork: true`) is the cluster network: the VM's `net0`, addressed by `ip`/`ip6` and `network.*`; the others follow as `net1`, `net2`, …. A node with several NICs gives each a MAC address (its `macAddress`, else one derived from the cluster, node and NIC index) and Talos selects each by it. Default: `nodeDefaults.networks`, else one NIC from `bridge`, `vlanId`, `macAddress` and `mtu`. Changing them updates the VM in place (Proxmox hot-plugs NICs) and Talos applies them live.
+     */
+    networks?: inputs.NodeNetworkArgs[];
     /**
      * Host PCI devices (e.g. a GPU) passed through to the VM.
      */
@@ -379,6 +399,24 @@ export interface NodeArgs {
      * Proxmox VM id (100 to 999999999), unique in the Proxmox cluster. Default: a stable id from `vmIdRange` (an existing VM of this node keeps its id).
      */
     vmId?: number;
+}
+
+/**
+ * A Linux bond over several Proxmox NICs of one network, selected in Talos by their MAC addresses.
+ */
+export interface NodeBondArgs {
+    /**
+     * How many Proxmox NICs the bond has (2 to 8). Default: 2.
+     */
+    interfaces?: pulumi.Input<number | undefined>;
+    /**
+     * Bond mode: `active-backup` (default), `balance-rr`, `balance-xor`, `broadcast`, `802.3ad`, `balance-tlb` or `balance-alb`.
+     */
+    mode?: pulumi.Input<string | undefined>;
+    /**
+     * MTU of the bond and its NICs (576 to 65520). The network's own `mtu` must then be unset.
+     */
+    mtu?: pulumi.Input<number | undefined>;
 }
 
 /**
@@ -414,6 +452,14 @@ export interface NodeDefaultsArgs {
      */
     memoryMib?: number;
     /**
+     * MTU of every node's cluster NIC. Default: the bridge's.
+     */
+    mtu?: number;
+    /**
+     * The networks of every node that does not list its own (see `nodes.<name>.networks`); they cannot hold `addresses` or `macAddress`, which are each node's.
+     */
+    networks?: inputs.NodeNetworkArgs[];
+    /**
      * SCSI controller. Default: `virtio-scsi-pci`. Do not use `virtio-scsi-single`: Talos installs hang on it (siderolabs/talos#11173).
      */
     scsiHardware?: string;
@@ -447,6 +493,52 @@ export interface NodeImageArgs {
      * Boots this node with Secure Boot, or without (see `image.secureBoot`). Default: the cluster's.
      */
     secureBoot?: pulumi.Input<boolean | undefined>;
+}
+
+/**
+ * One network of a node: a Proxmox NIC on a bridge (and VLAN), or with `bond` several NICs that Talos bonds into one link.
+ */
+export interface NodeNetworkArgs {
+    /**
+     * Static addresses in CIDR form, either family, e.g. `["10.50.0.11/24", "fd00:50::11/64"]`. Not on the cluster network (use `ip`/`ip6`) nor in `nodeDefaults.networks`.
+     */
+    addresses?: pulumi.Input<pulumi.Input<string>[] | undefined>;
+    /**
+     * Bond several Proxmox NICs (on this network's bridge and VLAN) into one Talos link that carries this network's addresses.
+     */
+    bond?: pulumi.Input<inputs.NodeBondArgs | undefined>;
+    /**
+     * Proxmox bridge, e.g. `vmbr1`. Default: the node's cluster bridge.
+     */
+    bridge?: pulumi.Input<string | undefined>;
+    /**
+     * Marks this network as the cluster network (at most one; default: the first).
+     */
+    clusterNetwork?: pulumi.Input<boolean | undefined>;
+    /**
+     * Take an IPv4 address from DHCP on this network. Not on the cluster network (use `network.dhcp`). Default: false.
+     */
+    dhcp?: pulumi.Input<boolean | undefined>;
+    /**
+     * Next hop of `routes`, inside one of `addresses`' subnets. The cluster network keeps the default route.
+     */
+    gateway?: pulumi.Input<string | undefined>;
+    /**
+     * MAC address of the NIC. Default: derived from the cluster, node and NIC index (a locally administered address, stable across updates).
+     */
+    macAddress?: pulumi.Input<string | undefined>;
+    /**
+     * MTU (576 to 65520; 1280 or more with IPv6), on the Proxmox NIC and in Talos, e.g. 9000 for a storage network. Default: the bridge's.
+     */
+    mtu?: pulumi.Input<number | undefined>;
+    /**
+     * Destination CIDRs reached through `gateway`, e.g. `["10.60.0.0/16"]`.
+     */
+    routes?: pulumi.Input<pulumi.Input<string>[] | undefined>;
+    /**
+     * VLAN tag (1 to 4094). Default: untagged (the cluster network: `network.vlanId`).
+     */
+    vlanId?: pulumi.Input<number | undefined>;
 }
 
 /**

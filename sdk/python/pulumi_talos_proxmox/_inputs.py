@@ -39,10 +39,14 @@ __all__ = [
     'NetworkArgsDict',
     'NodeArgs',
     'NodeArgsDict',
+    'NodeBondArgs',
+    'NodeBondArgsDict',
     'NodeDefaultsArgs',
     'NodeDefaultsArgsDict',
     'NodeImageArgs',
     'NodeImageArgsDict',
+    'NodeNetworkArgs',
+    'NodeNetworkArgsDict',
     'NvidiaDevicePluginArgs',
     'NvidiaDevicePluginArgsDict',
     'PciDeviceArgs',
@@ -1111,6 +1115,10 @@ class NetworkArgsDict(TypedDict):
     """
     Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.
     """
+    gateway6: NotRequired[_builtins.str]
+    """
+    Default IPv6 gateway of the node subnet, e.g. `fd00:1::1`. Optional with `ip6` addresses (without it nodes get no IPv6 default route); required for an IPv6-only cluster.
+    """
     nameservers: NotRequired[Sequence[_builtins.str]]
     """
     DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).
@@ -1126,6 +1134,10 @@ class NetworkArgsDict(TypedDict):
     prefix_length: NotRequired[_builtins.int]
     """
     Length of the node subnet's prefix (24 for a /24). Default: 24.
+    """
+    prefix_length6: NotRequired[_builtins.int]
+    """
+    Length of the node subnet's IPv6 prefix. Default: 64.
     """
     service_subnets: NotRequired[Sequence[_builtins.str]]
     """
@@ -1143,10 +1155,12 @@ class NetworkArgs:
                  dhcp: Optional[_builtins.bool] = None,
                  dns_domain: Optional[_builtins.str] = None,
                  gateway: Optional[_builtins.str] = None,
+                 gateway6: Optional[_builtins.str] = None,
                  nameservers: Optional[Sequence[_builtins.str]] = None,
                  ntp_servers: Optional[Sequence[_builtins.str]] = None,
                  pod_subnets: Optional[Sequence[_builtins.str]] = None,
                  prefix_length: Optional[_builtins.int] = None,
+                 prefix_length6: Optional[_builtins.int] = None,
                  service_subnets: Optional[Sequence[_builtins.str]] = None,
                  vlan_id: Optional[_builtins.int] = None):
         """
@@ -1156,10 +1170,12 @@ class NetworkArgs:
         :param _builtins.bool dhcp: Take addresses from DHCP instead of static `ip`s. A new node is found by its VM's MAC address: the component scans the subnet of `gateway` for the Talos API (port 50000, reachable from where Pulumi runs) and reads each node's links through the maintenance API, because a node in maintenance mode runs no QEMU guest agent (siderolabs/talos#11651); when the agent already reports an address, that is used. Give the VMs DHCP reservations (with `macAddress`) so the addresses survive reboots. Default: false.
         :param _builtins.str dns_domain: Cluster DNS domain. Default: `cluster.local`.
         :param _builtins.str gateway: Default gateway of the node subnet, e.g. `192.168.1.1`. Required; with DHCP it names the subnet (with `prefixLength`, /20 or longer) where new nodes are looked for.
+        :param _builtins.str gateway6: Default IPv6 gateway of the node subnet, e.g. `fd00:1::1`. Optional with `ip6` addresses (without it nodes get no IPv6 default route); required for an IPv6-only cluster.
         :param Sequence[_builtins.str] nameservers: DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).
         :param Sequence[_builtins.str] ntp_servers: Time servers for the nodes. Default: Talos' default (time.cloudflare.com).
         :param Sequence[_builtins.str] pod_subnets: CIDRs pods get addresses from. Default: `10.244.0.0/16`.
         :param _builtins.int prefix_length: Length of the node subnet's prefix (24 for a /24). Default: 24.
+        :param _builtins.int prefix_length6: Length of the node subnet's IPv6 prefix. Default: 64.
         :param Sequence[_builtins.str] service_subnets: CIDRs Kubernetes services get addresses from. Default: `10.96.0.0/12`.
         :param _builtins.int vlan_id: VLAN tag for every NIC (1 to 4094). Default: untagged.
         """
@@ -1171,6 +1187,8 @@ class NetworkArgs:
             pulumi.set(__self__, "dns_domain", dns_domain)
         if gateway is not None:
             pulumi.set(__self__, "gateway", gateway)
+        if gateway6 is not None:
+            pulumi.set(__self__, "gateway6", gateway6)
         if nameservers is not None:
             pulumi.set(__self__, "nameservers", nameservers)
         if ntp_servers is not None:
@@ -1179,6 +1197,8 @@ class NetworkArgs:
             pulumi.set(__self__, "pod_subnets", pod_subnets)
         if prefix_length is not None:
             pulumi.set(__self__, "prefix_length", prefix_length)
+        if prefix_length6 is not None:
+            pulumi.set(__self__, "prefix_length6", prefix_length6)
         if service_subnets is not None:
             pulumi.set(__self__, "service_subnets", service_subnets)
         if vlan_id is not None:
@@ -1234,6 +1254,18 @@ class NetworkArgs:
 
     @_builtins.property
     @pulumi.getter
+    def gateway6(self) -> Optional[_builtins.str]:
+        """
+        Default IPv6 gateway of the node subnet, e.g. `fd00:1::1`. Optional with `ip6` addresses (without it nodes get no IPv6 default route); required for an IPv6-only cluster.
+        """
+        return pulumi.get(self, "gateway6")
+
+    @gateway6.setter
+    def gateway6(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "gateway6", value)
+
+    @_builtins.property
+    @pulumi.getter
     def nameservers(self) -> Optional[Sequence[_builtins.str]]:
         """
         DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).
@@ -1279,6 +1311,18 @@ class NetworkArgs:
     @prefix_length.setter
     def prefix_length(self, value: Optional[_builtins.int]):
         pulumi.set(self, "prefix_length", value)
+
+    @_builtins.property
+    @pulumi.getter(name="prefixLength6")
+    def prefix_length6(self) -> Optional[_builtins.int]:
+        """
+        Length of the node subnet's IPv6 prefix. Default: 64.
+        """
+        return pulumi.get(self, "prefix_length6")
+
+    @prefix_length6.setter
+    def prefix_length6(self, value: Optional[_builtins.int]):
+        pulumi.set(self, "prefix_length6", value)
 
     @_builtins.property
     @pulumi.getter(name="serviceSubnets")
@@ -1359,7 +1403,11 @@ class NodeArgsDict(TypedDict):
     """
     ip: NotRequired[_builtins.str]
     """
-    Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
+    Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true or the cluster is IPv6-only (no node sets `ip`; every node sets `ip6`).
+    """
+    ip6: NotRequired[_builtins.str]
+    """
+    Static IPv6 address of the node, in the node's IPv6 subnet (`network.prefixLength6`, and the subnet of `network.gateway6` when set). Set it on every node or on none: with `ip` too the cluster is dual-stack (IPv4 first: the etcd and Kubernetes API endpoints use `ip`), alone it is IPv6-only. Given to the VM through cloud-init (`ip6`) and to Talos.
     """
     labels: NotRequired[Mapping[str, _builtins.str]]
     """
@@ -1372,6 +1420,14 @@ class NodeArgsDict(TypedDict):
     memory_mib: NotRequired[_builtins.int]
     """
     Memory in MiB. Control planes need at least 2048 (4096 recommended). Default: `nodeDefaults.memoryMib` (4096).
+    """
+    mtu: NotRequired[_builtins.int]
+    """
+    MTU of the node's cluster NIC (576 to 65520; 1280 or more with IPv6), set on the Proxmox NIC and in Talos. Default: `nodeDefaults.mtu`, else the bridge's.
+    """
+    networks: NotRequired[Sequence['NodeNetworkArgsDict']]
+    """
+    The node's networks, each a Proxmox NIC (or, with `bond`, several bonded in Talos). The first (or the one with `clusterNetwork: true`) is the cluster network: the VM's `net0`, addressed by `ip`/`ip6` and `network.*`; the others follow as `net1`, `net2`, …. A node with several NICs gives each a MAC address (its `macAddress`, else one derived from the cluster, node and NIC index) and Talos selects each by it. Default: `nodeDefaults.networks`, else one NIC from `bridge`, `vlanId`, `macAddress` and `mtu`. Changing them updates the VM in place (Proxmox hot-plugs NICs) and Talos applies them live.
     """
     pci_devices: NotRequired[Sequence['PciDeviceArgsDict']]
     """
@@ -1410,9 +1466,12 @@ class NodeArgs:
                  image: Optional['NodeImageArgs'] = None,
                  install_disk: Optional[_builtins.str] = None,
                  ip: Optional[_builtins.str] = None,
+                 ip6: Optional[_builtins.str] = None,
                  labels: Optional[Mapping[str, _builtins.str]] = None,
                  mac_address: Optional[_builtins.str] = None,
                  memory_mib: Optional[_builtins.int] = None,
+                 mtu: Optional[_builtins.int] = None,
+                 networks: Optional[Sequence['NodeNetworkArgs']] = None,
                  pci_devices: Optional[Sequence['PciDeviceArgs']] = None,
                  tags: Optional[Sequence[_builtins.str]] = None,
                  taints: Optional[Sequence[_builtins.str]] = None,
@@ -1433,10 +1492,13 @@ class NodeArgs:
         :param _builtins.str gpu: A GPU preset for the PCI device passed through (`pciDevices`, required): `nvidia` adds the NVIDIA driver and container toolkit extensions (`siderolabs/nonfree-kmod-nvidia-production`, `siderolabs/nvidia-container-toolkit-production`) to the node's image, loads the `nvidia`, `nvidia_uvm`, `nvidia_drm` and `nvidia_modeset` kernel modules, sets `net.core.bpf_jit_harden: 1` (the toolkit's BPF programs need it; `KernelModuleConfig` and `SysctlConfig` documents from contract v1.14), and creates the `nvidia` RuntimeClass, as Talos' NVIDIA guide does. An image that already has an NVIDIA driver (proprietary or open, production or lts) keeps it and gets the container toolkit of its branch; one from a whole schematic must list both itself.
         :param 'NodeImageArgs' image: This node's own Talos image (e.g. a GPU or storage node with its own extensions), with the cluster's factory, platform and architecture. Each distinct schematic is registered once and downloaded once per host that runs it; the rolling upgrade moves every node to its own image, and changing one node's image upgrades only that node (in place, with a reboot). Default: the cluster's `image`.
         :param _builtins.str install_disk: Disk Talos installs itself to. Default: `/dev/sda` (the SCSI OS disk).
-        :param _builtins.str ip: Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
+        :param _builtins.str ip: Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true or the cluster is IPv6-only (no node sets `ip`; every node sets `ip6`).
+        :param _builtins.str ip6: Static IPv6 address of the node, in the node's IPv6 subnet (`network.prefixLength6`, and the subnet of `network.gateway6` when set). Set it on every node or on none: with `ip` too the cluster is dual-stack (IPv4 first: the etcd and Kubernetes API endpoints use `ip`), alone it is IPv6-only. Given to the VM through cloud-init (`ip6`) and to Talos.
         :param Mapping[str, _builtins.str] labels: Extra Kubernetes node labels. The component sets `topology.kubernetes.io/region` and `topology.kubernetes.io/zone` itself. A worker cannot carry labels of the `kubernetes.io` and `k8s.io` namespaces other than the kubelet's own (NodeRestriction): refused at preview.
         :param _builtins.str mac_address: MAC address of the VM's NIC, e.g. `BC:24:11:00:00:01`. Talos then selects the interface by this address. Default: chosen by Proxmox, and Talos uses the first physical NIC.
         :param _builtins.int memory_mib: Memory in MiB. Control planes need at least 2048 (4096 recommended). Default: `nodeDefaults.memoryMib` (4096).
+        :param _builtins.int mtu: MTU of the node's cluster NIC (576 to 65520; 1280 or more with IPv6), set on the Proxmox NIC and in Talos. Default: `nodeDefaults.mtu`, else the bridge's.
+        :param Sequence['NodeNetworkArgs'] networks: The node's networks, each a Proxmox NIC (or, with `bond`, several bonded in Talos). The first (or the one with `clusterNetwork: true`) is the cluster network: the VM's `net0`, addressed by `ip`/`ip6` and `network.*`; the others follow as `net1`, `net2`, …. A node with several NICs gives each a MAC address (its `macAddress`, else one derived from the cluster, node and NIC index) and Talos selects each by it. Default: `nodeDefaults.networks`, else one NIC from `bridge`, `vlanId`, `macAddress` and `mtu`. Changing them updates the VM in place (Proxmox hot-plugs NICs) and Talos applies them live.
         :param Sequence['PciDeviceArgs'] pci_devices: Host PCI devices (e.g. a GPU) passed through to the VM.
         :param Sequence[_builtins.str] tags: Extra Proxmox tags. Every VM is also tagged `talos`, its role, the cluster name and its instance (`talos-i-<8 hex>`, given when the VM is created; leave it in place).
         :param Sequence[_builtins.str] taints: Kubernetes taints of the node, written as kubectl does: `key=value:Effect` or `key:Effect`, the effect one of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (one taint per key). Merged over `nodeDefaults.taints`, key by key. Talos applies them to the Node (on a worker, which may not change its own taints, the component does it after applying the configuration) and removes the ones it set that are no longer declared; a change applies live, without a reboot. The control-plane taint is `allowSchedulingOnControlPlanes`'s.
@@ -1467,12 +1529,18 @@ class NodeArgs:
             pulumi.set(__self__, "install_disk", install_disk)
         if ip is not None:
             pulumi.set(__self__, "ip", ip)
+        if ip6 is not None:
+            pulumi.set(__self__, "ip6", ip6)
         if labels is not None:
             pulumi.set(__self__, "labels", labels)
         if mac_address is not None:
             pulumi.set(__self__, "mac_address", mac_address)
         if memory_mib is not None:
             pulumi.set(__self__, "memory_mib", memory_mib)
+        if mtu is not None:
+            pulumi.set(__self__, "mtu", mtu)
+        if networks is not None:
+            pulumi.set(__self__, "networks", networks)
         if pci_devices is not None:
             pulumi.set(__self__, "pci_devices", pci_devices)
         if tags is not None:
@@ -1632,13 +1700,25 @@ class NodeArgs:
     @pulumi.getter
     def ip(self) -> Optional[_builtins.str]:
         """
-        Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true.
+        Static IPv4 address of the node, in the subnet of `network.gateway`. Given to the VM through Proxmox cloud-init and to Talos. Required unless `network.dhcp` is true or the cluster is IPv6-only (no node sets `ip`; every node sets `ip6`).
         """
         return pulumi.get(self, "ip")
 
     @ip.setter
     def ip(self, value: Optional[_builtins.str]):
         pulumi.set(self, "ip", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def ip6(self) -> Optional[_builtins.str]:
+        """
+        Static IPv6 address of the node, in the node's IPv6 subnet (`network.prefixLength6`, and the subnet of `network.gateway6` when set). Set it on every node or on none: with `ip` too the cluster is dual-stack (IPv4 first: the etcd and Kubernetes API endpoints use `ip`), alone it is IPv6-only. Given to the VM through cloud-init (`ip6`) and to Talos.
+        """
+        return pulumi.get(self, "ip6")
+
+    @ip6.setter
+    def ip6(self, value: Optional[_builtins.str]):
+        pulumi.set(self, "ip6", value)
 
     @_builtins.property
     @pulumi.getter
@@ -1675,6 +1755,30 @@ class NodeArgs:
     @memory_mib.setter
     def memory_mib(self, value: Optional[_builtins.int]):
         pulumi.set(self, "memory_mib", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def mtu(self) -> Optional[_builtins.int]:
+        """
+        MTU of the node's cluster NIC (576 to 65520; 1280 or more with IPv6), set on the Proxmox NIC and in Talos. Default: `nodeDefaults.mtu`, else the bridge's.
+        """
+        return pulumi.get(self, "mtu")
+
+    @mtu.setter
+    def mtu(self, value: Optional[_builtins.int]):
+        pulumi.set(self, "mtu", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def networks(self) -> Optional[Sequence['NodeNetworkArgs']]:
+        """
+        The node's networks, each a Proxmox NIC (or, with `bond`, several bonded in Talos). The first (or the one with `clusterNetwork: true`) is the cluster network: the VM's `net0`, addressed by `ip`/`ip6` and `network.*`; the others follow as `net1`, `net2`, …. A node with several NICs gives each a MAC address (its `macAddress`, else one derived from the cluster, node and NIC index) and Talos selects each by it. Default: `nodeDefaults.networks`, else one NIC from `bridge`, `vlanId`, `macAddress` and `mtu`. Changing them updates the VM in place (Proxmox hot-plugs NICs) and Talos applies them live.
+        """
+        return pulumi.get(self, "networks")
+
+    @networks.setter
+    def networks(self, value: Optional[Sequence['NodeNetworkArgs']]):
+        pulumi.set(self, "networks", value)
 
     @_builtins.property
     @pulumi.getter(name="pciDevices")
@@ -1737,6 +1841,80 @@ class NodeArgs:
         pulumi.set(self, "vm_id", value)
 
 
+class NodeBondArgsDict(TypedDict):
+    """
+    A Linux bond over several Proxmox NICs of one network, selected in Talos by their MAC addresses.
+    """
+    interfaces: NotRequired[pulumi.Input[Optional[_builtins.int]]]
+    """
+    How many Proxmox NICs the bond has (2 to 8). Default: 2.
+    """
+    mode: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Bond mode: `active-backup` (default), `balance-rr`, `balance-xor`, `broadcast`, `802.3ad`, `balance-tlb` or `balance-alb`.
+    """
+    mtu: NotRequired[pulumi.Input[Optional[_builtins.int]]]
+    """
+    MTU of the bond and its NICs (576 to 65520). The network's own `mtu` must then be unset.
+    """
+
+@pulumi.input_type
+class NodeBondArgs:
+    def __init__(__self__, *,
+                 interfaces: pulumi.Input[Optional[_builtins.int]] = None,
+                 mode: pulumi.Input[Optional[_builtins.str]] = None,
+                 mtu: pulumi.Input[Optional[_builtins.int]] = None):
+        """
+        A Linux bond over several Proxmox NICs of one network, selected in Talos by their MAC addresses.
+
+        :param pulumi.Input[_builtins.int] interfaces: How many Proxmox NICs the bond has (2 to 8). Default: 2.
+        :param pulumi.Input[_builtins.str] mode: Bond mode: `active-backup` (default), `balance-rr`, `balance-xor`, `broadcast`, `802.3ad`, `balance-tlb` or `balance-alb`.
+        :param pulumi.Input[_builtins.int] mtu: MTU of the bond and its NICs (576 to 65520). The network's own `mtu` must then be unset.
+        """
+        if interfaces is not None:
+            pulumi.set(__self__, "interfaces", interfaces)
+        if mode is not None:
+            pulumi.set(__self__, "mode", mode)
+        if mtu is not None:
+            pulumi.set(__self__, "mtu", mtu)
+
+    @_builtins.property
+    @pulumi.getter
+    def interfaces(self) -> pulumi.Input[Optional[_builtins.int]]:
+        """
+        How many Proxmox NICs the bond has (2 to 8). Default: 2.
+        """
+        return pulumi.get(self, "interfaces")
+
+    @interfaces.setter
+    def interfaces(self, value: pulumi.Input[Optional[_builtins.int]]):
+        pulumi.set(self, "interfaces", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def mode(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Bond mode: `active-backup` (default), `balance-rr`, `balance-xor`, `broadcast`, `802.3ad`, `balance-tlb` or `balance-alb`.
+        """
+        return pulumi.get(self, "mode")
+
+    @mode.setter
+    def mode(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "mode", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def mtu(self) -> pulumi.Input[Optional[_builtins.int]]:
+        """
+        MTU of the bond and its NICs (576 to 65520). The network's own `mtu` must then be unset.
+        """
+        return pulumi.get(self, "mtu")
+
+    @mtu.setter
+    def mtu(self, value: pulumi.Input[Optional[_builtins.int]]):
+        pulumi.set(self, "mtu", value)
+
+
 class NodeDefaultsArgsDict(TypedDict):
     """
     Values applied to every node that does not set its own. Memory ballooning is always off, as Talos requires.
@@ -1769,6 +1947,14 @@ class NodeDefaultsArgsDict(TypedDict):
     """
     Memory per node in MiB. Default: 4096.
     """
+    mtu: NotRequired[_builtins.int]
+    """
+    MTU of every node's cluster NIC. Default: the bridge's.
+    """
+    networks: NotRequired[Sequence['NodeNetworkArgsDict']]
+    """
+    The networks of every node that does not list its own (see `nodes.<name>.networks`); they cannot hold `addresses` or `macAddress`, which are each node's.
+    """
     scsi_hardware: NotRequired[_builtins.str]
     """
     SCSI controller. Default: `virtio-scsi-pci`. Do not use `virtio-scsi-single`: Talos installs hang on it (siderolabs/talos#11173).
@@ -1796,6 +1982,8 @@ class NodeDefaultsArgs:
                  datastore_id: Optional[_builtins.str] = None,
                  disk_size_gib: Optional[_builtins.int] = None,
                  memory_mib: Optional[_builtins.int] = None,
+                 mtu: Optional[_builtins.int] = None,
+                 networks: Optional[Sequence['NodeNetworkArgs']] = None,
                  scsi_hardware: Optional[_builtins.str] = None,
                  tags: Optional[Sequence[_builtins.str]] = None,
                  taints: Optional[Sequence[_builtins.str]] = None,
@@ -1810,6 +1998,8 @@ class NodeDefaultsArgs:
         :param _builtins.str datastore_id: Proxmox storage for OS disks, data disks and cloud-init drives. Default: `local-lvm`.
         :param _builtins.int disk_size_gib: OS disk size in GiB. Default: 20.
         :param _builtins.int memory_mib: Memory per node in MiB. Default: 4096.
+        :param _builtins.int mtu: MTU of every node's cluster NIC. Default: the bridge's.
+        :param Sequence['NodeNetworkArgs'] networks: The networks of every node that does not list its own (see `nodes.<name>.networks`); they cannot hold `addresses` or `macAddress`, which are each node's.
         :param _builtins.str scsi_hardware: SCSI controller. Default: `virtio-scsi-pci`. Do not use `virtio-scsi-single`: Talos installs hang on it (siderolabs/talos#11173).
         :param Sequence[_builtins.str] tags: Extra Proxmox tags on every VM.
         :param Sequence[_builtins.str] taints: Kubernetes taints of every node (`key=value:Effect` or `key:Effect`); a node's own `taints` override these key by key.
@@ -1829,6 +2019,10 @@ class NodeDefaultsArgs:
             pulumi.set(__self__, "disk_size_gib", disk_size_gib)
         if memory_mib is not None:
             pulumi.set(__self__, "memory_mib", memory_mib)
+        if mtu is not None:
+            pulumi.set(__self__, "mtu", mtu)
+        if networks is not None:
+            pulumi.set(__self__, "networks", networks)
         if scsi_hardware is not None:
             pulumi.set(__self__, "scsi_hardware", scsi_hardware)
         if tags is not None:
@@ -1921,6 +2115,30 @@ class NodeDefaultsArgs:
     @memory_mib.setter
     def memory_mib(self, value: Optional[_builtins.int]):
         pulumi.set(self, "memory_mib", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def mtu(self) -> Optional[_builtins.int]:
+        """
+        MTU of every node's cluster NIC. Default: the bridge's.
+        """
+        return pulumi.get(self, "mtu")
+
+    @mtu.setter
+    def mtu(self, value: Optional[_builtins.int]):
+        pulumi.set(self, "mtu", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def networks(self) -> Optional[Sequence['NodeNetworkArgs']]:
+        """
+        The networks of every node that does not list its own (see `nodes.<name>.networks`); they cannot hold `addresses` or `macAddress`, which are each node's.
+        """
+        return pulumi.get(self, "networks")
+
+    @networks.setter
+    def networks(self, value: Optional[Sequence['NodeNetworkArgs']]):
+        pulumi.set(self, "networks", value)
 
     @_builtins.property
     @pulumi.getter(name="scsiHardware")
@@ -2043,6 +2261,220 @@ class NodeImageArgs:
     @secure_boot.setter
     def secure_boot(self, value: pulumi.Input[Optional[_builtins.bool]]):
         pulumi.set(self, "secure_boot", value)
+
+
+class NodeNetworkArgsDict(TypedDict):
+    """
+    One network of a node: a Proxmox NIC on a bridge (and VLAN), or with `bond` several NICs that Talos bonds into one link.
+    """
+    addresses: NotRequired[pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]]
+    """
+    Static addresses in CIDR form, either family, e.g. `["10.50.0.11/24", "fd00:50::11/64"]`. Not on the cluster network (use `ip`/`ip6`) nor in `nodeDefaults.networks`.
+    """
+    bond: NotRequired[pulumi.Input[Optional['NodeBondArgsDict']]]
+    """
+    Bond several Proxmox NICs (on this network's bridge and VLAN) into one Talos link that carries this network's addresses.
+    """
+    bridge: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Proxmox bridge, e.g. `vmbr1`. Default: the node's cluster bridge.
+    """
+    cluster_network: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Marks this network as the cluster network (at most one; default: the first).
+    """
+    dhcp: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Take an IPv4 address from DHCP on this network. Not on the cluster network (use `network.dhcp`). Default: false.
+    """
+    gateway: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Next hop of `routes`, inside one of `addresses`' subnets. The cluster network keeps the default route.
+    """
+    mac_address: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    MAC address of the NIC. Default: derived from the cluster, node and NIC index (a locally administered address, stable across updates).
+    """
+    mtu: NotRequired[pulumi.Input[Optional[_builtins.int]]]
+    """
+    MTU (576 to 65520; 1280 or more with IPv6), on the Proxmox NIC and in Talos, e.g. 9000 for a storage network. Default: the bridge's.
+    """
+    routes: NotRequired[pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]]
+    """
+    Destination CIDRs reached through `gateway`, e.g. `["10.60.0.0/16"]`.
+    """
+    vlan_id: NotRequired[pulumi.Input[Optional[_builtins.int]]]
+    """
+    VLAN tag (1 to 4094). Default: untagged (the cluster network: `network.vlanId`).
+    """
+
+@pulumi.input_type
+class NodeNetworkArgs:
+    def __init__(__self__, *,
+                 addresses: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
+                 bond: pulumi.Input[Optional['NodeBondArgs']] = None,
+                 bridge: pulumi.Input[Optional[_builtins.str]] = None,
+                 cluster_network: pulumi.Input[Optional[_builtins.bool]] = None,
+                 dhcp: pulumi.Input[Optional[_builtins.bool]] = None,
+                 gateway: pulumi.Input[Optional[_builtins.str]] = None,
+                 mac_address: pulumi.Input[Optional[_builtins.str]] = None,
+                 mtu: pulumi.Input[Optional[_builtins.int]] = None,
+                 routes: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
+                 vlan_id: pulumi.Input[Optional[_builtins.int]] = None):
+        """
+        One network of a node: a Proxmox NIC on a bridge (and VLAN), or with `bond` several NICs that Talos bonds into one link.
+
+        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] addresses: Static addresses in CIDR form, either family, e.g. `["10.50.0.11/24", "fd00:50::11/64"]`. Not on the cluster network (use `ip`/`ip6`) nor in `nodeDefaults.networks`.
+        :param pulumi.Input['NodeBondArgs'] bond: Bond several Proxmox NICs (on this network's bridge and VLAN) into one Talos link that carries this network's addresses.
+        :param pulumi.Input[_builtins.str] bridge: Proxmox bridge, e.g. `vmbr1`. Default: the node's cluster bridge.
+        :param pulumi.Input[_builtins.bool] cluster_network: Marks this network as the cluster network (at most one; default: the first).
+        :param pulumi.Input[_builtins.bool] dhcp: Take an IPv4 address from DHCP on this network. Not on the cluster network (use `network.dhcp`). Default: false.
+        :param pulumi.Input[_builtins.str] gateway: Next hop of `routes`, inside one of `addresses`' subnets. The cluster network keeps the default route.
+        :param pulumi.Input[_builtins.str] mac_address: MAC address of the NIC. Default: derived from the cluster, node and NIC index (a locally administered address, stable across updates).
+        :param pulumi.Input[_builtins.int] mtu: MTU (576 to 65520; 1280 or more with IPv6), on the Proxmox NIC and in Talos, e.g. 9000 for a storage network. Default: the bridge's.
+        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] routes: Destination CIDRs reached through `gateway`, e.g. `["10.60.0.0/16"]`.
+        :param pulumi.Input[_builtins.int] vlan_id: VLAN tag (1 to 4094). Default: untagged (the cluster network: `network.vlanId`).
+        """
+        if addresses is not None:
+            pulumi.set(__self__, "addresses", addresses)
+        if bond is not None:
+            pulumi.set(__self__, "bond", bond)
+        if bridge is not None:
+            pulumi.set(__self__, "bridge", bridge)
+        if cluster_network is not None:
+            pulumi.set(__self__, "cluster_network", cluster_network)
+        if dhcp is not None:
+            pulumi.set(__self__, "dhcp", dhcp)
+        if gateway is not None:
+            pulumi.set(__self__, "gateway", gateway)
+        if mac_address is not None:
+            pulumi.set(__self__, "mac_address", mac_address)
+        if mtu is not None:
+            pulumi.set(__self__, "mtu", mtu)
+        if routes is not None:
+            pulumi.set(__self__, "routes", routes)
+        if vlan_id is not None:
+            pulumi.set(__self__, "vlan_id", vlan_id)
+
+    @_builtins.property
+    @pulumi.getter
+    def addresses(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
+        """
+        Static addresses in CIDR form, either family, e.g. `["10.50.0.11/24", "fd00:50::11/64"]`. Not on the cluster network (use `ip`/`ip6`) nor in `nodeDefaults.networks`.
+        """
+        return pulumi.get(self, "addresses")
+
+    @addresses.setter
+    def addresses(self, value: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]):
+        pulumi.set(self, "addresses", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def bond(self) -> pulumi.Input[Optional['NodeBondArgs']]:
+        """
+        Bond several Proxmox NICs (on this network's bridge and VLAN) into one Talos link that carries this network's addresses.
+        """
+        return pulumi.get(self, "bond")
+
+    @bond.setter
+    def bond(self, value: pulumi.Input[Optional['NodeBondArgs']]):
+        pulumi.set(self, "bond", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def bridge(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Proxmox bridge, e.g. `vmbr1`. Default: the node's cluster bridge.
+        """
+        return pulumi.get(self, "bridge")
+
+    @bridge.setter
+    def bridge(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "bridge", value)
+
+    @_builtins.property
+    @pulumi.getter(name="clusterNetwork")
+    def cluster_network(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Marks this network as the cluster network (at most one; default: the first).
+        """
+        return pulumi.get(self, "cluster_network")
+
+    @cluster_network.setter
+    def cluster_network(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "cluster_network", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def dhcp(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Take an IPv4 address from DHCP on this network. Not on the cluster network (use `network.dhcp`). Default: false.
+        """
+        return pulumi.get(self, "dhcp")
+
+    @dhcp.setter
+    def dhcp(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "dhcp", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def gateway(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Next hop of `routes`, inside one of `addresses`' subnets. The cluster network keeps the default route.
+        """
+        return pulumi.get(self, "gateway")
+
+    @gateway.setter
+    def gateway(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "gateway", value)
+
+    @_builtins.property
+    @pulumi.getter(name="macAddress")
+    def mac_address(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        MAC address of the NIC. Default: derived from the cluster, node and NIC index (a locally administered address, stable across updates).
+        """
+        return pulumi.get(self, "mac_address")
+
+    @mac_address.setter
+    def mac_address(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "mac_address", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def mtu(self) -> pulumi.Input[Optional[_builtins.int]]:
+        """
+        MTU (576 to 65520; 1280 or more with IPv6), on the Proxmox NIC and in Talos, e.g. 9000 for a storage network. Default: the bridge's.
+        """
+        return pulumi.get(self, "mtu")
+
+    @mtu.setter
+    def mtu(self, value: pulumi.Input[Optional[_builtins.int]]):
+        pulumi.set(self, "mtu", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def routes(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
+        """
+        Destination CIDRs reached through `gateway`, e.g. `["10.60.0.0/16"]`.
+        """
+        return pulumi.get(self, "routes")
+
+    @routes.setter
+    def routes(self, value: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]):
+        pulumi.set(self, "routes", value)
+
+    @_builtins.property
+    @pulumi.getter(name="vlanId")
+    def vlan_id(self) -> pulumi.Input[Optional[_builtins.int]]:
+        """
+        VLAN tag (1 to 4094). Default: untagged (the cluster network: `network.vlanId`).
+        """
+        return pulumi.get(self, "vlan_id")
+
+    @vlan_id.setter
+    def vlan_id(self, value: pulumi.Input[Optional[_builtins.int]]):
+        pulumi.set(self, "vlan_id", value)
 
 
 class NvidiaDevicePluginArgsDict(TypedDict):
