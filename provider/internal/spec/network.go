@@ -32,7 +32,8 @@ func buildNetwork(p *problems, in Input, c *Cluster) {
 	}
 
 	out.IPv6 = anyIP6
-	out.IPv4 = !(anyIP6 && !anyIP && n.Gateway == "" && !out.DHCP)
+	ipv6Only := anyIP6 && !anyIP && n.Gateway == "" && !out.DHCP
+	out.IPv4 = !ipv6Only
 
 	if out.DNSDomain == "" {
 		out.DNSDomain = Defaults.DNSDomain
