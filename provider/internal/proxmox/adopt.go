@@ -205,7 +205,29 @@ func VMDifferences(p plan.VM, cfg map[string]string) (changes []string, refused 
 		}
 	}
 
-	changes = append(changes, nicDifferences(n, cfg["net0"])...)
+	nics := n.NICs
+	if len(nics) == 0 {
+		nics = []spec.NIC{{Bridge: n.Bridge, VLANID: n.VLANID, MACAddress: n.MACAddress}}
+	}
+
+	for i, nic := range nics {
+		key := fmt.Sprintf("net%d", i)
+
+		for _, d := range nicDifferences(nic, cfg[key]) {
+			if i > 0 {
+				d = key + ": " + d
+			}
+
+			changes = append(changes, d)
+		}
+
+		// A MAC the component derived would replace the one the node's NIC has, and the
+		// configuration selects NICs by it: the node keeps its own when told to.
+		if mac := nicMAC(cfg[key]); i > 0 && mac != "" && !strings.EqualFold(mac, nic.MACAddress) {
+			refused = append(refused, fmt.Errorf("%s: VM %s's %s has MAC %s; declare it (macAddress: %q on that network) so the "+
+				"adopted node keeps it", at, cfg["name"], key, mac, mac))
+		}
+	}
 
 	// The proxmoxve provider removes what the VM has and the node does not declare.
 	declaredPCI := map[string]bool{}
@@ -215,9 +237,10 @@ func VMDifferences(p plan.VM, cfg map[string]string) (changes []string, refused 
 
 	for _, key := range sortedKeys(cfg) {
 		switch {
-		case nicKey.MatchString(key) && key != "net0":
-			refused = append(refused, fmt.Errorf("%s: VM %s has a second network device, %s (%s), which the component would remove; "+
-				"a node has one NIC today: remove it from the VM first, or keep the VM out of the cluster", at, cfg["name"], key, cfg[key]))
+		case nicKey.MatchString(key) && nicIndex(key) >= len(nics):
+			refused = append(refused, fmt.Errorf("%s: VM %s has network device %s (%s), which the node does not declare and the "+
+				"component would remove; declare it in %s.networks (net0 is the cluster network, the others follow in order)",
+				at, cfg["name"], key, cfg[key], at))
 		case pciKey.MatchString(key) && !declaredPCI[key]:
 			refused = append(refused, fmt.Errorf("%s: VM %s has the PCI device %s (%s), which the node does not declare and the component "+
 				"would remove (with a reboot); declare it in %s.pciDevices (in slot order)", at, cfg["name"], key, cfg[key], at))
@@ -273,13 +296,28 @@ func sizeGiB(s string) int {
 	return int(f * mul)
 }
 
-// nicDifferences compares the VM's first NIC ("virtio=BC:24:11:…,bridge=vmbr0,tag=5") with the node's.
-func nicDifferences(n spec.Node, net0 string) []string {
+// nicIndex is i of "net<i>".
+func nicIndex(key string) int {
+	i, _ := strconv.Atoi(strings.TrimPrefix(key, "net"))
+
+	return i
+}
+
+// nicMAC is the MAC of a NIC's value ("virtio=BC:24:11:…,bridge=vmbr0").
+func nicMAC(value string) string {
+	_, mac, _ := strings.Cut(strings.Split(value, ",")[0], "=")
+
+	return mac
+}
+
+// nicDifferences compares a VM's NIC ("virtio=BC:24:11:…,bridge=vmbr0,tag=5,mtu=9000") with the
+// node's.
+func nicDifferences(n spec.NIC, value string) []string {
 	var model, mac, bridge string
 
-	vlan := 0
+	vlan, mtu := 0, 0
 
-	for i, p := range strings.Split(net0, ",") {
+	for i, p := range strings.Split(value, ",") {
 		k, v, _ := strings.Cut(p, "=")
 
 		switch {
@@ -289,6 +327,8 @@ func nicDifferences(n spec.Node, net0 string) []string {
 			bridge = v
 		case k == "tag":
 			vlan, _ = strconv.Atoi(v)
+		case k == "mtu":
+			mtu, _ = strconv.Atoi(v)
 		}
 	}
 
@@ -308,6 +348,10 @@ func nicDifferences(n spec.Node, net0 string) []string {
 
 	if n.MACAddress != "" && !strings.EqualFold(mac, n.MACAddress) {
 		out = append(out, fmt.Sprintf("MAC %s → %s (in place; the node's address may change with it)", mac, n.MACAddress))
+	}
+
+	if n.MTU != 0 && mtu != n.MTU {
+		out = append(out, fmt.Sprintf("mtu %d → %d (in place)", mtu, n.MTU))
 	}
 
 	return out

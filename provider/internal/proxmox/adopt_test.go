@@ -2,6 +2,7 @@ package proxmox
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,8 +124,28 @@ func TestVMDifferences(t *testing.T) {
 		!strings.Contains(refused[0].Error(), "nodes.w-1.dataDisks[0].sizeGib: VM talos-w-01's disk scsi1 has 200 GiB; 100 GiB would shrink it") ||
 		!strings.Contains(refused[1].Error(), "nodes.w-1: VM talos-w-01 has disk scsi2 (local-lvm:vm-7003-disk-2,size=5G) that the node does not declare") ||
 		!strings.Contains(refused[2].Error(), "nodes.w-1: VM talos-w-01 has the PCI device hostpci0 (0000:01:00,pcie=1), which the node does not declare") ||
-		!strings.Contains(refused[3].Error(), "nodes.w-1: VM talos-w-01 has a second network device, net1") {
+		!strings.Contains(refused[3].Error(), "nodes.w-1: VM talos-w-01 has network device net1 (virtio=BC:24:11:00:00:02,bridge=vmbr9), which the node does not declare") {
 		t.Errorf("refused: %v", refused)
+	}
+}
+
+// TestVMDifferencesOfNetworks: an adopted VM's second NIC is compared with the node's second
+// network, and its MAC, which the node's configuration selects it by, must be declared.
+func TestVMDifferencesOfNetworks(t *testing.T) {
+	t.Parallel()
+
+	node := spec.Node{Name: "w-1", Bridge: "vmbr0", NICs: []spec.NIC{
+		{Bridge: "vmbr0"}, {Bridge: "vmbr1", MTU: 9000, MACAddress: spec.DeriveMAC("home", "w-1", 1)},
+	}}
+	vm := map[string]string{"name": "w-1", "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0", "net1": "virtio=BC:24:11:00:00:02,bridge=vmbr1"}
+
+	changes, refused := VMDifferences(plan.VM{Node: node}, vm)
+	if !slices.Contains(changes, "net1: mtu 0 → 9000 (in place)") {
+		t.Errorf("changes %v, want net1's MTU", changes)
+	}
+
+	if len(refused) != 1 || !strings.Contains(refused[0].Error(), `macAddress: "BC:24:11:00:00:02"`) {
+		t.Errorf("refused %v, want the NIC's MAC to be declared", refused)
 	}
 }
 

@@ -406,10 +406,11 @@ const agentTimeout = "1s"
 const nodeAddressTimeout = "10m"
 
 // agentAddress picks a node's address from what the QEMU guest agent reports: the first IPv4
-// address of the first interface that is not the loopback interface, skipping link-local
-// addresses. Interface names and address lists are parallel, as the proxmoxve provider reports
-// them.
-func agentAddress(names []string, addrs [][]string) string {
+// address in the node subnet of the first interface that is not the loopback interface, skipping
+// link-local addresses (a node with several networks has addresses in other subnets too, and its
+// interfaces are reported in the guest's order, not the VM's). Interface names and address lists
+// are parallel, as the proxmoxve provider reports them.
+func agentAddress(names []string, addrs [][]string, subnet netip.Prefix) string {
 	for i, list := range addrs {
 		if i < len(names) && names[i] == "lo" {
 			continue
@@ -417,7 +418,7 @@ func agentAddress(names []string, addrs [][]string) string {
 
 		for _, s := range list {
 			a, err := netip.ParseAddr(strings.TrimSpace(s))
-			if err != nil || !a.Is4() || a.IsLinkLocalUnicast() || a.IsUnspecified() {
+			if err != nil || !a.Is4() || a.IsLinkLocalUnicast() || a.IsUnspecified() || !subnet.Contains(a) {
 				continue
 			}
 
@@ -444,7 +445,7 @@ func nodeAddress(s Scope, n spec.Node, machine *vm.VirtualMachine, self Lifecycl
 	lifecycle.Set(in, &a.MacAddress, machine.NetworkDevices.Index(pulumi.Int(0)).MacAddress().Elem())
 	lifecycle.Set(in, &a.Subnet, pulumi.String(subnet.String()))
 	lifecycle.Set(in, &a.AgentAddress, pulumi.All(machine.NetworkInterfaceNames, machine.Ipv4Addresses).ApplyT(func(v []any) string {
-		return agentAddress(v[0].([]string), v[1].([][]string))
+		return agentAddress(v[0].([]string), v[1].([][]string), subnet)
 	}).(pulumi.StringOutput))
 	lifecycle.Set(in, &a.Timeout, pulumi.String(nodeAddressTimeout))
 
