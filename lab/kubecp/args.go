@@ -3,6 +3,7 @@ package kubecp
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"time"
@@ -82,7 +83,7 @@ func (cp *ControlPlane) controllerManagerArgs() []string {
 	// keep the time to NotReady close to the grace period.
 	period := max(grace/4, time.Second)
 
-	return []string{
+	args := []string{
 		"--kubeconfig=" + cp.path(fileControllerKubeconfig),
 		"--secure-port=0",
 		"--leader-elect=false",
@@ -105,6 +106,26 @@ func (cp *ControlPlane) controllerManagerArgs() []string {
 		"--kube-api-burst=400",
 		"--profiling=false",
 	}
+
+	// As Talos passes them: only for the families the pod CIDRs have (the controller-manager
+	// refuses a family's flag without it).
+	v4, v6 := false, false
+
+	for _, c := range strings.Split(o.PodCIDR, ",") {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil {
+			v4, v6 = v4 || p.Addr().Is4(), v6 || p.Addr().Is6()
+		}
+	}
+
+	if v4 && o.NodeCIDRMaskSizeIPv4 > 0 {
+		args = append(args, fmt.Sprintf("--node-cidr-mask-size-ipv4=%d", o.NodeCIDRMaskSizeIPv4))
+	}
+
+	if v6 && o.NodeCIDRMaskSizeIPv6 > 0 {
+		args = append(args, fmt.Sprintf("--node-cidr-mask-size-ipv6=%d", o.NodeCIDRMaskSizeIPv6))
+	}
+
+	return args
 }
 
 // schedulerArgs: the scheduler with its default profile, without leader election and serving.

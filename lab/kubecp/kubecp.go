@@ -34,11 +34,12 @@ type Options struct {
 	Bin string
 	// Dir holds the certificates, kubeconfigs and the components' logs; it is created if needed.
 	Dir string
-	// Endpoint is host:port of the cluster endpoint (e.g. 127.0.0.9:6443); host must be an IP
-	// address. The apiserver listens there, and only there.
+	// Endpoint is host:port of the cluster endpoint (e.g. 127.0.0.9:6443 or [fd1a:b::9]:6443);
+	// host must be an IP address. The apiserver listens there, and only there.
 	Endpoint string
 	// AdvertiseIP is the address the apiserver advertises (the `kubernetes` endpoints); it
-	// defaults to the endpoint's address.
+	// defaults to the endpoint's address. Its family must be ServiceCIDR's first one, unless it
+	// is a loopback address (the apiserver's own rule: the `kubernetes` service is single-stack).
 	AdvertiseIP net.IP
 	// SANs are extra names and addresses of the serving certificate (cluster.apiServer.certSANs).
 	SANs []string
@@ -57,6 +58,11 @@ type Options struct {
 	// PodCIDR is the pod network the controller-manager allocates node CIDRs from (default
 	// 10.244.0.0/16).
 	PodCIDR string
+	// NodeCIDRMaskSizeIPv4 and NodeCIDRMaskSizeIPv6 are the sizes of the pod CIDR each node gets
+	// from PodCIDR's IPv4 and IPv6 networks (cluster.network's; 0: the controller-manager's
+	// defaults, 24 and 64).
+	NodeCIDRMaskSizeIPv4 int
+	NodeCIDRMaskSizeIPv6 int
 	// DNSDomain is the cluster's DNS domain (default cluster.local).
 	DNSDomain string
 	// EtcdEndpoints are the client URLs of the cluster's etcd (https://ip:2379).

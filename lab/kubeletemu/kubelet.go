@@ -31,8 +31,12 @@ type StaticPod struct {
 
 // Options describe one node's kubelet.
 type Options struct {
-	Client         kubernetes.Interface
-	NodeName       string
+	Client   kubernetes.Interface
+	NodeName string
+	// InternalIPs are the node's addresses (the kubelet's --node-ip), one per family, the
+	// primary first: the Node's InternalIP addresses and its pods' host IPs, in this order.
+	InternalIPs []string
+	// InternalIP is InternalIPs of a single-stack node (used when InternalIPs is empty).
 	InternalIP     string
 	KubeletVersion string // e.g. v1.34.1
 	OSImage        string // e.g. "Talos (v1.11.5)"
@@ -69,8 +73,9 @@ type Kubelet struct {
 
 	mu           sync.Mutex
 	networkReady bool
-	podIPs       map[string]string // pod UID → IP
+	podIPs       map[string][]string // pod UID → IPs, one per pod CIDR
 	nextIP       int
+	podCIDRs     []string // the Node's spec.podCIDRs, once the controller-manager allocated them
 	// requeue hands a pod back to the pod loop (set by watchPods).
 	requeue func(*corev1.Pod)
 }
@@ -89,8 +94,12 @@ func Start(ctx context.Context, opts Options) (*Kubelet, error) {
 		opts.Logf = func(string, ...any) {}
 	}
 
+	if len(opts.InternalIPs) == 0 && opts.InternalIP != "" {
+		opts.InternalIPs = []string{opts.InternalIP}
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
-	k := &Kubelet{opts: opts, cancel: cancel, done: make(chan struct{}), networkReady: opts.CNIConfigured, podIPs: map[string]string{}}
+	k := &Kubelet{opts: opts, cancel: cancel, done: make(chan struct{}), networkReady: opts.CNIConfigured, podIPs: map[string][]string{}}
 
 	regCtx, regCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer regCancel()

@@ -3,6 +3,7 @@ package kubeletemu
 import (
 	"context"
 	"maps"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -125,10 +126,16 @@ func (k *Kubelet) setStatus(node *corev1.Node) {
 	now := metav1.Now()
 	node.Status.Capacity = capacity()
 	node.Status.Allocatable = capacity()
-	node.Status.Addresses = []corev1.NodeAddress{
-		{Type: corev1.NodeInternalIP, Address: k.opts.InternalIP},
-		{Type: corev1.NodeHostName, Address: k.opts.NodeName},
+	node.Status.Addresses = nil
+	for _, ip := range k.opts.InternalIPs {
+		node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
 	}
+
+	node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: k.opts.NodeName})
+
+	k.mu.Lock()
+	k.podCIDRs = slices.Clone(node.Spec.PodCIDRs)
+	k.mu.Unlock()
 	node.Status.NodeInfo = corev1.NodeSystemInfo{
 		KubeletVersion: k.opts.KubeletVersion, OSImage: k.opts.OSImage, ContainerRuntimeVersion: "containerd://2.1.4",
 		KernelVersion: "6.12.0-talos", OperatingSystem: "linux", Architecture: "amd64",

@@ -3,6 +3,7 @@ package kubeletemu
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"path"
 	"strings"
 	"time"
@@ -140,16 +141,33 @@ func (k *Kubelet) markRunning(ctx context.Context, pod *corev1.Pod) error {
 	pod = pod.DeepCopy()
 	now := metav1.Now()
 
-	ip := k.opts.InternalIP
+	hostIPs := make([]corev1.HostIP, 0, len(k.opts.InternalIPs))
+	for _, ip := range k.opts.InternalIPs {
+		hostIPs = append(hostIPs, corev1.HostIP{IP: ip})
+	}
+
+	ips := k.opts.InternalIPs
 	if !pod.Spec.HostNetwork {
-		ip = k.podIP(string(pod.UID))
+		ips = k.podIP(string(pod.UID))
+	}
+
+	podIPs := make([]corev1.PodIP, 0, len(ips))
+	for _, ip := range ips {
+		podIPs = append(podIPs, corev1.PodIP{IP: ip})
 	}
 
 	pod.Status.Phase = corev1.PodRunning
-	pod.Status.HostIP = k.opts.InternalIP
-	pod.Status.HostIPs = []corev1.HostIP{{IP: k.opts.InternalIP}}
-	pod.Status.PodIP = ip
-	pod.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	pod.Status.HostIPs, pod.Status.PodIPs = hostIPs, podIPs
+	pod.Status.HostIP, pod.Status.PodIP = "", ""
+
+	if len(hostIPs) > 0 {
+		pod.Status.HostIP = hostIPs[0].IP
+	}
+
+	if len(podIPs) > 0 {
+		pod.Status.PodIP = podIPs[0].IP
+	}
+
 	pod.Status.StartTime = &now
 	pod.Status.Conditions = nil
 
@@ -178,19 +196,52 @@ func (k *Kubelet) markRunning(ctx context.Context, pod *corev1.Pod) error {
 	return err
 }
 
-func (k *Kubelet) podIP(uid string) string {
+// podIP is a pod's IPs: one per pod CIDR of the Node (the host-local IPAM of a CNI), in their
+// order; before the controller-manager allocated any, one from 10.244.<host>.0/24.
+func (k *Kubelet) podIP(uid string) []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 
-	if ip, ok := k.podIPs[uid]; ok {
-		return ip
+	if ips, ok := k.podIPs[uid]; ok {
+		return ips
 	}
 
 	k.nextIP++
-	ip := fmt.Sprintf("10.244.%d.%d", hostOctet(k.opts.InternalIP), k.nextIP%250+2)
-	k.podIPs[uid] = ip
 
-	return ip
+	var ips []string
+
+	for _, cidr := range k.podCIDRs {
+		p, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			continue
+		}
+
+		a := p.Masked().Addr()
+		for range k.nextIP%250 + 2 {
+			a = a.Next()
+		}
+
+		if p.Contains(a) {
+			ips = append(ips, a.String())
+		}
+	}
+
+	if len(ips) == 0 {
+		ips = []string{fmt.Sprintf("10.244.%d.%d", hostOctet(k.primaryIP()), k.nextIP%250+2)}
+	}
+
+	k.podIPs[uid] = ips
+
+	return ips
+}
+
+// primaryIP is the node's first address ("" if none).
+func (k *Kubelet) primaryIP() string {
+	if len(k.opts.InternalIPs) == 0 {
+		return ""
+	}
+
+	return k.opts.InternalIPs[0]
 }
 
 func hostOctet(ip string) int {

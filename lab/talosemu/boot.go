@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
+	"net/netip"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,15 +15,46 @@ import (
 	"google.golang.org/grpc/credentials"
 )
 
-// boot is one life of the node's API between two reboots: a listener and the server on it.
+// boot is one life of the node's API between two reboots: the server and its listeners, one per
+// address the node answers at (they come and go with the addresses its links hold).
 type boot struct {
 	gen  uint64
-	lis  net.Listener
+	port int
 	srv  *grpc.Server // nil when the node hangs handshakes
-	done chan struct{}
+	lis  map[netip.Addr]*trackedListener
+	wg   sync.WaitGroup
 }
 
-// stop closes the listener and ends the server, letting running calls finish for up to a second.
+// serve starts answering on lis (at ip).
+func (b *boot) serve(ip netip.Addr, lis net.Listener) {
+	tl := &trackedListener{Listener: lis, conns: map[net.Conn]bool{}}
+	b.lis[ip] = tl
+	b.wg.Add(1)
+
+	go func() {
+		defer b.wg.Done()
+
+		if b.srv == nil {
+			hang(tl)
+
+			return
+		}
+
+		b.srv.Serve(tl) //nolint:errcheck // returns when stopped or when the address goes away
+	}()
+}
+
+// drop stops answering at ip: its listener closes and so do the connections made to it (the
+// address is gone from the node, so nothing reaches the node through it any more).
+func (b *boot) drop(ip netip.Addr) {
+	if tl := b.lis[ip]; tl != nil {
+		delete(b.lis, ip)
+		tl.Close() //nolint:errcheck // best effort
+		tl.closeConns()
+	}
+}
+
+// stop closes the listeners and ends the server, letting running calls finish for up to a second.
 func (b *boot) stop() {
 	if b.srv != nil {
 		stopped := make(chan struct{})
@@ -39,12 +72,72 @@ func (b *boot) stop() {
 		}
 	}
 
-	b.lis.Close() //nolint:errcheck // already closed by the server, or closed here for the hang mode
-	<-b.done
+	for ip := range b.lis {
+		b.drop(ip) // already closed by the server, or closed here for the hang mode
+	}
+
+	b.wg.Wait()
 }
 
-// bringUp opens the listener and serves the API; on success the node enters phase. A node that
-// refuses connections never listens but still enters phase, so its state stays meaningful.
+// trackedListener remembers the connections it accepted, to close them when its address goes.
+type trackedListener struct {
+	net.Listener
+
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	closed bool
+}
+
+func (l *trackedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	if l.closed {
+		c.Close() //nolint:errcheck // the address went away meanwhile
+
+		return nil, net.ErrClosed
+	}
+
+	l.conns[c] = true
+
+	return &trackedConn{Conn: c, l: l}, nil
+}
+
+func (l *trackedListener) closeConns() {
+	l.mu.Lock()
+	l.closed = true
+	conns := l.conns
+	l.conns = map[net.Conn]bool{}
+	l.mu.Unlock()
+
+	for c := range conns {
+		c.Close() //nolint:errcheck // best effort
+	}
+}
+
+type trackedConn struct {
+	net.Conn
+
+	l *trackedListener
+}
+
+func (c *trackedConn) Close() error {
+	c.l.mu.Lock()
+	delete(c.l.conns, c.Conn)
+	c.l.mu.Unlock()
+
+	return c.Conn.Close()
+}
+
+// bringUp opens the listeners and serves the API; on success the node enters phase. Listening at
+// the node's own address (Options.Address) must work, if its links hold it; the other addresses
+// are tried (listenLocked). A node that refuses connections never listens but still enters
+// phase, so its state stays meaningful.
 func (n *Node) bringUp(phase State) error {
 	if n.opts.Unreachable == RefuseConnections {
 		n.mu.Lock()
@@ -57,37 +150,38 @@ func (n *Node) bringUp(phase State) error {
 		return nil
 	}
 
-	lis, err := net.Listen("tcp", n.addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", n.addr, err)
-	}
-
 	n.mu.Lock()
 	defer n.mu.Unlock()
 
 	if n.closing {
-		lis.Close() //nolint:errcheck // never served
-
 		return nil
 	}
 
-	b := &boot{gen: n.gen, lis: lis, done: make(chan struct{})}
+	b := &boot{gen: n.gen, port: n.opts.Port, lis: map[netip.Addr]*trackedListener{}}
 
-	if n.opts.Unreachable == HangHandshake {
-		go hang(lis, b.done)
-	} else {
+	if n.opts.Unreachable != HangHandshake {
 		b.srv = n.newServer(b.gen, phase == StateMaintenance)
+	}
 
-		go func() {
-			defer close(b.done)
-			b.srv.Serve(lis) //nolint:errcheck // returns when stopped
-		}()
+	// The network of the boot to come: its configuration (nil in maintenance mode).
+	cfg := n.active
+	if phase == StateMaintenance {
+		cfg = nil
+	}
+
+	if slices.Contains(n.listenAddrs(n.networkFor(cfg)), n.ip) {
+		lis, err := listen(n.ip, n.opts.Port)
+		if err != nil {
+			return err
+		}
+
+		b.serve(n.ip, lis)
 	}
 
 	n.boot = b
 	n.bootedAt = time.Now()
 	n.bootID = uuid.NewString()
-	n.setPhaseLocked(phase)
+	n.setPhaseLocked(phase) // publishes the network and opens the other listeners
 	n.Cluster().log.add(Event{Node: n.hostnameLocked(), Kind: "boot", Version: n.version})
 
 	return nil
@@ -217,25 +311,13 @@ func (n *Node) comeBack() {
 	}
 }
 
-// hang accepts connections and never answers them, until the listener is closed.
-func hang(lis net.Listener, done chan<- struct{}) {
-	defer close(done)
-
-	var conns []net.Conn
-
-	defer func() {
-		for _, c := range conns {
-			c.Close() //nolint:errcheck // best effort
-		}
-	}()
-
+// hang accepts connections and never answers them, until the listener is closed (which closes
+// them).
+func hang(lis net.Listener) {
 	for {
-		c, err := lis.Accept()
-		if err != nil {
+		if _, err := lis.Accept(); err != nil {
 			return
 		}
-
-		conns = append(conns, c)
 	}
 }
 

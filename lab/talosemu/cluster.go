@@ -55,6 +55,7 @@ type Cluster struct {
 	cancel    context.CancelFunc
 	loopEnd   chan struct{} // closed when the Kubernetes loop has stopped everything
 	log       eventLog
+	vipOwners map[netip.Addr]*Node // who holds each VIP (vipHolder)
 }
 
 // nodeRecord is what a node publishes about itself.
@@ -70,6 +71,8 @@ type nodeRecord struct {
 	cfg          config.Config // the running configuration; nil in maintenance
 	version      string        // the Talos version the node runs
 	bootID       string        // the id of the node's current boot
+	addrs        []netip.Addr  // the addresses the node holds (nodeAddresses)
+	vips         []netip.Addr  // the VIPs its configuration puts on a link it has
 }
 
 // NewCluster returns an empty registry with default options.
@@ -81,7 +84,10 @@ func NewClusterWith(opts ClusterOptions) *Cluster {
 		opts.Logf = func(string, ...any) {}
 	}
 
-	c := &Cluster{opts: opts, records: map[*Node]nodeRecord{}, etcd: map[*Node]*nodeEtcd{}, changed: make(chan struct{})}
+	c := &Cluster{
+		opts: opts, records: map[*Node]nodeRecord{}, etcd: map[*Node]*nodeEtcd{}, changed: make(chan struct{}),
+		vipOwners: map[netip.Addr]*Node{},
+	}
 
 	if opts.Kube != nil {
 		var ctx context.Context
@@ -203,14 +209,16 @@ func (c *Cluster) osCAKey(crt []byte) *x509.PEMEncodedCertificateAndKey {
 	return nil
 }
 
-// lookup finds the node a `node` metadata value names: its IP, IP:port or hostname.
+// lookup finds the node a `node` metadata value names: one of its addresses (with or without the
+// port) or its hostname.
 func (c *Cluster) lookup(target string) *Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
 	for _, n := range c.nodes {
 		rec := c.records[n]
-		if target == rec.ip.String() || target == n.Address() || (rec.hostname != "" && target == rec.hostname) {
+		if target == rec.ip.String() || target == n.Address() || (rec.hostname != "" && target == rec.hostname) ||
+			slices.ContainsFunc(rec.addrs, func(a netip.Addr) bool { return namesAddr(target, a, n.opts.Port) }) {
 			return n
 		}
 	}

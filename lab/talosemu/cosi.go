@@ -3,7 +3,6 @@ package talosemu
 import (
 	"context"
 	"fmt"
-	"net"
 
 	cosiapi "github.com/cosi-project/runtime/api/v1alpha1"
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -12,22 +11,20 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
-	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
 	"github.com/siderolabs/talos/pkg/machinery/resources/block"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
-	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosmanifests"
 )
 
 // The node's resources, served over Talos' COSI State API (what `talosctl get` reads) with the
-// machinery's own resource types: MachineStatus, SecurityState, the active MachineConfig, the STATE
-// and EPHEMERAL VolumeStatus (with their encryption), Nodename, the
-// schematic's ExtensionStatus,
-// BootstrapManifestsConfig and, on control planes whose kubelet runs, one StaticPodStatus per
-// control-plane static pod. No Diagnostic is ever raised. These are what Talos' health checks
+// machinery's own resource types: MachineStatus, SecurityState, the network's LinkStatus,
+// AddressStatus and NodeAddress (network.go, netnode.go; in every mode), the active
+// MachineConfig, the STATE and EPHEMERAL VolumeStatus (with their encryption), Nodename, the
+// schematic's ExtensionStatus, BootstrapManifestsConfig and, on control planes whose kubelet
+// runs, one StaticPodStatus per control-plane static pod. No Diagnostic is ever raised. These are what Talos' health checks
 // (pkg/cluster/check) and day-2 code read.
 
 func newResourceState() state.State {
@@ -69,16 +66,7 @@ func (n *Node) publishLocked() {
 	ms.TypedSpec().Status.Ready = n.phase == StateInstalled || n.phase == StateMaintenance
 	put(st, ms)
 
-	if mac, err := net.ParseMAC(n.opts.MACAddress); err == nil {
-		link := network.NewLinkStatus(network.NamespaceName, "eth0")
-		link.TypedSpec().Type = nethelpers.LinkEther
-		link.TypedSpec().Kind = ""
-		link.TypedSpec().HardwareAddr = nethelpers.HardwareAddr(mac)
-		link.TypedSpec().PermanentAddr = nethelpers.HardwareAddr(mac)
-		link.TypedSpec().LinkState = true
-		link.TypedSpec().OperationalState = nethelpers.OperStateUp
-		put(st, link)
-	}
+	n.publishNetworkLocked()
 
 	if n.active == nil {
 		remove(st, config.NewMachineConfig(nil).Metadata())

@@ -368,9 +368,17 @@ func (c *Cluster) nodeEtcdLocked(n *Node, rec nodeRecord) *nodeEtcd {
 	done := make(chan struct{})
 	close(done)
 
+	// The member advertises (and, in the lab, listens on) the address Talos' etcd advertises.
+	ip := n.ip
+	if rec.cfg != nil {
+		if a := etcdAdvertisedIP(rec.cfg, rec.addrs); a.IsValid() {
+			ip = a
+		}
+	}
+
 	e := &nodeEtcd{
 		cfg: etcdmember.Config{
-			Name: rec.hostname, IP: n.ip.AsSlice(), ClientPort: rec.etcdPorts[0], PeerPort: rec.etcdPorts[1],
+			Name: rec.hostname, IP: ip.AsSlice(), ClientPort: rec.etcdPorts[0], PeerPort: rec.etcdPorts[1],
 			Dir: dir, CA: rec.etcdCA, Fast: c.opts.FastEtcd,
 		},
 		stopped: done,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -217,13 +218,19 @@ func receiveSnapshot(srv machineapi.MachineService_EtcdRecoverServer, path strin
 func (c *Cluster) localEtcdClient(n *Node) (*clientv3.Client, error) {
 	c.mu.Lock()
 	rec := c.records[n]
+	ip := rec.ip
+
+	if e := c.etcd[n]; e != nil {
+		ip, _ = netip.AddrFromSlice(e.cfg.IP)
+		ip = ip.Unmap()
+	}
 	c.mu.Unlock()
 
 	if rec.etcdCA == nil {
 		return nil, errors.New("the machine configuration has no etcd CA")
 	}
 
-	return etcdmember.NewClient(rec.etcdCA, "https://"+net.JoinHostPort(rec.ip.String(), strconv.Itoa(rec.etcdPorts[0])))
+	return etcdmember.NewClient(rec.etcdCA, "https://"+net.JoinHostPort(ip.String(), strconv.Itoa(rec.etcdPorts[0])))
 }
 
 // recoverySnapshotPath is where n keeps an uploaded snapshot (its /var/lib/etcd.snapshot); its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -80,6 +81,7 @@ func (c *Cluster) kubeLoop(ctx context.Context) {
 // controlPlaneView is what reconcileKube needs to know, read under the lock.
 type controlPlaneView struct {
 	cfg      config.Config // an up control plane's configuration
+	cpRec    nodeRecord    // that control plane
 	version  string        // the Talos version that control plane runs
 	running  []string      // running etcd members' client URLs
 	all      []string      // every control plane's etcd client URL
@@ -99,7 +101,7 @@ func (c *Cluster) viewLocked() controlPlaneView {
 		v.upNodes[n] = rec
 
 		if e := c.etcd[n]; v.cfg == nil && rec.controlPlane && e != nil && e.member != nil {
-			v.cfg, v.version = rec.cfg, rec.version
+			v.cfg, v.version, v.cpRec = rec.cfg, rec.version, rec
 		}
 	}
 
@@ -128,6 +130,14 @@ func (c *Cluster) reconcileKube(ctx context.Context) {
 	}
 
 	if (k == nil || k.cp == nil) && v.cfg != nil {
+		// An endpoint on a VIP answers once a control plane holds it (its link exists).
+		if vip := endpointVIP(v.cfg); vip.IsValid() && c.vipHolder(vip) == nil {
+			c.noteKubeError(fmt.Errorf("the cluster endpoint's VIP %s is held by no control plane (none has its link): "+
+				"the API server is unreachable", vip))
+
+			return
+		}
+
 		if err := c.startKube(ctx, v); err != nil {
 			c.noteKubeError(err)
 
@@ -219,10 +229,24 @@ func (c *Cluster) startKube(ctx context.Context, v controlPlaneView) error {
 	facts := talosmanifests.FactsOf(v.cfg)
 	ca, _ := kubernetesCA(v.cfg)
 
+	// Talos gives the API server --advertise-address=$(POD_IP): the control plane's first node IP.
+	var advertise net.IP
+	if ips := kubeletNodeIPs(v.cfg, v.cpRec.addrs); len(ips) > 0 {
+		advertise = ips[0].AsSlice()
+	}
+
+	var maskV4, maskV6 int
+	if k := v.cfg.K8sNetworkConfig(); k != nil {
+		maskV4, maskV6 = k.NodeCIDRMaskSizeIPv4(), k.NodeCIDRMaskSizeIPv6()
+	}
+
 	cp, err := kubecp.Start(ctx, kubecp.Options{
 		Bin:                    c.opts.Kube.Bin,
 		Dir:                    dir,
 		Endpoint:               endpoint,
+		AdvertiseIP:            advertise,
+		NodeCIDRMaskSizeIPv4:   maskV4,
+		NodeCIDRMaskSizeIPv6:   maskV6,
 		SANs:                   apiServerCertSANs(v.cfg),
 		CA:                     ca,
 		AggregatorCA:           aggregatorCA(v.cfg),
@@ -286,7 +310,8 @@ func (c *Cluster) stopKube() {
 	}
 }
 
-// apiEndpoint is host:port of cluster.controlPlane.endpoint, which must name a loopback address.
+// apiEndpoint is host:port of cluster.controlPlane.endpoint, which must name a lab address
+// (127.0.0.0/8 or LabIPv6Prefix); an IPv6 one is bracketed.
 func apiEndpoint(cfg config.Config) (string, error) {
 	u := clusterEndpoint(cfg)
 	if u == nil {
@@ -298,9 +323,9 @@ func apiEndpoint(cfg config.Config) (string, error) {
 		port = "6443"
 	}
 
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return "", fmt.Errorf("cluster.controlPlane.endpoint %s: the lab's API server listens on 127.0.0.0/8 addresses only", u)
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !LabAddress(ip) {
+		return "", fmt.Errorf("cluster.controlPlane.endpoint %s: the lab's API server listens on 127.0.0.0/8 and %s addresses only", u, LabIPv6Prefix)
 	}
 
 	return net.JoinHostPort(host, port), nil

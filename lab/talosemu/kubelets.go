@@ -3,7 +3,7 @@ package talosemu
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -65,14 +65,31 @@ func (c *Cluster) reconcileKubelets(ctx context.Context, v controlPlaneView) {
 		}
 	}
 
-	var start []*Node
+	var (
+		start  []*Node
+		noNode []error
+	)
 
-	for n := range v.upNodes {
-		if k.kubelets[n] == nil {
-			start = append(start, n)
+	for n, rec := range v.upNodes {
+		if k.kubelets[n] != nil {
+			continue
 		}
+
+		if len(kubeletNodeIPs(rec.cfg, rec.addrs)) == 0 {
+			// Talos' NodeIPController finds none: the kubelet never starts.
+			noNode = append(noNode, fmt.Errorf("%s: no suitable node IP found, please make sure .machine.kubelet.nodeIP filters "+
+				"and pod/service subnets are set up correctly (node addresses %v)", rec.hostname, rec.addrs))
+
+			continue
+		}
+
+		start = append(start, n)
 	}
 	c.mu.Unlock()
+
+	for _, err := range noNode {
+		c.noteKubeError(err)
+	}
 
 	for _, kl := range stop {
 		kl.stop()
@@ -115,7 +132,7 @@ func (c *Cluster) kubeletOptions(rec nodeRecord) kubeletemu.Options {
 	opts := kubeletemu.Options{
 		Client:                         c.kube.client,
 		NodeName:                       rec.hostname,
-		InternalIP:                     net.IP(rec.ip.AsSlice()).String(),
+		InternalIPs:                    addrStrings(kubeletNodeIPs(cfg, rec.addrs)),
 		KubeletVersion:                 imageTag(kubeletImage(cfg)),
 		OSImage:                        "Talos (" + rec.version + ")",
 		BootID:                         rec.bootID,
@@ -142,6 +159,15 @@ func (c *Cluster) kubeletOptions(rec nodeRecord) kubeletemu.Options {
 	}
 
 	return opts
+}
+
+func addrStrings(addrs []netip.Addr) []string {
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		out = append(out, a.String())
+	}
+
+	return out
 }
 
 // staticPods are the control-plane static pods Talos runs, with the images of the configuration

@@ -107,6 +107,15 @@ type Node struct {
 	images              map[string]bool // images pulled into the system containerd
 	resources           state.State     // the node's COSI resources
 	changed             chan struct{}   // closed at every state change
+
+	nics    []NIC  // the VM's NICs (SetNICs changes them)
+	nicsGen uint64 // bumped at every change of nics
+	// net is the network of configuration netCfg with the NICs of generation netGen (networkFor).
+	net          *netModel
+	netCfg       *appliedConfig
+	netGen       uint64
+	heldVIPs     []netip.Addr        // the VIPs the cluster gave this node
+	listenFailed map[netip.Addr]bool // addresses whose listening failure was logged
 }
 
 // Start brings up a node in maintenance mode. The node stops when ctx ends or Close is called.
@@ -139,6 +148,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		images:     map[string]bool{},
 		resources:  newResourceState(),
 		ownCluster: ownCluster,
+		nics:       opts.NICs,
+
+		listenFailed: map[netip.Addr]bool{},
 	}
 	n.cluster.Store(opts.Cluster)
 	n.methods = newMethodTable(n)
@@ -175,6 +187,8 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		<-n.ctx.Done()
 		n.Close() //nolint:errcheck // Close never fails
 	}()
+
+	go n.watchVIPs()
 
 	if installed == nil {
 		opts.Logf("talosemu %s: up in maintenance mode", n.addr)
@@ -368,9 +382,17 @@ func (n *Node) notifyLocked() {
 
 // recordLocked is what the node tells its cluster about itself.
 func (n *Node) recordLocked() nodeRecord {
+	m := n.networkFor(n.active)
 	rec := nodeRecord{
 		up: n.phase == StateInstalled, ip: n.ip, hostname: n.hostnameLocked(),
 		etcdPorts: etcdPorts(n.opts.Port), disk: n.opts.Disk, version: n.version, bootID: n.bootID,
+		addrs: n.nodeAddresses(m),
+	}
+
+	for _, d := range m.vips {
+		if d.link != "" {
+			rec.vips = append(rec.vips, d.ip)
+		}
 	}
 
 	if n.active != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
@@ -46,7 +48,11 @@ type Disk struct {
 // Options configure one emulated node. The zero value of every field is usable; only Address
 // normally needs setting.
 type Options struct {
-	// Address is the node's IPv4 address; it must lie in 127.0.0.0/8 (default 127.0.0.1).
+	// Address is the address the node is reached at (its API listens there; default
+	// 127.0.0.1): an IPv4 address in 127.0.0.0/8, or, for an IPv6-only node, one in
+	// LabIPv6Prefix (which only a process inside the lab's network namespace can bind). The node
+	// also listens on every other lab address its links hold (a dual-stack node's IPv6 one, when
+	// it can be bound), and stops answering at an address it no longer holds.
 	Address string
 	// Port is the apid port (default 50000, the one Talos clients add to bare endpoints).
 	Port int
@@ -84,8 +90,14 @@ type Options struct {
 	// Security is what the VM's firmware made of its boot image: the SecurityState the node
 	// reports, and whether a TPM disk encryption key can be enrolled (zero: BIOS boot, no TPM).
 	Security Security
-	// MACAddress is the NIC's address (the VM's net0), published as link eth0's LinkStatus in
-	// every mode, maintenance included, as `talosctl get links --insecure` shows it. Empty: no link.
+	// NICs are the VM's network devices: links eth0, eth1, … (LinkStatus in every mode,
+	// maintenance included, as `talosctl get links --insecure` shows them) with their cloud-init
+	// addresses (AddressStatus). The machine configuration's links, bonds, MTUs, addresses and
+	// VIPs apply to them as Talos applies them (see network.go). Address is added to the first
+	// NIC's addresses when no NIC has it. Empty: one NIC with MACAddress and Address.
+	NICs []NIC
+	// MACAddress is the MAC of the one NIC a node started without NICs has (the VM's net0);
+	// empty: one made from Address in Proxmox' OUI BC:24:11.
 	MACAddress string
 	// InstallDelay is how long the API is down after the first configuration is applied (the
 	// install and reboot of a real node). 0 means DefaultInstallDelay, negative means none.
@@ -151,8 +163,21 @@ func (o Options) normalize() (Options, netip.Addr, error) {
 		return o, ip, fmt.Errorf("address %q: %w", o.Address, err)
 	}
 
-	if !ip.Is4() || !netip.MustParsePrefix("127.0.0.0/8").Contains(ip) {
-		return o, ip, fmt.Errorf("address %q: emulated nodes listen on 127.0.0.0/8 only", o.Address)
+	if !LabAddress(ip) {
+		return o, ip, fmt.Errorf("address %q: emulated nodes listen on 127.0.0.0/8 or %s only", o.Address, LabIPv6Prefix)
+	}
+
+	ip = ip.Unmap()
+	o.NICs = slices.Clone(o.NICs)
+
+	if len(o.NICs) == 0 {
+		o.NICs = defaultNICs(o, ip)
+	}
+
+	if !slices.ContainsFunc(o.NICs, func(c NIC) bool {
+		return slices.ContainsFunc(c.Addresses, func(p netip.Prefix) bool { return p.Addr() == ip })
+	}) {
+		o.NICs[0].Addresses = append(slices.Clone(o.NICs[0].Addresses), netip.PrefixFrom(ip, ip.BitLen()))
 	}
 
 	if o.Port == 0 {
@@ -183,8 +208,7 @@ func (o Options) normalize() (Options, netip.Addr, error) {
 	}
 
 	if o.Hostname == "" {
-		b := ip.As4()
-		o.Hostname = fmt.Sprintf("talos-%d-%d-%d-%d", b[0], b[1], b[2], b[3])
+		o.Hostname = "talos-" + strings.NewReplacer(".", "-", ":", "-").Replace(ip.String())
 	}
 
 	if o.Logf == nil {

@@ -3,6 +3,8 @@ package talosemu
 import (
 	"context"
 	"net"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -287,9 +289,22 @@ func withoutRouting(ctx context.Context) context.Context {
 	return metadata.NewIncomingContext(ctx, md)
 }
 
-// isNamed reports whether a `node` metadata value names this node.
+// isNamed reports whether a `node` metadata value names this node: one of the addresses it
+// holds (with or without the port), or its hostname.
 func (n *Node) isNamed(target string) bool {
-	return target == n.ip.String() || target == n.addr || target == n.Hostname()
+	if target == n.ip.String() || target == n.addr || target == n.Hostname() {
+		return true
+	}
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return slices.ContainsFunc(n.nodeAddresses(n.networkFor(n.active)), func(a netip.Addr) bool { return namesAddr(target, a, n.opts.Port) })
+}
+
+// namesAddr reports whether target is a, or a with port.
+func namesAddr(target string, a netip.Addr, port int) bool {
+	return target == a.String() || target == net.JoinHostPort(a.String(), strconv.Itoa(port))
 }
 
 func (n *Node) isUp() bool {

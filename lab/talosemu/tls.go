@@ -43,7 +43,7 @@ func maintenanceCertificate(ip netip.Addr, hostname string) (tls.Certificate, er
 }
 
 // servingTLSLocked issues the API certificate of the active configuration, as apid gets it: signed
-// by the OS CA (machine.ca) for the node's IP, hostname and machine.certSANs. Client certificates
+// by the OS CA (machine.ca) for the node's addresses, hostname and machine.certSANs. Client certificates
 // must chain to the OS CA or to one of machine.acceptedCAs.
 func (n *Node) servingTLSLocked() (*servingTLS, error) {
 	sec := n.active.cfg.Machine().Security()
@@ -67,6 +67,13 @@ func (n *Node) servingTLSLocked() (*servingTLS, error) {
 	hostname := n.hostnameLocked()
 	ips := []net.IP{n.ip.AsSlice()}
 	names := []string{hostname}
+
+	// apid's certificate names every address the node holds (a dual-stack node's both).
+	for _, a := range n.nodeAddresses(n.networkFor(n.active)) {
+		if a != n.ip {
+			ips = append(ips, a.AsSlice())
+		}
+	}
 
 	for _, san := range sec.CertSANs() {
 		if ip := net.ParseIP(san); ip != nil {
