@@ -2,7 +2,11 @@
 // boots the Talos nocloud image: it watches the Proxmox API fake's VMs and, when one starts,
 // brings up an emulated Talos node in maintenance mode at the address from its cloud-init
 // `ipconfig0` (or, with DHCP, at an address it leases, which the fake's guest agent reports only
-// once the node has a configuration: siderolabs/talos#11651).
+// once the node has a configuration: siderolabs/talos#11651). The node gets the VM's NICs (netN:
+// MAC, bridge, VLAN tag, MTU) as links eth0, eth1, …, ipconfig0's addresses on eth0 (IPv4 in
+// 127.0.0.0/8, IPv6 in talosemu.LabIPv6Prefix; an IPv6-only VM's node is reached at its IPv6
+// address, which only binds inside the lab's network namespace) and ipconfigN's static ones on
+// the others; NICs hot-plugged into or unplugged from the running VM reach its node at once.
 // When the VM stops, the node goes away (its etcd member hard-stopped, still listed); its disk
 // keeps the installed configuration and etcd data, so the VM boots Talos installed when it starts
 // again. A deleted VM's disk is gone. So a configuration can only be applied once its VM exists
@@ -100,6 +104,8 @@ func (c *Controller) Handle(e pvefake.Event) {
 			c.mu.Unlock()
 			c.opts.Logf("lab: VM %d (%s): %v", e.VMID, e.Name, err)
 		}
+	case pvefake.EventNICsChanged:
+		c.hotplug(e)
 	case pvefake.EventStopped:
 		c.halt(e.VMID)
 	case pvefake.EventDeleted:
@@ -209,7 +215,7 @@ func (c *Controller) boot(e pvefake.Event) error {
 	}
 	c.mu.Unlock()
 
-	addr, err := c.address(e)
+	addr, nics, err := c.network(e)
 	if err != nil {
 		return err
 	}
@@ -236,6 +242,7 @@ func (c *Controller) boot(e pvefake.Event) error {
 		Logf:         c.opts.Logf,
 		DataDisks:    dataDisks(e.Config),
 		MACAddress:   macAddress(e.Config["net0"]),
+		NICs:         nics,
 	}
 
 	if refused != "" {
@@ -333,35 +340,6 @@ func macAddress(net0 string) string {
 	}
 
 	return ""
-}
-
-// address is the node's address: cloud-init's static ip, or a DHCP lease the guest agent
-// reports once the node is configured.
-func (c *Controller) address(e pvefake.Event) (netip.Prefix, error) {
-	ip := ""
-	for _, kv := range strings.Split(e.IPConfig0, ",") {
-		if v, ok := strings.CutPrefix(kv, "ip="); ok {
-			ip = v
-		}
-	}
-
-	switch ip {
-	case "":
-		return netip.Prefix{}, fmt.Errorf("no ipconfig0 address (%q): the nocloud image would have no network", e.IPConfig0)
-	case "dhcp":
-		return c.lease(e.VMID)
-	}
-
-	p, err := netip.ParsePrefix(ip)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("ipconfig0 address %q: %w", ip, err)
-	}
-
-	if !p.Addr().IsLoopback() {
-		return netip.Prefix{}, fmt.Errorf("ipconfig0 address %s is not on loopback: the lab only runs nodes on 127.0.0.0/8", p.Addr())
-	}
-
-	return p, nil
 }
 
 func (c *Controller) lease(vmid int) (netip.Prefix, error) {
