@@ -17,6 +17,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/netns"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
 )
@@ -117,7 +118,7 @@ func TestNICsReachTheNode(t *testing.T) {
 	if l, err := net.Listen("tcp", "[fd1a:b:0:68::11]:0"); err == nil {
 		l.Close() //nolint:errcheck
 
-		return // inside lab/netns: the e2e tests boot IPv6-only nodes
+		return // inside lab/netns: TestIPv6NodesInTheNamespace boots IPv6-only nodes
 	}
 
 	api.call("POST", "nodes/pve1/qemu", url.Values{
@@ -288,4 +289,66 @@ func (a *api) wait(upid string) {
 	}
 
 	a.t.Fatalf("task %s still running", upid)
+}
+
+// Inside the lab's network namespace an IPv6-only VM's node answers at its ip6, a dual-stack VM's
+// at both of its addresses.
+func TestIPv6NodesInTheNamespace(t *testing.T) {
+	if netns.Run(t) {
+		return
+	}
+
+	ctrl := New(t.Context(), Options{Logf: t.Logf})
+	defer ctrl.Close()
+
+	fake, err := pvefake.Start(t.Context(), pvefake.Options{OnEvent: ctrl.Handle, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close() //nolint:errcheck
+
+	ctrl.Attach(fake)
+	api := newAPI(t, fake)
+
+	v6, dual := netns.Addr(0x68, 0x11), netns.Addr(0x68, 0x12)
+
+	for vmid, ipconfig0 := range map[int]string{
+		100: "ip6=" + v6.String() + "/64,gw6=" + netns.Addr(0x68, 1).String(),
+		101: "ip=127.0.69.12/24,gw=127.0.69.1,ip6=" + dual.String() + "/64",
+	} {
+		id := fmt.Sprint(vmid)
+		api.call("POST", "nodes/pve1/qemu", url.Values{
+			"vmid": {id}, "name": {"n-" + id}, "scsi0": {"local-lvm:4"}, "net0": {"model=virtio,bridge=vmbr0"}, "ipconfig0": {ipconfig0},
+		})
+		api.call("POST", "nodes/pve1/qemu/"+id+"/status/start", nil)
+	}
+
+	if n := waitNode(t, ctrl, 100); n.IP() != v6.String() {
+		t.Fatalf("the IPv6-only node is at %s", n.IP())
+	}
+
+	waitNode(t, ctrl, 101)
+
+	for _, ip := range []string{v6.String(), "127.0.69.12", dual.String()} {
+		wantLinks(t, maintenanceClient(t, ip), map[string]string{"eth0": eth0Of(t, ctrl, ip)})
+	}
+}
+
+// eth0Of is the eth0 "mac/mtu" of the node at ip.
+func eth0Of(t *testing.T, c *Controller, ip string) string {
+	t.Helper()
+
+	for _, n := range c.Nodes() {
+		for _, nic := range n.NICs() {
+			for _, a := range nic.Addresses {
+				if a.Addr().String() == ip {
+					return strings.ToLower(nic.MAC) + "/1500"
+				}
+			}
+		}
+	}
+
+	t.Fatalf("no node holds %s", ip)
+
+	return ""
 }

@@ -341,7 +341,7 @@ func TestIPv6OnlyNodeNeedsTheNamespace(t *testing.T) {
 	if l, err := net.Listen("tcp", "[fd1a:b:0:77::99]:0"); err == nil {
 		l.Close() //nolint:errcheck
 
-		t.Skip("the lab's IPv6 prefix is bound here (inside lab/netns): the e2e tests cover IPv6-only nodes")
+		t.Skip("the lab's IPv6 prefix is bound here (inside lab/netns): TestIPv6OnlyClusterInTheNamespace covers IPv6-only nodes")
 	}
 
 	_, err := talosemu.Start(t.Context(), talosemu.Options{Address: "fd1a:b:0:77::99", Logf: t.Logf, Cluster: newCluster(t)})
