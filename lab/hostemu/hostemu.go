@@ -211,7 +211,11 @@ func (c *Controller) boot(e pvefake.Event) error {
 	c.mu.Lock()
 	if _, running := c.nodes[e.VMID]; running {
 		c.mu.Unlock()
-		return nil // a reboot of a running VM: the node keeps its state, as Talos on disk does
+		// A reboot of a running VM: the node keeps its state, as Talos on disk does, and finds
+		// the NICs the VM has now (a change made with hot-plug off takes effect).
+		c.hotplug(e)
+
+		return nil
 	}
 	c.mu.Unlock()
 

@@ -3,6 +3,7 @@ package hostemu
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
@@ -135,7 +136,7 @@ func staticAddresses(v string) []netip.Prefix {
 }
 
 // hotplug gives a running VM's node its NICs after a configuration update hot-plugged or
-// unplugged some: a NIC keeps the cloud-init addresses it booted with, a new one has none
+// unplugged some, or a reboot: a NIC keeps the cloud-init addresses it booted with, a new one has none
 // (cloud-init's drive is written when the VM starts).
 func (c *Controller) hotplug(e pvefake.Event) {
 	c.mu.Lock()
@@ -158,6 +159,12 @@ func (c *Controller) hotplug(e pvefake.Event) {
 		})
 	}
 
+	if slices.EqualFunc(n.NICs(), nics, func(a, b talosemu.NIC) bool {
+		return a.MAC == b.MAC && a.MTU == b.MTU && a.Bridge == b.Bridge && a.VLAN == b.VLAN && slices.Equal(a.Addresses, b.Addresses)
+	}) {
+		return
+	}
+
 	n.SetNICs(nics)
-	c.opts.Logf("lab: VM %d (%s): NICs hot-plugged, now %d", e.VMID, e.Name, len(nics))
+	c.opts.Logf("lab: VM %d (%s): its NICs changed, now %d", e.VMID, e.Name, len(nics))
 }

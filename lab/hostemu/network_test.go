@@ -111,6 +111,16 @@ func TestNICsReachTheNode(t *testing.T) {
 	api.call("PUT", "nodes/pve1/qemu/100/config", url.Values{"delete": {"net1"}})
 	wantLinks(t, c, map[string]string{"eth0": "bc:24:11:aa:bb:01/1500", "eth1": "bc:24:11:aa:bb:03/9000"})
 
+	// With network hot-plug off, a new NIC reaches the guest at its next (re)boot.
+	// (The update that turns it off still hot-plugs: PVE reads the running value.)
+	api.call("PUT", "nodes/pve1/qemu/100/config", url.Values{"hotplug": {"disk,usb"}})
+	api.call("PUT", "nodes/pve1/qemu/100/config", url.Values{"net3": {"virtio=BC:24:11:AA:BB:04,bridge=vmbr0"}})
+	time.Sleep(100 * time.Millisecond)
+	wantLinks(t, c, map[string]string{"eth0": "bc:24:11:aa:bb:01/1500", "eth1": "bc:24:11:aa:bb:03/9000"})
+
+	api.call("POST", "nodes/pve1/qemu/100/status/reboot", nil)
+	wantLinks(t, c, map[string]string{"eth0": "bc:24:11:aa:bb:01/1500", "eth1": "bc:24:11:aa:bb:03/9000", "eth2": "bc:24:11:aa:bb:04/1500"})
+
 	if ctrl.Nodes()[100] != node {
 		t.Fatal("the hot-plug restarted the node")
 	}
