@@ -19,7 +19,7 @@ func KubeDocuments(contract string) bool { return spec.MinorNumber(contract) >= 
 // settings, Cilium's replacements and the network, time and volume documents follow.
 func nodePatchKube(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 	sans := CertSANs(c, a)
-	subnets := nodeSubnets(c)
+	subnets := nodeSubnets(c, n)
 
 	v1 := map[string]any{"machine": map[string]any{"certSANs": sans}}
 	if n.Role == spec.RoleControlPlane && len(subnets) > 0 {

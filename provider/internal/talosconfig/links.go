@@ -196,10 +196,13 @@ func linkDocuments(c *spec.Cluster, n spec.Node, a Addresses, doc func(string, m
 	return docs
 }
 
-// nodeSubnets are the static node subnets, one per family (IPv4 first), which keep the kubelet
-// off the VIP and any other network; none with DHCP, where the subnet is not the node's choice.
-func nodeSubnets(c *spec.Cluster) []string {
-	if c.Network.DHCP {
+// nodeSubnets are the node subnets, one per family (IPv4 first), which keep the kubelet and etcd
+// off the VIP and off the node's other networks. With DHCP they are left to Talos on a node with
+// one network (the subnet is the DHCP server's choice; gateway and prefixLength only bound the
+// scan for new nodes), but a node with several networks needs them: Talos would otherwise pick
+// its lowest IPv4 address, perhaps a storage network's.
+func nodeSubnets(c *spec.Cluster, n spec.Node) []string {
+	if c.Network.DHCP && len(n.Links) < 2 {
 		return nil
 	}
 

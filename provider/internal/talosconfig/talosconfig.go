@@ -131,7 +131,7 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 
 	kubelet := map[string]any{}
 
-	subnets := nodeSubnets(c)
+	subnets := nodeSubnets(c, n)
 	if len(subnets) > 0 {
 		kubelet["nodeIP"] = map[string]any{"validSubnets": subnets}
 	}
