@@ -123,10 +123,10 @@ func TestConstructHomelab(t *testing.T) {
 			t.Error("VMs must be deleted before they are replaced (same address, pinned id)")
 		}
 
-		if !slices.Equal(w1.IgnoreChanges, []string{"disks[0].fileId", "disks[0].importFrom", "cdrom", "disks[0].speed", "disks[1].speed"}) {
+		if !slices.Equal(w1.IgnoreChanges, []string{"disks[0].fileId", "disks[0].importFrom", "cdrom", "initialization", "disks[0].speed", "disks[1].speed"}) {
 			t.Errorf("ignoreChanges = %v, want the OS disk's source image (a new version must not re-create running VMs), "+
-				"the CD-ROM (VMs made with the host's drive keep it) and every disk's speed block (the provider reads it "+
-				"back differently)", w1.IgnoreChanges)
+				"the CD-ROM (VMs made with the host's drive keep it), the cloud-init drive (a change would reboot every VM at "+
+				"once) and every disk's speed block (the provider reads it back differently)", w1.IgnoreChanges)
 		}
 
 		// The host's physical drive, the proxmoxve provider's default, needs Sys.Console on /.

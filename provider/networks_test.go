@@ -42,12 +42,17 @@ func TestConstructNetworks(t *testing.T) {
 	for i, want := range []struct {
 		bridge    string
 		vlan, mtu float64
-	}{{"vmbr0", 20, 0}, {"vmbr1", 0, 9000}, {"vmbr1", 0, 9000}} {
+		mac       string
+	}{
+		{"vmbr0", 20, 0, spec.DeriveMAC("dual", "w-1", "vmbr0/20", 1)},
+		{"vmbr1", 0, 9000, spec.DeriveMAC("dual", "w-1", "vmbr1/0", 1)},
+		{"vmbr1", 0, 9000, spec.DeriveMAC("dual", "w-1", "vmbr1/0", 2)},
+	} {
 		nic := nics.Get(i).AsMap()
 
 		got := fmt.Sprintf("%s vlan=%v mtu=%v mac=%s", nic.Get("bridge").AsString(), number(nic.Get("vlanId")), number(nic.Get("mtu")),
 			nic.Get("macAddress").AsString())
-		wantLine := fmt.Sprintf("%s vlan=%v mtu=%v mac=%s", want.bridge, want.vlan, want.mtu, spec.DeriveMAC("dual", "w-1", i))
+		wantLine := fmt.Sprintf("%s vlan=%v mtu=%v mac=%s", want.bridge, want.vlan, want.mtu, want.mac)
 
 		if got != wantLine {
 			t.Errorf("w-1 net%d = %s, want %s", i, got, wantLine)

@@ -349,15 +349,18 @@ var badInputs = []badInput{
 	{"IPv6 service subnet too large", dualStack(func(a *TalosProxmoxClusterArgs) {
 		a.Network.ServiceSubnets = []string{"10.96.0.0/12", "fd00:10:96::/64"}
 	}), "network.serviceSubnets[1]:", "/108"},
-	{"IPv4 service subnet too large", func(a *TalosProxmoxClusterArgs) { a.Network.ServiceSubnets = []string{"10.64.0.0/10"} },
-		"network.serviceSubnets[0]:", "/12"},
+	{"IPv6 pod subnet a node cannot share", dualStack(func(a *TalosProxmoxClusterArgs) {
+		a.Network.PodSubnets = []string{"10.244.0.0/16", "fd00:10:244::/64"}
+	}), "network.podSubnets[1]:", "/64 per node"},
+	{"IPv6 VIP is the gateway", dualStack(func(a *TalosProxmoxClusterArgs) { a.Vip = "fd00:1::1" }), "vip:", "gateway"},
+	{"nodeDefaults mtu out of range", func(a *TalosProxmoxClusterArgs) { a.NodeDefaults = &NodeDefaults{Mtu: new(10)} }, "nodeDefaults.mtu:", "576"},
 	{"two IPv4 pod subnets", dualStack(func(a *TalosProxmoxClusterArgs) {
 		a.Network.PodSubnets = []string{"10.244.0.0/16", "10.245.0.0/16", "fd00:10:244::/56"}
 	}), "network.podSubnets[1]:", "one range per family"},
 	{"IPv6 pod subnet without ip6", func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = []string{"10.244.0.0/16", "fd00:10:244::/56"} },
 		"network.podSubnets[1]:", "no IPv6"},
 	{"IPv6-only without gateway6", ipv6Only(func(a *TalosProxmoxClusterArgs) { a.Network.Gateway6 = "" }), "network.gateway6:", "IPv6-only"},
-	{"IPv4 pod subnet in an IPv6-only cluster", ipv6Only(func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = nil }),
+	{"IPv4 pod subnet in an IPv6-only cluster", ipv6Only(func(a *TalosProxmoxClusterArgs) { a.Network.PodSubnets = []string{"10.244.0.0/16"} }),
 		"network.podSubnets[0]:", "IPv6-only"},
 	{"IPv6 VIP without ip6", func(a *TalosProxmoxClusterArgs) { a.Vip = "fd00:1::10" }, "vip:", "ip6"},
 	{"IPv4 VIP in an IPv6-only cluster", ipv6Only(func(a *TalosProxmoxClusterArgs) { a.Vip = "10.0.0.10" }), "vip:", "IPv6-only"},

@@ -135,7 +135,7 @@ func TestVMDifferencesOfNetworks(t *testing.T) {
 	t.Parallel()
 
 	node := spec.Node{Name: "w-1", Bridge: "vmbr0", NICs: []spec.NIC{
-		{Bridge: "vmbr0"}, {Bridge: "vmbr1", MTU: 9000, MACAddress: spec.DeriveMAC("home", "w-1", 1)},
+		{Bridge: "vmbr0"}, {Bridge: "vmbr1", MTU: 9000, MACAddress: spec.DeriveMAC("home", "w-1", "vmbr1/0", 1)},
 	}}
 	vm := map[string]string{"name": "w-1", "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0", "net1": "virtio=BC:24:11:00:00:02,bridge=vmbr1"}
 

@@ -105,8 +105,15 @@ func checkVIP(p *problems, vip string, c *Cluster, used map[netip.Addr]string, c
 		p.errorf("vip", "%s is not a unicast host address; use a free address in the node subnet", vip)
 		return
 	case err == nil && a.Is6():
-		if s := c.Network.Subnet6; s.IsValid() && !s.Contains(a) {
+		s := c.Network.Subnet6
+
+		switch gw, gwErr := netip.ParseAddr(c.Network.Gateway6); {
+		case s.IsValid() && !s.Contains(a):
 			p.errorf("vip", "%s is outside the IPv6 node subnet %s; use a free address in it", vip, s)
+		case gwErr == nil && gw == a:
+			p.errorf("vip", "%s is the IPv6 gateway's address; the VIP must be a free address shared by the control planes", vip)
+		case s.IsValid() && a == s.Addr():
+			p.errorf("vip", "%s is the subnet-router anycast address of %s; pick a host address", vip, s)
 		}
 	case err == nil && a.Is4() && !c.Network.IPv4:
 		p.errorf("vip", "%s is an IPv4 address in an IPv6-only cluster; use a free IPv6 address in the node subnet", vip)

@@ -18,7 +18,10 @@ var Defaults = struct {
 	ContentType                                         ContentType
 	InstallDisk                                         string
 	PodSubnets, ServiceSubnets                          []string
-	DNSDomain                                           string
+	// PodSubnets6 and ServiceSubnets6 are the IPv6 defaults of dual-stack and IPv6-only
+	// clusters: ULA ranges, a /56 split into a /64 per node and a /112 of services.
+	PodSubnets6, ServiceSubnets6 []string
+	DNSDomain                    string
 }{
 	CPU:              2,
 	MemoryMiB:        4096,
@@ -39,6 +42,8 @@ var Defaults = struct {
 	InstallDisk:      "/dev/sda",
 	PodSubnets:       []string{"10.244.0.0/16"},
 	ServiceSubnets:   []string{"10.96.0.0/12"},
+	PodSubnets6:      []string{"fd00:10:244::/56"},
+	ServiceSubnets6:  []string{"fd00:10:96::/112"},
 	DNSDomain:        "cluster.local",
 }
 

@@ -9,6 +9,10 @@ import (
 // (kube-apiserver refuses a larger --service-cluster-ip-range), a /12 for IPv4, a /108 for IPv6.
 const maxServiceHostBits = 20
 
+// nodeMask6 is the IPv6 pod range each node gets (kube-controller-manager's
+// --node-cidr-mask-size-ipv6 default, which Talos keeps); a cluster range is at most 16 bits shorter.
+const nodeMask6 = 64
+
 // buildNetwork6 checks the IPv6 side of the network and that the pod and service subnets hold
 // one range per family the nodes are addressed in, as Kubernetes dual-stack requires.
 func buildNetwork6(p *problems, n NetworkInput, out *Network) {
@@ -51,9 +55,12 @@ func buildNetwork6(p *problems, n NetworkInput, out *Network) {
 				p.errorf(at, "is an IPv4 range in an IPv6-only cluster; use an IPv6 one, e.g. %q", f.v6)
 			case c.Addr().Is6() && !out.IPv6:
 				p.errorf(at, "is an IPv6 range but the nodes have no IPv6 addresses; give every node an ip6 (dual-stack) or remove it")
-			case f.path == "network.serviceSubnets" && c.Addr().BitLen()-c.Bits() > maxServiceHostBits:
-				p.errorf(at, "%s is too large: Kubernetes allows at most 2^%d service addresses (a /%d or longer for %s); use e.g. %q",
-					s, maxServiceHostBits, c.Addr().BitLen()-maxServiceHostBits, family(c.Addr()), map[bool]string{true: f.v6, false: f.v4}[c.Addr().Is6()])
+			case f.path == "network.serviceSubnets" && c.Addr().Is6() && c.Addr().BitLen()-c.Bits() > maxServiceHostBits:
+				p.errorf(at, "%s is too large: Kubernetes allows at most 2^%d IPv6 service addresses (a /%d or longer); use e.g. %q",
+					s, maxServiceHostBits, c.Addr().BitLen()-maxServiceHostBits, f.v6)
+			case f.path == "network.podSubnets" && c.Addr().Is6() && (c.Bits() >= nodeMask6 || c.Bits() < nodeMask6-16):
+				p.errorf(at, "%s cannot be split into a /%d per node, as Kubernetes' node IPAM does (the range must be a /%d to "+
+					"a /%d); use e.g. %q", s, nodeMask6, nodeMask6-16, nodeMask6-1, f.v6)
 			}
 
 			has4, has6 = has4 || c.Addr().Is4(), has6 || c.Addr().Is6()
@@ -106,8 +113,10 @@ func checkIP6s(p *problems, c *Cluster, used map[netip.Addr]string) {
 		return
 	}
 
+	// The node subnet is gateway6's, unless that is link-local (a router's fe80:: address, as some
+	// hosters give): then the nodes' own addresses name it.
 	gw, gwErr := netip.ParseAddr(n.Gateway6)
-	if gwErr == nil && gw.Is6() {
+	if gwErr == nil && gw.Is6() && !gw.IsLinkLocalUnicast() {
 		n.Subnet6 = netip.PrefixFrom(gw, n.PrefixLength6).Masked()
 	}
 
@@ -121,10 +130,13 @@ func checkIP6s(p *problems, c *Cluster, used map[netip.Addr]string) {
 		}
 
 		a, err := netip.ParseAddr(node.IP6)
-		if err != nil || !a.Is6() || a.Is4In6() || a.Zone() != "" {
-			p.errorf(path, "%q is not an IPv6 address; use e.g. \"fd00:1::21\"", node.IP6)
+		if err != nil || !a.Is6() || a.Is4In6() || a.Zone() != "" || a.IsLinkLocalUnicast() {
+			p.errorf(path, "%q is not a routable IPv6 address; use e.g. \"fd00:1::21\"", node.IP6)
 			continue
 		}
+
+		// In canonical form: the health gate compares it with the Node's InternalIP.
+		setIP6(c, node.Name, a.String())
 
 		if !n.Subnet6.IsValid() {
 			n.Subnet6 = netip.PrefixFrom(a, n.PrefixLength6).Masked()
@@ -145,6 +157,19 @@ func checkIP6s(p *problems, c *Cluster, used map[netip.Addr]string) {
 		}
 
 		used[a] = path
+	}
+}
+
+// setIP6 stores a node's IPv6 address in canonical form (its IP too in an IPv6-only cluster).
+func setIP6(c *Cluster, name, ip6 string) {
+	for i := range c.Nodes {
+		if c.Nodes[i].Name == name {
+			if c.Nodes[i].IP == c.Nodes[i].IP6 {
+				c.Nodes[i].IP = ip6
+			}
+
+			c.Nodes[i].IP6 = ip6
+		}
 	}
 }
 

@@ -78,8 +78,19 @@ func buildHelm(p *problems, in Input, c *Cluster) {
 	names := map[string]string{}
 
 	if ci := in.Cilium; ci != nil {
+		preset := CiliumPreset(len(c.ControlPlanes()))
+		// Cilium routes IPv4 only unless told: a dual-stack cluster's pods need IPv6 too, an
+		// IPv6-only cluster's no IPv4.
+		if c.Network.IPv6 {
+			preset["ipv6"] = map[string]any{"enabled": true}
+		}
+
+		if !c.Network.IPv4 {
+			preset["ipv4"] = map[string]any{"enabled": false}
+		}
+
 		r := presetRelease(p, "cilium", ci, helmrender.Source{Chart: "cilium", Repository: DefaultCiliumRepository, Version: DefaultCiliumVersion},
-			CiliumPreset(len(c.ControlPlanes())))
+			preset)
 		r.Hint = CiliumHint
 
 		// The component turns kube-proxy off for Cilium; Cilium must then replace it.

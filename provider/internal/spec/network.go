@@ -17,8 +17,8 @@ func buildNetwork(p *problems, in Input, c *Cluster) {
 		Nameservers:    slices.Clone(n.Nameservers),
 		NTPServers:     slices.Clone(n.NTPServers),
 		DHCP:           n.DHCP != nil && *n.DHCP,
-		PodSubnets:     orDefault(n.PodSubnets, Defaults.PodSubnets),
-		ServiceSubnets: orDefault(n.ServiceSubnets, Defaults.ServiceSubnets),
+		PodSubnets:     n.PodSubnets,
+		ServiceSubnets: n.ServiceSubnets,
 		DNSDomain:      n.DNSDomain,
 		PrefixLength6:  firstInt(n.PrefixLength6, 64),
 		Gateway6:       n.Gateway6,
@@ -34,6 +34,30 @@ func buildNetwork(p *problems, in Input, c *Cluster) {
 	out.IPv6 = anyIP6
 	ipv6Only := anyIP6 && !anyIP && n.Gateway == "" && !out.DHCP
 	out.IPv4 = !ipv6Only
+
+	// The default ranges: one per family the nodes have.
+	for _, r := range []struct {
+		out             *[]string
+		declared        []string
+		default4, dflt6 []string
+	}{
+		{&out.PodSubnets, n.PodSubnets, Defaults.PodSubnets, Defaults.PodSubnets6},
+		{&out.ServiceSubnets, n.ServiceSubnets, Defaults.ServiceSubnets, Defaults.ServiceSubnets6},
+	} {
+		if r.declared != nil {
+			*r.out = slices.Clone(r.declared)
+			continue
+		}
+
+		*r.out = nil
+		if out.IPv4 {
+			*r.out = append(*r.out, r.default4...)
+		}
+
+		if out.IPv6 {
+			*r.out = append(*r.out, r.dflt6...)
+		}
+	}
 
 	if out.DNSDomain == "" {
 		out.DNSDomain = Defaults.DNSDomain

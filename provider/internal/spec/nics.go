@@ -52,11 +52,12 @@ const (
 // BondModes are the Linux bond modes Talos accepts.
 var BondModes = []string{"active-backup", "balance-rr", "balance-xor", "broadcast", "802.3ad", "balance-tlb", "balance-alb"}
 
-// DeriveMAC is the MAC address of NIC index of node in cluster when the user gives none and the
-// node has several NICs (Talos must tell them apart): locally administered (02:…), stable for the
-// same cluster, node and index, so an update never changes it.
-func DeriveMAC(cluster, node string, index int) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/net%d", cluster, node, index))
+// DeriveMAC is the MAC address of a NIC the user gives none when its node has several (Talos must
+// tell them apart): locally administered (02:…), from the cluster, the node, the NIC's segment
+// ("<bridge>/<vlan>") and its ordinal there (a bond's NICs share a segment), so removing or adding
+// another network, which renumbers the VM's NICs, changes no MAC.
+func DeriveMAC(cluster, node, segment string, ordinal int) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%s/%d", cluster, node, segment, ordinal))
 
 	return fmt.Sprintf("02:%02X:%02X:%02X:%02X:%02X", sum[0], sum[1], sum[2], sum[3], sum[4])
 }
@@ -68,6 +69,7 @@ func buildNICs(p *problems, path string, in NodeInput, all Input, n *Node, c *Cl
 	single := NIC{Bridge: n.Bridge, VLANID: n.VLANID, MTU: firstInt(in.MTU, d.MTU, 0), MACAddress: n.MACAddress}
 
 	checkMTU(p, path+".mtu", in.MTU, c.Network.IPv6)
+	checkMTU(p, "nodeDefaults.mtu", d.MTU, c.Network.IPv6) // reported once (problems)
 
 	entries, from := in.Networks, path+".networks"
 	if entries == nil {
@@ -81,11 +83,12 @@ func buildNICs(p *problems, path string, in NodeInput, all Input, n *Node, c *Cl
 		return
 	}
 
-	for field, set := range map[string]bool{
-		"bridge": in.Bridge != "", "vlanId": in.VLANID != nil, "macAddress": in.MACAddress != "", "mtu": in.MTU != nil,
-	} {
-		if set {
-			p.errorf(path+"."+field, "is set together with %s; set it on the cluster network's entry there instead", from)
+	for _, f := range []struct {
+		field string
+		set   bool
+	}{{"bridge", in.Bridge != ""}, {"vlanId", in.VLANID != nil}, {"macAddress", in.MACAddress != ""}, {"mtu", in.MTU != nil}} {
+		if f.set {
+			p.errorf(path+"."+f.field, "is set together with %s; set it on the cluster network's entry there instead", from)
 		}
 	}
 
@@ -100,9 +103,13 @@ func buildNICs(p *problems, path string, in NodeInput, all Input, n *Node, c *Cl
 		}
 	}
 
-	if cluster < 0 && !slices.ContainsFunc(entries, func(e NetworkDeviceInput) bool { return e.ClusterNetwork == nil }) {
-		p.errorf(from+"[0].clusterNetwork", "is false like on every other network, so none carries the cluster network; "+
-			"mark one clusterNetwork: true (or leave it unset on the first)")
+	if cluster < 0 {
+		// None marked: the first that is not marked false.
+		cluster = slices.IndexFunc(entries, func(e NetworkDeviceInput) bool { return e.ClusterNetwork == nil })
+		if cluster < 0 {
+			p.errorf(from+"[0].clusterNetwork", "is false like on every other network, so none carries the cluster network; "+
+				"mark one clusterNetwork: true (or leave it unset on the first)")
+		}
 	}
 
 	cluster = max(cluster, 0)
@@ -163,9 +170,15 @@ func buildNICs(p *problems, path string, in NodeInput, all Input, n *Node, c *Cl
 	}
 
 	if len(n.NICs) > 1 {
+		seen := map[string]int{}
+
 		for i := range n.NICs {
-			if n.NICs[i].MACAddress == "" {
-				n.NICs[i].MACAddress = DeriveMAC(c.Name, n.Name, i)
+			nic := &n.NICs[i]
+			segment := fmt.Sprintf("%s/%d", nic.Bridge, nic.VLANID)
+			seen[segment]++
+
+			if nic.MACAddress == "" {
+				nic.MACAddress = DeriveMAC(c.Name, n.Name, segment, seen[segment])
 			}
 		}
 	}
@@ -206,6 +219,11 @@ func buildLink(p *problems, at string, e NetworkDeviceInput, cluster, defaults b
 			p.errorf(at+".bond.mode", "%q is not a bond mode; use one of %s", e.Bond.Mode, strings.Join(BondModes, ", "))
 		}
 
+		if link.BondMode == "802.3ad" {
+			p.warnf(at+".bond.mode", "802.3ad needs a switch that speaks LACP, and a Proxmox bridge does not: the bond's NICs "+
+				"share one bridge, so it runs without an aggregator; active-backup or balance-* work on a bridge")
+		}
+
 		if n := e.Bond.Interfaces; n != nil && (*n < 2 || *n > 8) {
 			p.errorf(at+".bond.interfaces", "%d: a bond joins 2 to 8 NICs; a bond over one NIC adds nothing but a link, so "+
 				"drop bond for one NIC or set 2 or more", *n)
@@ -227,11 +245,12 @@ func buildLink(p *problems, at string, e NetworkDeviceInput, cluster, defaults b
 	}
 
 	if cluster {
-		for field, set := range map[string]bool{
-			"addresses": len(e.Addresses) > 0, "dhcp": e.DHCP != nil, "gateway": e.Gateway != "", "routes": len(e.Routes) > 0,
-		} {
-			if set {
-				p.errorf(at+"."+field, "is set on the cluster network, which is addressed by the node's ip and ip6 and by network "+
+		for _, f := range []struct {
+			field string
+			set   bool
+		}{{"addresses", len(e.Addresses) > 0}, {"dhcp", e.DHCP != nil}, {"gateway", e.Gateway != ""}, {"routes", len(e.Routes) > 0}} {
+			if f.set {
+				p.errorf(at+"."+f.field, "is set on the cluster network, which is addressed by the node's ip and ip6 and by network "+
 					"(gateway, gateway6, dhcp); remove it, or mark another network clusterNetwork: true")
 			}
 		}

@@ -52,17 +52,32 @@ func TestNetworksLayout(t *testing.T) {
 		t.Errorf("w-1's cluster NIC = %s on %s/%d", w1.MACAddress, w1.Bridge, w1.VLANID)
 	}
 
-	for i, n := range w1.NICs[1:] {
-		if n.MACAddress != DeriveMAC("homelab", "w-1", i+1) || again.Nodes[1].NICs[i+1].MACAddress != n.MACAddress {
-			t.Errorf("w-1 net%d MAC = %s, want the derived, stable %s", i+1, n.MACAddress, DeriveMAC("homelab", "w-1", i+1))
+	for i, want := range []string{"", DeriveMAC("homelab", "w-1", "vmbr2/0", 1), DeriveMAC("homelab", "w-1", "vmbr3/0", 1),
+		DeriveMAC("homelab", "w-1", "vmbr3/0", 2), DeriveMAC("homelab", "w-1", "vmbr3/0", 3)} {
+		if n := w1.NICs[i]; i > 0 && (n.MACAddress != want || again.Nodes[1].NICs[i].MACAddress != n.MACAddress) {
+			t.Errorf("w-1 net%d MAC = %s, want the derived, stable %s", i, n.MACAddress, want)
 		}
+	}
+
+	// Without the DHCP network the bond's NICs move from net2-4 to net1-3 but keep their MACs.
+	in.Nodes["w-1"] = NodeInput{HostNode: "pve1", Role: "worker", IP: "10.0.0.21", Networks: []NetworkDeviceInput{
+		in.Nodes["w-1"].Networks[1], in.Nodes["w-1"].Networks[2],
+	}}
+
+	fewer, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if got := fewer.Nodes[1].NICs[1].MACAddress; got != w1.NICs[2].MACAddress {
+		t.Errorf("removing a network changed the bond's first MAC: %s, was %s", got, w1.NICs[2].MACAddress)
 	}
 
 	if len(w2.NICs) != 1 || w2.MACAddress != "" || w2.NICs[0].MTU != 1400 {
 		t.Errorf("w-2 = %+v, want one NIC with MTU 1400 and no fixed MAC", w2.NICs)
 	}
 
-	if mac := DeriveMAC("homelab", "w-1", 1); mac[:3] != "02:" || len(mac) != 17 {
+	if mac := DeriveMAC("homelab", "w-1", "vmbr2/0", 1); mac[:3] != "02:" || len(mac) != 17 {
 		t.Errorf("derived MAC %s is not a locally administered unicast address", mac)
 	}
 }

@@ -8,6 +8,14 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/spec"
 )
 
+// bondMIIMon is how often (ms) a bond checks its links' carrier: Talos leaves the kernel's 0,
+// which never notices a member going down.
+const bondMIIMon = 100
+
+// extraDHCPRouteMetric is the metric of a default route DHCP gives a network other than the
+// cluster's: behind the cluster network's (Talos' 1024), which holds the default route.
+const extraDHCPRouteMetric = 2048
+
 // route is one static route: an empty destination is the default route of the gateway's family.
 type route struct{ destination, gateway string }
 
@@ -77,13 +85,14 @@ func v1alpha1Interfaces(c *spec.Cluster, n spec.Node, a Addresses) []any {
 		iface := map[string]any{}
 
 		if l.BondMode != "" {
+			// By permanent address: the bond gives its members one MAC, the first's.
 			var selectors []any
 			for _, i := range l.NICs {
-				selectors = append(selectors, map[string]any{"hardwareAddr": hardwareAddr(n.NICs[i].MACAddress)})
+				selectors = append(selectors, map[string]any{"permanentAddr": hardwareAddr(n.NICs[i].MACAddress)})
 			}
 
 			iface["interface"] = l.Name
-			iface["bond"] = map[string]any{"mode": l.BondMode, "deviceSelectors": selectors}
+			iface["bond"] = map[string]any{"mode": l.BondMode, "deviceSelectors": selectors, "miimon": bondMIIMon}
 		} else if mac := n.NICs[l.NICs[0]].MACAddress; mac != "" {
 			iface["deviceSelector"] = map[string]any{"hardwareAddr": hardwareAddr(mac)}
 		} else {
@@ -95,6 +104,9 @@ func v1alpha1Interfaces(c *spec.Cluster, n spec.Node, a Addresses) []any {
 		}
 
 		iface["dhcp"] = l.DHCP || (l.Cluster && c.Network.DHCP)
+		if l.DHCP && !l.Cluster {
+			iface["dhcpOptions"] = map[string]any{"routeMetric": extraDHCPRouteMetric}
+		}
 
 		if addrs := linkAddresses(c, n, l, a); len(addrs) > 0 {
 			iface["addresses"] = addrs
@@ -178,14 +190,17 @@ func linkDocuments(c *spec.Cluster, n spec.Node, a Addresses, doc func(string, m
 				links = append(links, fmt.Sprintf("net%d", i))
 			}
 
-			fields["links"], fields["bondMode"] = links, l.BondMode
+			fields["links"], fields["bondMode"], fields["miimon"] = links, l.BondMode, bondMIIMon
 			docs = append(docs, doc("BondConfig", fields))
 		case len(fields) > 2 || !dhcp:
 			docs = append(docs, doc("LinkConfig", fields))
 		}
 
-		if dhcp {
+		switch {
+		case l.Cluster && dhcp:
 			docs = append(docs, doc("DHCPv4Config", map[string]any{"name": l.Name}))
+		case dhcp:
+			docs = append(docs, doc("DHCPv4Config", map[string]any{"name": l.Name, "routeMetric": extraDHCPRouteMetric}))
 		}
 
 		if l.Cluster && n.Role == spec.RoleControlPlane && c.VIP != "" {

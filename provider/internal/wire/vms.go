@@ -89,8 +89,8 @@ func VirtualMachines(s Scope, p *plan.Plan, files []ImageFile, vmIDs map[string]
 
 		var opts []pulumi.ResourceOption
 
-		// A VM this `up` replaces is made from the image its node runs now: the OS disk's source
-		// is ignored only for the VM that stays (else the engine would keep the old VM's, an
+		// A VM this `up` replaces is made from the image its node runs now and with its cloud-init
+		// as declared now: they are ignored only for the VM that stays (else the engine would keep the old VM's, an
 		// image of another version, host or Secure Boot, perhaps deleted since). So is the VM of a
 		// running cluster's node that Proxmox does not hold: a replacement whose create failed
 		// after its delete (the state keeps the old VM, pending replacement) must not be retried
@@ -98,7 +98,7 @@ func VirtualMachines(s Scope, p *plan.Plan, files []ImageFile, vmIDs map[string]
 		_, adoptee := adoptees[v.Node.Name] // imported as it is: its source stays ignored
 		why := inv.Replacement(s.Cluster, v.Node)
 		if why != "" || (!adoptee && inv != nil && len(inv.Nodes) > 0 && !inv.IsNew(s.Cluster.Name) && !inv.HasVM(s.Cluster.Name, v.Node.Name)) {
-			ignored = slices.DeleteFunc(ignored, isImageSource)
+			ignored = slices.DeleteFunc(ignored, isCreateOnly)
 		}
 
 		if why != "" {
@@ -173,9 +173,14 @@ func VirtualMachines(s Scope, p *plan.Plan, files []ImageFile, vmIDs map[string]
 //     without one, so every disk would show a diff on every preview. The component never sets it.
 //   - the CD-ROM drive: VMs made before it was set empty keep the host's drive (it holds nothing
 //     the nodes read) rather than each being updated, which would need VM.Config.CDROM.
+//   - the cloud-init drive: Talos reads it only in maintenance mode, and the running node's
+//     addresses, resolvers and networks come from its configuration, which changes live. The
+//     proxmoxve provider reboots a VM whose cloud-init changes (reboot_after_update), and Pulumi
+//     updates every VM at once: making a cluster dual-stack or changing the resolvers would
+//     reboot every node together and lose etcd's quorum.
 func vmIgnoredPaths(disks int) []string {
-	// The first three are the OS disk's source (isImageSource) and the CD-ROM drive.
-	paths := []string{"disks[0].fileId", "disks[0].importFrom", "cdrom"}
+	// The OS disk's source and the cloud-init drive matter at creation only (isCreateOnly).
+	paths := []string{"disks[0].fileId", "disks[0].importFrom", "cdrom", "initialization"}
 	for i := range disks {
 		paths = append(paths, fmt.Sprintf("disks[%d].speed", i))
 	}
@@ -183,9 +188,11 @@ func vmIgnoredPaths(disks int) []string {
 	return paths
 }
 
-// isImageSource tells the OS disk's source image paths of vmIgnoredPaths.
-func isImageSource(path string) bool {
-	return path == "disks[0].fileId" || path == "disks[0].importFrom"
+// isCreateOnly tells the paths of vmIgnoredPaths that a VM made anew must take from its node as
+// it is now (ignoreChanges would give it the old VM's): the OS disk's source image and the
+// cloud-init drive.
+func isCreateOnly(path string) bool {
+	return path == "disks[0].fileId" || path == "disks[0].importFrom" || path == "initialization"
 }
 
 // adoptedIgnoredPaths are the settings an adopted VM keeps as it was made (by Terraform, talosctl's
