@@ -329,6 +329,7 @@ func Check(ctx *pulumi.Context, c *spec.Cluster, specErr error, opts []pulumi.Re
 	}
 
 	privs, hidden := privilegeProblems(ctx, c, inv, opts)
+	problems = append(problems, clusterNICProblems(ctx, c, inv, opts)...)
 
 	return withoutHidden(problems, privs, hidden), inv
 }

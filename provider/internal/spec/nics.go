@@ -15,6 +15,8 @@ type NIC struct {
 	MTU    int // 0 = the bridge's
 	// MACAddress is upper case; empty only on a node's one NIC when Proxmox chooses it.
 	MACAddress string
+	// Derived: the component derived MACAddress (DeriveMAC); the user gave none.
+	Derived bool
 }
 
 // Link is what Talos configures over a node's NICs: one NIC, or a bond of several.
@@ -178,7 +180,7 @@ func buildNICs(p *problems, path string, in NodeInput, all Input, n *Node, c *Cl
 			seen[segment]++
 
 			if nic.MACAddress == "" {
-				nic.MACAddress = DeriveMAC(c.Name, n.Name, segment, seen[segment])
+				nic.MACAddress, nic.Derived = DeriveMAC(c.Name, n.Name, segment, seen[segment]), true
 			}
 		}
 	}
