@@ -5,7 +5,9 @@ package e2e
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -29,7 +31,7 @@ import (
 // workers whose second network is a storage network: two Proxmox NICs on vmbr1 bonded in Talos
 // with jumbo frames. Talos v1.12 (network documents).
 func dualStackProgram(l *lab.Lab) string {
-	ip6 := func(host int) string { return netns.Addr(68, host).String() }
+	ip6 := func(host int) string { return dualIP6(host).String() }
 
 	return fmt.Sprintf(`name: dual
 runtime: yaml
@@ -73,8 +75,16 @@ resources:
 outputs:
   kubeconfig: ${dual.kubeconfig}
   talosconfig: ${dual.talosconfig}
-`, l.Address(10), l.Address(1), ip6(1), l.Address(11), ip6(0x11), l.Address(12), ip6(0x12), l.Address(13), ip6(0x13),
-		l.Address(21), ip6(0x21), l.Address(22), ip6(0x22))
+`, l.Address(10), l.Address(1), ip6(1), l.Address(11), ip6(11), l.Address(12), ip6(12), l.Address(13), ip6(13),
+		l.Address(21), ip6(21), l.Address(22), ip6(22))
+}
+
+// dualIP6 is the IPv6 address of the dual-stack cluster's host h: fd1a:b:0:68::<h>, whose last
+// group reads as the last octet of its IPv4 address 127.0.68.<h>.
+func dualIP6(h int) netip.Addr {
+	x, _ := strconv.ParseUint(strconv.Itoa(h), 16, 16)
+
+	return netns.Addr(0x68, int(x))
 }
 
 // TestDualStackClusterWithBondedStorage: every node's applied configuration holds its addresses
@@ -115,7 +125,7 @@ func TestDualStackClusterWithBondedStorage(t *testing.T) {
 			}
 		}
 
-		if want := []string{l.Address(host[n.Name]), netns.Addr(68, host[n.Name]).String()}; !slices.Equal(internal, want) {
+		if want := []string{l.Address(host[n.Name]), dualIP6(host[n.Name]).String()}; !slices.Equal(internal, want) {
 			t.Errorf("Node %s InternalIPs = %v, want %v (one per family, IPv4 first)", n.Name, internal, want)
 		}
 	}
@@ -144,7 +154,7 @@ func TestDualStackClusterWithBondedStorage(t *testing.T) {
 			"bond0": "mtu=9000", "eth1": "mtu=9000 master=bond0", "eth2": "mtu=9000 master=bond0",
 		}, []string{
 			fmt.Sprintf("bond0/10.50.0.%d/24", host[w]), fmt.Sprintf("eth0/%s/24", l.Address(host[w])),
-			fmt.Sprintf("eth0/%s/64", netns.Addr(68, host[w])),
+			fmt.Sprintf("eth0/%s/64", dualIP6(host[w])),
 		})
 	}
 
@@ -177,7 +187,7 @@ func TestDualStackClusterWithBondedStorage(t *testing.T) {
 
 	// A first extra network on a node whose one NIC has the MAC Proxmox chose: the preview
 	// refuses and names that MAC, which the node must keep (Talos then selects NICs by MAC).
-	cp3 := `cp-3: {hostNode: pve3, role: controlplane, ip: ` + l.Address(13) + `, ip6: "` + netns.Addr(68, 0x13).String() + `"`
+	cp3 := `cp-3: {hostNode: pve3, role: controlplane, ip: ` + l.Address(13) + `, ip6: "` + dualIP6(13).String() + `"`
 	editProgram(t, e, cp3+"}", cp3+", networks: [{}, {bridge: vmbr2, addresses: [10.60.0.13/24]}]}")
 
 	var mac string
@@ -221,7 +231,7 @@ resources:
 outputs:
   kubeconfig: ${six.kubeconfig}
   talosconfig: ${six.talosconfig}
-`, netns.Addr(69, 0x10), netns.Addr(69, 1), netns.Addr(69, 0x11), netns.Addr(69, 0x21))
+`, netns.Addr(0x69, 0x10), netns.Addr(0x69, 1), netns.Addr(0x69, 0x11), netns.Addr(0x69, 0x21))
 }
 
 // TestIPv6OnlyCluster runs in a network namespace of its own (lab/netns), where the lab's IPv6
@@ -241,7 +251,7 @@ func TestIPv6OnlyCluster(t *testing.T) {
 	mustRun(t, p, "up", "--yes", "--skip-preview")
 
 	kubeconfig := mustRun(t, p, "stack", "output", "kubeconfig", "--show-secrets")
-	if want := "server: https://[" + netns.Addr(69, 0x10).String() + "]:6443"; !strings.Contains(kubeconfig, want) {
+	if want := "server: https://[" + netns.Addr(0x69, 0x10).String() + "]:6443"; !strings.Contains(kubeconfig, want) {
 		t.Errorf("the kubeconfig does not use the IPv6 VIP (%s):\n%s", want, kubeconfig)
 	}
 
@@ -259,7 +269,7 @@ func TestIPv6OnlyCluster(t *testing.T) {
 	}
 
 	c := talosClient(t, mustRun(t, p, "stack", "output", "talosconfig", "--show-secrets"))
-	checkAppliedNetwork(t, c, netns.Addr(69, 0x11).String(), "cp-1", false)
+	checkAppliedNetwork(t, c, netns.Addr(0x69, 0x11).String(), "cp-1", false)
 
 	mustRun(t, p, "preview", "--expect-no-changes")
 	mustRun(t, p, "destroy", "--yes", "--skip-preview")
