@@ -2,7 +2,6 @@ package spec
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/imagefactory"
 )
@@ -132,12 +131,4 @@ func firstBool(v *bool, def bool) bool {
 	}
 
 	return def
-}
-
-func orDefault(v, def []string) []string {
-	if v == nil {
-		return slices.Clone(def)
-	}
-
-	return slices.Clone(v)
 }

@@ -280,9 +280,20 @@ func checkRoutes(p *problems, at string, e NetworkDeviceInput, addresses []strin
 		p.errorf(at+".routes", "need a gateway; set gateway to the next hop, inside one of addresses' subnets")
 	}
 
+	gw, gwErr := netip.ParseAddr(e.Gateway)
+
 	for i, r := range e.Routes {
-		if _, err := netip.ParsePrefix(r); err != nil {
+		pfx, err := netip.ParsePrefix(r)
+
+		switch {
+		case err != nil:
 			p.errorf(fmt.Sprintf("%s.routes[%d]", at, i), "%q is not a CIDR; use e.g. \"10.60.0.0/16\"", r)
+		case pfx.Bits() == 0:
+			p.errorf(fmt.Sprintf("%s.routes[%d]", at, i), "%s is a default route, which the cluster network holds; list the "+
+				"networks reached through this gateway", r)
+		case gwErr == nil && pfx.Addr().Is4() != gw.Is4():
+			p.errorf(fmt.Sprintf("%s.routes[%d]", at, i), "%s is of another family than the gateway %s; the kernel refuses such a "+
+				"route, so route it through a gateway of its family (one family per network's routes)", r, e.Gateway)
 		}
 	}
 
@@ -290,8 +301,7 @@ func checkRoutes(p *problems, at string, e NetworkDeviceInput, addresses []strin
 		return
 	}
 
-	gw, err := netip.ParseAddr(e.Gateway)
-	if err != nil {
+	if gwErr != nil {
 		p.errorf(at+".gateway", "%q is not an IP address; use e.g. \"10.50.0.1\"", e.Gateway)
 		return
 	}
