@@ -2006,13 +2006,13 @@ type Network struct {
 	Nameservers []string `pulumi:"nameservers"`
 	// Time servers for the nodes. Default: Talos' default (time.cloudflare.com).
 	NtpServers []string `pulumi:"ntpServers"`
-	// CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`, with `fd00:10:244::/56` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+	// CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`. With `ip6` on the nodes `fd00:10:244::/56` is added (in an IPv6-only cluster it is the only one).
 	PodSubnets []string `pulumi:"podSubnets"`
 	// Length of the node subnet's prefix (24 for a /24). Default: 24.
 	PrefixLength *int `pulumi:"prefixLength"`
 	// Length of the node subnet's IPv6 prefix. Default: 64.
 	PrefixLength6 *int `pulumi:"prefixLength6"`
-	// CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`, with `fd00:10:96::/112` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+	// CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`. With `ip6` on the nodes `fd00:10:96::/112` is added (in an IPv6-only cluster it is the only one).
 	ServiceSubnets []string `pulumi:"serviceSubnets"`
 	// VLAN tag for every NIC (1 to 4094). Default: untagged.
 	VlanId *int `pulumi:"vlanId"`
@@ -2045,13 +2045,13 @@ type NetworkArgs struct {
 	Nameservers []string `pulumi:"nameservers"`
 	// Time servers for the nodes. Default: Talos' default (time.cloudflare.com).
 	NtpServers []string `pulumi:"ntpServers"`
-	// CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`, with `fd00:10:244::/56` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+	// CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`. With `ip6` on the nodes `fd00:10:244::/56` is added (in an IPv6-only cluster it is the only one).
 	PodSubnets []string `pulumi:"podSubnets"`
 	// Length of the node subnet's prefix (24 for a /24). Default: 24.
 	PrefixLength *int `pulumi:"prefixLength"`
 	// Length of the node subnet's IPv6 prefix. Default: 64.
 	PrefixLength6 *int `pulumi:"prefixLength6"`
-	// CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`, with `fd00:10:96::/112` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+	// CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`. With `ip6` on the nodes `fd00:10:96::/112` is added (in an IPv6-only cluster it is the only one).
 	ServiceSubnets []string `pulumi:"serviceSubnets"`
 	// VLAN tag for every NIC (1 to 4094). Default: untagged.
 	VlanId *int `pulumi:"vlanId"`
@@ -2170,7 +2170,7 @@ func (o NetworkOutput) NtpServers() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v Network) []string { return v.NtpServers }).(pulumi.StringArrayOutput)
 }
 
-// CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`, with `fd00:10:244::/56` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+// CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`. With `ip6` on the nodes `fd00:10:244::/56` is added (in an IPv6-only cluster it is the only one).
 func (o NetworkOutput) PodSubnets() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v Network) []string { return v.PodSubnets }).(pulumi.StringArrayOutput)
 }
@@ -2185,7 +2185,7 @@ func (o NetworkOutput) PrefixLength6() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v Network) *int { return v.PrefixLength6 }).(pulumi.IntPtrOutput)
 }
 
-// CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`, with `fd00:10:96::/112` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+// CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`. With `ip6` on the nodes `fd00:10:96::/112` is added (in an IPv6-only cluster it is the only one).
 func (o NetworkOutput) ServiceSubnets() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v Network) []string { return v.ServiceSubnets }).(pulumi.StringArrayOutput)
 }
@@ -2289,7 +2289,7 @@ func (o NetworkPtrOutput) NtpServers() pulumi.StringArrayOutput {
 	}).(pulumi.StringArrayOutput)
 }
 
-// CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`, with `fd00:10:244::/56` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+// CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`. With `ip6` on the nodes `fd00:10:244::/56` is added (in an IPv6-only cluster it is the only one).
 func (o NetworkPtrOutput) PodSubnets() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v *Network) []string {
 		if v == nil {
@@ -2319,7 +2319,7 @@ func (o NetworkPtrOutput) PrefixLength6() pulumi.IntPtrOutput {
 	}).(pulumi.IntPtrOutput)
 }
 
-// CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`, with `fd00:10:96::/112` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+// CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`. With `ip6` on the nodes `fd00:10:96::/112` is added (in an IPv6-only cluster it is the only one).
 func (o NetworkPtrOutput) ServiceSubnets() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v *Network) []string {
 		if v == nil {

@@ -278,7 +278,7 @@ export interface NetworkArgs {
      */
     ntpServers?: string[];
     /**
-     * CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`, with `fd00:10:244::/56` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+     * CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`. With `ip6` on the nodes `fd00:10:244::/56` is added (in an IPv6-only cluster it is the only one).
      */
     podSubnets?: string[];
     /**
@@ -290,7 +290,7 @@ export interface NetworkArgs {
      */
     prefixLength6?: number;
     /**
-     * CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`, with `fd00:10:96::/112` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+     * CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`. With `ip6` on the nodes `fd00:10:96::/112` is added (in an IPv6-only cluster it is the only one).
      */
     serviceSubnets?: string[];
     /**

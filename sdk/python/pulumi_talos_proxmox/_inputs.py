@@ -1129,7 +1129,7 @@ class NetworkArgsDict(TypedDict):
     """
     pod_subnets: NotRequired[Sequence[_builtins.str]]
     """
-    CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`, with `fd00:10:244::/56` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+    CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`. With `ip6` on the nodes `fd00:10:244::/56` is added (in an IPv6-only cluster it is the only one).
     """
     prefix_length: NotRequired[_builtins.int]
     """
@@ -1141,7 +1141,7 @@ class NetworkArgsDict(TypedDict):
     """
     service_subnets: NotRequired[Sequence[_builtins.str]]
     """
-    CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`, with `fd00:10:96::/112` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+    CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`. With `ip6` on the nodes `fd00:10:96::/112` is added (in an IPv6-only cluster it is the only one).
     """
     vlan_id: NotRequired[_builtins.int]
     """
@@ -1173,10 +1173,10 @@ class NetworkArgs:
         :param _builtins.str gateway6: Default IPv6 gateway of the node subnet, e.g. `fd00:1::1`. Optional with `ip6` addresses (without it nodes get no IPv6 default route); required for an IPv6-only cluster.
         :param Sequence[_builtins.str] nameservers: DNS resolvers for the nodes. Default: Talos' defaults (1.1.1.1, 8.8.8.8).
         :param Sequence[_builtins.str] ntp_servers: Time servers for the nodes. Default: Talos' default (time.cloudflare.com).
-        :param Sequence[_builtins.str] pod_subnets: CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`, with `fd00:10:244::/56` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+        :param Sequence[_builtins.str] pod_subnets: CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`. With `ip6` on the nodes `fd00:10:244::/56` is added (in an IPv6-only cluster it is the only one).
         :param _builtins.int prefix_length: Length of the node subnet's prefix (24 for a /24). Default: 24.
         :param _builtins.int prefix_length6: Length of the node subnet's IPv6 prefix. Default: 64.
-        :param Sequence[_builtins.str] service_subnets: CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`, with `fd00:10:96::/112` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+        :param Sequence[_builtins.str] service_subnets: CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`. With `ip6` on the nodes `fd00:10:96::/112` is added (in an IPv6-only cluster it is the only one).
         :param _builtins.int vlan_id: VLAN tag for every NIC (1 to 4094). Default: untagged.
         """
         if bridge is not None:
@@ -1292,7 +1292,7 @@ class NetworkArgs:
     @pulumi.getter(name="podSubnets")
     def pod_subnets(self) -> Optional[Sequence[_builtins.str]]:
         """
-        CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`, with `fd00:10:244::/56` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+        CIDRs pods get addresses from, one per family (an IPv6 one splits into a /64 per node: a /48 to a /63). Default: `10.244.0.0/16`. With `ip6` on the nodes `fd00:10:244::/56` is added (in an IPv6-only cluster it is the only one).
         """
         return pulumi.get(self, "pod_subnets")
 
@@ -1328,7 +1328,7 @@ class NetworkArgs:
     @pulumi.getter(name="serviceSubnets")
     def service_subnets(self) -> Optional[Sequence[_builtins.str]]:
         """
-        CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`, with `fd00:10:96::/112` when nodes have `ip6`, only the latter in an IPv6-only cluster.
+        CIDRs Kubernetes services get addresses from, one per family (IPv6: a /108 or longer). Default: `10.96.0.0/12`. With `ip6` on the nodes `fd00:10:96::/112` is added (in an IPv6-only cluster it is the only one).
         """
         return pulumi.get(self, "service_subnets")
 
