@@ -211,7 +211,8 @@ func linkDocuments(c *spec.Cluster, n spec.Node, a Addresses, doc func(string, m
 	return docs
 }
 
-// nodeSubnets are the node subnets, one per family (IPv4 first), which keep the kubelet and etcd
+// nodeSubnets are the node subnets, one per family (IPv4 first; IPv6 the node's own address),
+// which keep the kubelet and etcd
 // off the VIP and off the node's other networks. With DHCP they are left to Talos on a node with
 // one network (the subnet is the DHCP server's choice; gateway and prefixLength only bound the
 // scan for new nodes), but a node with several networks needs them: Talos would otherwise pick
@@ -227,8 +228,10 @@ func nodeSubnets(c *spec.Cluster, n spec.Node) []string {
 		out = append(out, netip.PrefixFrom(gw, c.Network.PrefixLength).Masked().String())
 	}
 
-	if c.Network.IPv6 && c.Network.Subnet6.IsValid() {
-		out = append(out, c.Network.Subnet6.String())
+	// The node's own IPv6 address, not its /64: Talos accepts router advertisements, and a SLAAC
+	// address of the same /64 could become the Node's IPv6 InternalIP or etcd's address.
+	if a, err := netip.ParseAddr(n.IP6); c.Network.IPv6 && err == nil {
+		out = append(out, netip.PrefixFrom(a, a.BitLen()).String())
 	}
 
 	return out
