@@ -9,8 +9,10 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/pulumi/pulumi-go-provider v1.5.0
 	github.com/pulumi/pulumi/sdk/v3 v3.259.0
+	github.com/ryanuber/go-glob v1.0.0
 	github.com/siderolabs/crypto v0.6.5
 	github.com/siderolabs/image-factory v1.2.0
+	github.com/siderolabs/net v0.4.0
 	github.com/siderolabs/talos v1.14.1
 	github.com/siderolabs/talos/pkg/machinery v1.14.1
 	go.etcd.io/etcd/api/v3 v3.7.1
@@ -181,7 +183,6 @@ require (
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
-	github.com/ryanuber/go-glob v1.0.0 // indirect
 	github.com/sabhiram/go-gitignore v0.0.0-20210923224102-525f6e181f06 // indirect
 	github.com/santhosh-tekuri/jsonschema/v5 v5.3.1 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
@@ -196,7 +197,6 @@ require (
 	github.com/siderolabs/go-procfs v0.1.2 // indirect
 	github.com/siderolabs/go-retry v0.3.3 // indirect
 	github.com/siderolabs/go-talos-support v0.3.1 // indirect
-	github.com/siderolabs/net v0.4.0 // indirect
 	github.com/siderolabs/protoenc v0.2.4 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/soheilhy/cmux v0.1.5 // indirect
