@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -209,6 +210,26 @@ func clientFor(b *testing.B, bundle *talosemu.Bundle, n *talosemu.Node) *client.
 
 func clientCtx(ctx context.Context, n *talosemu.Node) context.Context {
 	return client.WithNode(ctx, n.IP())
+}
+
+// waitClusterClient waits (90 s at most) until the cluster's API server answers, and returns
+// client-go for it.
+func waitClusterClient(t *testing.T, cluster *talosemu.Cluster, what string) kubernetes.Interface {
+	t.Helper()
+
+	var kc kubernetes.Interface
+
+	eventually(t, 90*time.Second, what, func() error {
+		if kc = clusterClient(cluster); kc == nil {
+			return errors.New("not running")
+		}
+
+		_, err := kc.Discovery().ServerVersion()
+
+		return err
+	})
+
+	return kc
 }
 
 // clusterClient is client-go for the cluster's API server once it runs.

@@ -14,8 +14,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/netns"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
@@ -80,24 +78,7 @@ link: net0
 
 	waitStateFor(t, cp, 30*time.Second, talosemu.StateBootstrapped)
 
-	var kc kubernetes.Interface
-
-	eventually(t, 90*time.Second, "the API server on the IPv6 VIP", func() error {
-		raw := cluster.Kubernetes()
-		if raw == nil {
-			return fmt.Errorf("not running")
-		}
-
-		rc, err := clientcmd.RESTConfigFromKubeConfig(raw)
-		if err != nil {
-			return err
-		}
-
-		kc = kubernetes.NewForConfigOrDie(rc)
-		_, err = kc.Discovery().ServerVersion()
-
-		return err
-	})
+	kc := waitClusterClient(t, cluster, "the API server on the IPv6 VIP")
 
 	eventually(t, 60*time.Second, "the Node's address", func() error {
 		n, err := kc.CoreV1().Nodes().Get(t.Context(), "cp-1", metav1.GetOptions{})

@@ -13,8 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
 )
@@ -94,24 +92,7 @@ cluster:
 	install(t, w, machineConfig(t, machine.TypeWorker, "w-1", fmt.Sprintf(
 		"machine:\n  kubelet:\n    nodeIP:\n      validSubnets: [10.99.0.0/16]\ncluster:\n  controlPlane:\n    endpoint: https://%s:6443\n", vip)))
 
-	var kc kubernetes.Interface
-
-	eventually(t, 90*time.Second, "the API server", func() error {
-		raw := cluster.Kubernetes()
-		if raw == nil {
-			return fmt.Errorf("not running")
-		}
-
-		rc, err := clientcmd.RESTConfigFromKubeConfig(raw)
-		if err != nil {
-			return err
-		}
-
-		kc = kubernetes.NewForConfigOrDie(rc)
-		_, err = kc.Discovery().ServerVersion()
-
-		return err
-	})
+	kc := waitClusterClient(t, cluster, "the API server")
 
 	ctx := t.Context()
 
