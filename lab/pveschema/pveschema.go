@@ -3,7 +3,7 @@
 // commits and internal/gen for regenerating the data files).
 //
 // Only the API subtrees the product and the lab use are vendored: /access/**, /pools/**,
-// /storage/**, /cluster/mapping/**, /cluster/resources, /cluster/nextid, /nodes,
+// /storage/**, /cluster/mapping/**, /cluster/resources, /cluster/nextid, /cluster/status, /nodes,
 // /nodes/{node}/status, /nodes/{node}/query-url-metadata, /nodes/{node}/qemu/**,
 // /nodes/{node}/storage/**, /nodes/{node}/tasks/** and /version.
 //

@@ -43,6 +43,7 @@ var keepExact = []string{
 	"/cluster",
 	"/cluster/resources",
 	"/cluster/nextid",
+	"/cluster/status",
 	"/nodes",
 	"/nodes/{node}",
 	"/nodes/{node}/status",
