@@ -69,6 +69,38 @@ func (s *Server) listNodes(*call) (any, *apiError) {
 	return out, nil
 }
 
+// getClusterStatus serves GET /cluster/status as pve-manager's API2/Cluster.pm get_status
+// answers it (permission: Sys.Audit on /, from the schema): in a cluster, a "cluster" entry
+// (corosync's name, node count, config version and quorum) and one "node" entry per member,
+// sorted by name, nodeid being the corosync id; on a standalone host only the host itself with
+// nodeid 0. The first node is the one answering ("local": 1). The config version counts one for
+// pvecm create and one per node that joined.
+func (s *Server) getClusterStatus(*call) (any, *apiError) {
+	nodes := slices.Sorted(slices.Values(s.nodes))
+	out := []map[string]any{}
+
+	if s.opts.ClusterName != "" {
+		out = append(out, map[string]any{
+			"type": "cluster", "id": "cluster", "name": s.opts.ClusterName,
+			"nodes": len(nodes), "quorate": 1, "version": len(nodes),
+		})
+	}
+
+	for _, n := range nodes {
+		nodeid := 0
+		if s.opts.ClusterName != "" {
+			nodeid = slices.Index(s.nodes, n) + 1
+		}
+
+		out = append(out, map[string]any{
+			"type": "node", "id": "node/" + n, "name": n, "ip": s.opts.NodeIPs[n],
+			"local": boolInt(n == s.nodes[0]), "nodeid": nodeid, "online": 1, "level": "",
+		})
+	}
+
+	return out, nil
+}
+
 // getClusterResources serves GET /cluster/resources (type: vm, storage, node; or all).
 func (s *Server) getClusterResources(c *call) (any, *apiError) {
 	s.mu.Lock()

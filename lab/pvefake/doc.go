@@ -42,6 +42,11 @@
 // iso,import,vztmpl,snippets and "local-lvm" lvmthin with images,rootdir) and shared storages
 // seen from every node (Options.SharedStorages), their volumes, VMs, pools and tasks.
 //
+//   - GET /cluster/status: several nodes form a cluster named Options.ClusterName (default
+//     DefaultClusterName), answered as a "cluster" entry plus one "node" entry per host (corosync
+//     ids in the order of Options.Nodes, the first node "local"); one node without ClusterName is
+//     a standalone host (its entry alone, nodeid 0). Node addresses are Options.NodeIPs, else the
+//     fake's own.
 //   - download-url fetches the URL for real (loopback hosts only) into memory and creates
 //     <storage>:<content>/<file>; it refuses an existing file with PVE's task error "refusing to
 //     override existing file '<path>'", which bpg's overwrite_unmanaged logic looks for. It

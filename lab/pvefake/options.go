@@ -3,6 +3,7 @@ package pvefake
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"regexp"
@@ -25,6 +26,9 @@ const (
 	DefaultFirstVMID = 100
 	// DefaultStorageBytes is the capacity reported for storages that name none.
 	DefaultStorageBytes = 500 << 30
+	// DefaultClusterName is the corosync cluster name of a fake with several nodes and no
+	// Options.ClusterName.
+	DefaultClusterName = "lab"
 )
 
 // Storage describes a datastore. Storages listed in Options.Storages exist once per node
@@ -61,6 +65,13 @@ type Options struct {
 	Addr string
 	// Nodes are the cluster's node names (default ["pve1"]).
 	Nodes []string
+	// ClusterName is the name of the cluster the nodes form (pvecm create), as GET
+	// /cluster/status reports it. Empty means DefaultClusterName when there are several nodes and
+	// a standalone host (no cluster entry) when there is one.
+	ClusterName string
+	// NodeIPs maps node names to the address GET /cluster/status reports for them (default: the
+	// fake's listen address for every node, since that address serves every node's API).
+	NodeIPs map[string]string
 	// Tokens maps API token ids ("user@realm!name") to their secrets. The secret must match
 	// [A-Za-z0-9-]+ (bpg rejects anything else before sending).
 	Tokens map[string]string
@@ -148,6 +159,27 @@ func (o Options) normalize() (Options, error) {
 			return o, fmt.Errorf("node name %q is not a valid PVE node name", n)
 		}
 	}
+
+	if o.ClusterName == "" && len(o.Nodes) > 1 {
+		o.ClusterName = DefaultClusterName
+	}
+
+	// POST /cluster/config's clustername: format pve-node, maxLength 15
+	if o.ClusterName != "" && (!nodeNameRE.MatchString(o.ClusterName) || len(o.ClusterName) > 15) {
+		return o, fmt.Errorf("cluster name %q is not a valid corosync cluster name", o.ClusterName)
+	}
+
+	for n, ip := range o.NodeIPs {
+		if !slices.Contains(o.Nodes, n) {
+			return o, fmt.Errorf("NodeIPs: %q is not a node", n)
+		}
+
+		if _, err := netip.ParseAddr(ip); err != nil {
+			return o, fmt.Errorf("NodeIPs[%q]: %w", n, err)
+		}
+	}
+
+	o.NodeIPs = maps.Clone(o.NodeIPs)
 
 	if len(o.Tokens) == 0 && len(o.Users) == 0 {
 		o.Tokens = map[string]string{DefaultTokenID: DefaultTokenSecret}

@@ -305,6 +305,7 @@ func (s *Server) routeTable() []route {
 		newRoute("GET", "/access/permissions", s.getPermissions, "path", "userid"),
 		newRoute("GET", "/cluster/nextid", s.getNextID, "vmid"),
 		newRoute("GET", "/cluster/resources", s.getClusterResources, "type"),
+		newRoute("GET", "/cluster/status", s.getClusterStatus),
 		newRoute("GET", "/pools", s.listPools, "poolid", "type"),
 		newRoute("GET", "/pools/{poolid}", s.getPoolLegacy, "type"),
 		newRoute("GET", "/storage", s.listStorageConfig, "type"),

@@ -75,6 +75,16 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 
+	if opts.NodeIPs == nil {
+		opts.NodeIPs = map[string]string{}
+	}
+
+	for _, n := range opts.Nodes {
+		if opts.NodeIPs[n] == "" {
+			opts.NodeIPs[n] = ln.Addr().(*net.TCPAddr).IP.String()
+		}
+	}
+
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 
