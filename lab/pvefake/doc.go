@@ -60,6 +60,13 @@
 //     printed sorted, format and import-from dropped. NICs without a MAC get one in Proxmox' OUI
 //     BC:24:11, tags are de-duplicated and sorted with ';', smbios1, vmgenid, meta and boot are
 //     filled in. Other options are stored as sent.
+//   - POST …/storage/{storage}/content allocates an image as pve-storage's vdisk_alloc does (the
+//     Proxmox CSI plugin's volumes): size in KiB unless suffixed M or G, any owner vmid (the VM
+//     need not exist), dir storages <vmid>/<name>.<raw|qcow2|vmdk>, block storages
+//     vm-<vmid>-<anything>, refusals and "already exists" errors in the plugins' words; it answers
+//     the volid. The storage's content types are not checked (PVE does not), but GET …/content
+//     lists only the types the storage holds, as PVE does. DELETE frees it ("<vmid>@<storage>"
+//     imgdel task, Datastore.Allocate).
 //   - A VM's volumes are freed on destroy (all vm-<id>-* with destroy-unreferenced-disks=1);
 //     deleting a drive with PUT config turns it into unusedN (cloud-init drives are freed).
 //

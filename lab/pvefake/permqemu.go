@@ -76,6 +76,7 @@ func (s *Server) checkModifyConfigPerm(user string, vmid int, pool string, keys 
 
 var (
 	volOwnerRE = regexp.MustCompile(`(?:^|/)(?:vm|base)-(\d+)-`)
+	dirOwnerRE = regexp.MustCompile(`^(\d+)/`)
 	backupRE   = regexp.MustCompile(`vzdump-(?:qemu|lxc)-(\d+)-`)
 )
 
@@ -94,6 +95,12 @@ func volumeType(name string) (string, int) {
 		}
 
 		return "backup", 0
+	}
+
+	// a file based storage's images live in <vmid>/: the directory names the owner
+	if m := dirOwnerRE.FindStringSubmatch(name); m != nil {
+		id, _ := strconv.Atoi(m[1])
+		return "images", id
 	}
 
 	if m := volOwnerRE.FindStringSubmatch(name); m != nil {

@@ -317,6 +317,7 @@ func (s *Server) routeTable() []route {
 		newRoute("POST", "/nodes/{node}/storage/{storage}/download-url", s.downloadURL,
 			"url", "content", "filename", "checksum", "checksum-algorithm", "compression", "verify-certificates").startsTask(),
 		newRoute("GET", "/nodes/{node}/storage/{storage}/content", s.listContent, "content", "vmid"),
+		newRoute("POST", "/nodes/{node}/storage/{storage}/content", s.allocContent, "filename", "size", "vmid", "format"),
 		newRoute("GET", "/nodes/{node}/storage/{storage}/content/{volume}", s.getContent),
 		newRoute("DELETE", "/nodes/{node}/storage/{storage}/content/{volume}", s.deleteContent, "delay").startsTask(),
 		newRoute("GET", "/nodes/{node}/tasks", s.listTasks, "start", "limit", "vmid", "typefilter", "userfilter",

@@ -226,7 +226,8 @@ func (s *Server) listContent(c *call) (any, *apiError) {
 	out := []map[string]any{}
 
 	for _, v := range st.volumes {
-		if filter && v.content != content {
+		// PVE::Storage::volume_list lists only the content types the storage is configured for
+		if (filter && v.content != content) || !st.supports(v.content) {
 			continue
 		}
 
@@ -293,10 +294,19 @@ func (s *Server) deleteContent(c *call) (any, *apiError) {
 		_, vol, e = s.lookupVolume(c)
 	}
 
+	// Content.pm delete names the task "<owner vmid>@<storage>", or "<storage>" for volumes
+	// without an owner (ISO images, imports)
+	sid := c.vars["storage"]
+	taskID := sid
+
 	if e == nil {
 		// Content.pm delete: backups need AllocateSpace and VM.Backup, the rest Allocate
-		sid := c.vars["storage"]
-		if vtype, owner := volumeType(vol.name); vtype == "backup" && owner != 0 {
+		vtype, owner := volumeType(vol.name)
+		if owner != 0 {
+			taskID = fmt.Sprintf("%d@%s", owner, sid)
+		}
+
+		if vtype == "backup" && owner != 0 {
 			if e = s.check(c.user, "/storage/"+sid, "Datastore.AllocateSpace"); e == nil {
 				e = s.check(c.user, fmt.Sprintf("/vms/%d", owner), "VM.Backup")
 			}
@@ -314,7 +324,7 @@ func (s *Server) deleteContent(c *call) (any, *apiError) {
 	_, name := splitVolid(c.vars["volume"], st)
 	volid := st + ":" + name
 
-	return s.startTask(c, node, "imgdel", encodeText(volid), func(r *taskRun) error {
+	return s.startTask(c, node, "imgdel", encodeText(taskID), func(r *taskRun) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 
