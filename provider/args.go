@@ -31,6 +31,8 @@ type TalosProxmoxClusterArgs struct {
 	ExtraManifestNamespaces        map[string]string       `pulumi:"extraManifestNamespaces,optional"`
 	Cilium                         *Cilium                 `pulumi:"cilium,optional"`
 	NvidiaDevicePlugin             *NvidiaDevicePlugin     `pulumi:"nvidiaDevicePlugin,optional"`
+	ProxmoxCsi                     *ProxmoxCsi             `pulumi:"proxmoxCsi,optional"`
+	ProxmoxCcm                     *ProxmoxCcm             `pulumi:"proxmoxCcm,optional"`
 	HelmCharts                     []HelmChart             `pulumi:"helmCharts,optional"`
 	Health                         *Health                 `pulumi:"health,optional"`
 	Credentials                    *Credentials            `pulumi:"credentials,optional"`

@@ -112,6 +112,9 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		err = withProblems(err, []error{vmIDErr})
 	}
 
+	// The kubelets of a cluster with the Proxmox CCM name their VMs by these ids.
+	c.AssignedVMIDs = vmIDs
+
 	// A plan that leaves no control plane of the running cluster in place loses etcd's data
 	// unless the cluster says how it survives: refused with the other problems.
 	loss := inv.inv.EtcdLoss(c)
@@ -213,6 +216,14 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	} else if ok {
 		manifests = append(manifests, m)
 	}
+	// The Proxmox tokens of the CSI plugin and the CCM, whose Secrets join the manifests.
+	if len(cluster.ProxmoxTokens) > 0 {
+		url, insecure := proxmox.Endpoint(ctx, opts)
+		if pass.Generated, err = wire.ProxmoxTokens(s, wire.ProxmoxAPI{Endpoint: url, Insecure: insecure}, vmIDs); err != nil {
+			return nil, err
+		}
+	}
+
 	configs := wire.CheckConfigs(s, early.secrets, pass, manifests, fresh)
 	self := early.self
 

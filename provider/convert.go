@@ -138,6 +138,7 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 
 	in.Cilium = chartPreset(a.Cilium)
 	in.NvidiaDevicePlugin = chartPreset((*Cilium)(a.NvidiaDevicePlugin))
+	in.ProxmoxCSI, in.ProxmoxCCM = proxmoxCloud(a.ProxmoxCsi, a.ProxmoxCcm)
 
 	if cr := a.Credentials; cr != nil {
 		in.Credentials = spec.CredentialsInput{Validity: cr.Validity, RenewBefore: cr.RenewBefore}
@@ -280,4 +281,32 @@ func chartPreset(c *Cilium) *spec.ChartPresetInput {
 	}
 
 	return &spec.ChartPresetInput{Version: c.Version, Repository: c.Repository, Digest: c.Digest, Values: c.Values, ValuesYAML: c.ValuesYaml}
+}
+
+// proxmoxCloud is the input of the Proxmox CSI plugin and CCM; nil for what is not set.
+func proxmoxCloud(csi *ProxmoxCsi, ccm *ProxmoxCcm) (*spec.ProxmoxCSIInput, *spec.ProxmoxCCMInput) {
+	var (
+		sc *spec.ProxmoxCSIInput
+		cc *spec.ProxmoxCCMInput
+	)
+
+	if csi != nil {
+		sc = &spec.ProxmoxCSIInput{TokenRotation: csi.TokenRotation, Chart: spec.ChartPresetInput{
+			Version: csi.Version, Repository: csi.Repository, Digest: csi.Digest, Values: csi.Values, ValuesYAML: csi.ValuesYaml,
+		}}
+
+		for _, c := range csi.StorageClasses {
+			sc.StorageClasses = append(sc.StorageClasses, spec.StorageClassInput{
+				Name: c.Name, Storage: c.Storage, Default: c.Default, ReclaimPolicy: c.ReclaimPolicy, FSType: c.FsType,
+			})
+		}
+	}
+
+	if ccm != nil {
+		cc = &spec.ProxmoxCCMInput{TokenRotation: ccm.TokenRotation, Chart: spec.ChartPresetInput{
+			Version: ccm.Version, Repository: ccm.Repository, Digest: ccm.Digest, Values: ccm.Values, ValuesYAML: ccm.ValuesYaml,
+		}}
+	}
+
+	return sc, cc
 }

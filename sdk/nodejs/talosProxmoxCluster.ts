@@ -112,7 +112,9 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["nodeDefaults"] = args?.nodeDefaults;
             resourceInputs["nodes"] = args?.nodes;
             resourceInputs["nvidiaDevicePlugin"] = args?.nvidiaDevicePlugin;
+            resourceInputs["proxmoxCcm"] = args?.proxmoxCcm;
             resourceInputs["proxmoxClusterName"] = args?.proxmoxClusterName;
+            resourceInputs["proxmoxCsi"] = args?.proxmoxCsi;
             resourceInputs["recovery"] = args?.recovery;
             resourceInputs["secrets"] = args?.secrets;
             resourceInputs["talosVersion"] = args?.talosVersion;
@@ -245,9 +247,17 @@ export interface TalosProxmoxClusterArgs {
      */
     nvidiaDevicePlugin?: inputs.NvidiaDevicePluginArgs;
     /**
+     * Installs the Proxmox cloud controller manager (sergelogvinov/proxmox-cloud-controller-manager) on the control planes, with its own role (VM.Audit), user `talos-<clusterName>-ccm@pve`, separated token and ACLs on each node's VM, its token in the Secret `talos-proxmox-ccm` of `kube-system`. The kubelets run with `cloud-provider: external` and register their Nodes with the provider ID `proxmox://<proxmoxClusterName>/<vmId>`; the CCM initializes them (until it runs, new Nodes keep the `node.cloudprovider.kubernetes.io/uninitialized` taint) and deletes the Node of a VM that is gone. Every Node carries the topology labels (`topology.kubernetes.io/region` = `proxmoxClusterName`, `topology.kubernetes.io/zone` = its `hostNode`) with or without it. Default: not installed.
+     */
+    proxmoxCcm?: inputs.ProxmoxCcmArgs;
+    /**
      * Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
      */
     proxmoxClusterName?: string;
+    /**
+     * Installs the Proxmox CSI plugin (sergelogvinov/proxmox-csi-plugin): PersistentVolumes are disks on Proxmox datastores, attached to the VM of the node their pod runs on. The component makes a Proxmox role with exactly the plugin's privileges (Datastore.Allocate, Datastore.AllocateSpace, Datastore.Audit, VM.Audit, VM.Config.Disk), a user `talos-<clusterName>-csi@pve`, an API token of it with privilege separation and ACLs on each node's VM and each class's datastore; the token reaches the plugin in the Secret `talos-proxmox-csi` (namespace `csi-proxmox`), a secret in the state. Everything is deleted with the cluster. The chart is rendered into the control planes' inline manifests; changes reach the cluster through the manifest sync. The component's own Proxmox credentials need the privileges to make them (docs/install.md). Default: not installed.
+     */
+    proxmoxCsi?: inputs.ProxmoxCsiArgs;
     /**
      * Restore etcd from a snapshot when the cluster has none running.
      */

@@ -84,3 +84,10 @@ func providerCredentials(ctx *pulumi.Context, p pulumi.ProviderResource) (pvecli
 		Insecure: insecure,
 	}, nil
 }
+
+// Endpoint is the Proxmox API the component's children reach, and whether its certificate goes
+// unchecked (proxmoxve:insecure): the consumers of the component's Proxmox tokens reach it there.
+func Endpoint(ctx *pulumi.Context, opts []pulumi.ResourceOption) (url string, insecure bool) {
+	creds := proxmoxCredentials(ctx, opts)
+	return creds.Endpoint, creds.Insecure
+}

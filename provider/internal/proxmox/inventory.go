@@ -269,6 +269,17 @@ func (inv *Inventory) problems(c *spec.Cluster, invalid *spec.ValidationError) [
 		add("image.datastoreId", key, strings.Join(imageProblems[key], ", "))
 	}
 
+	// The CSI plugin makes a pod's volume on the host of the node the pod runs on.
+	for _, t := range c.ProxmoxTokens {
+		for i, ds := range t.Storages {
+			for _, host := range usedHosts(c) {
+				if slices.Contains(inv.Nodes, host) && !refused(t.StorageInputs[i]) {
+					inv.checkDatastore(add, t.StorageInputs[i], host, ds, "images")
+				}
+			}
+		}
+	}
+
 	return errs
 }
 

@@ -136,6 +136,12 @@ func Required(c *spec.Cluster, vmIDs map[string]int, pve9 bool) []Need {
 		}
 	}
 
+	for _, t := range c.ProxmoxTokens {
+		for _, n := range tokenNeeds(c, t, vmIDs) {
+			add(n)
+		}
+	}
+
 	slices.SortStableFunc(needs, func(a, b Need) int { return strings.Compare(a.Path, b.Path) })
 
 	return needs
@@ -147,4 +153,52 @@ func cmpOr(a, b int) int {
 	}
 
 	return b
+}
+
+// tokenNeeds are the privileges that make a consumer's token (TokenACLPaths): its role
+// (Sys.Modify on /access), its user in the pve realm, the token itself, and the ACLs on each path
+// — Permissions.Modify there, or as Proxmox also accepts, VM.Allocate (Datastore.Allocate on a
+// datastore) with every privilege of the role.
+func tokenNeeds(c *spec.Cluster, t spec.ProxmoxToken, vmIDs map[string]int) []Need {
+	what := t.Input + "'s Proxmox token"
+	needs := []Need{
+		{Path: "/access", Priv: "Sys.Modify", What: "create the role of " + what},
+		{Path: "/access/groups", Priv: "User.Modify", What: "create the user and API token of " + what},
+		{Path: "/access/realm/pve", Priv: "Realm.AllocateUser", What: "create the user of " + what},
+	}
+
+	for _, path := range TokenACLPaths(c, t, vmIDs) {
+		alloc := "VM.Allocate"
+		if strings.HasPrefix(path, "/storage/") {
+			alloc = "Datastore.Allocate"
+		}
+
+		needs = append(needs, Need{Path: path, Priv: "Permissions.Modify", What: "grant " + what + " its privileges",
+			Alt: &AltNeed{Path: path, Privs: append([]string{alloc}, t.Privileges...)}})
+	}
+
+	return needs
+}
+
+// TokenACLPaths are the paths a consumer's token (and its user) is granted its role on: each
+// node's VM (all VMs, /vms, for a node whose id Proxmox chooses) and the token's datastores.
+func TokenACLPaths(c *spec.Cluster, t spec.ProxmoxToken, vmIDs map[string]int) []string {
+	var paths []string
+
+	for _, n := range c.Nodes {
+		path := "/vms"
+		if id := cmpOr(n.VMID, vmIDs[n.Name]); id != 0 {
+			path = fmt.Sprintf("/vms/%d", id)
+		}
+
+		if !slices.Contains(paths, path) {
+			paths = append(paths, path)
+		}
+	}
+
+	for _, ds := range t.Storages {
+		paths = append(paths, "/storage/"+ds)
+	}
+
+	return paths
 }

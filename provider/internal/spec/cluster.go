@@ -67,6 +67,15 @@ type Cluster struct {
 	// NvidiaDevicePlugin is set when the nvidiaDevicePlugin input is: its chart is a Helm release
 	// and the GPU nodes carry the label its DaemonSet selects (NvidiaGPULabel).
 	NvidiaDevicePlugin bool
+	// ProxmoxTokens are the Proxmox API tokens the component makes for consumers in the cluster
+	// (proxmoxCsi, proxmoxCcm), in that order.
+	ProxmoxTokens []ProxmoxToken
+	// ExternalCloudProvider is set with proxmoxCcm: the kubelets leave the Nodes to the CCM
+	// (cloud-provider: external) and name their VMs (provider-id proxmox://<region>/<vmid>).
+	ExternalCloudProvider bool
+	// AssignedVMIDs are the VM ids the nodes that pin none get (from the Proxmox inventory, at
+	// preview); nil when Proxmox was not asked. See VMIDOf.
+	AssignedVMIDs map[string]int
 	// HelmReleases are the charts rendered into inline manifests, Cilium first.
 	HelmReleases []helmrender.Release
 	// Health and Upgrade are the day-2 policies.

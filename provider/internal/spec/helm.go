@@ -107,6 +107,7 @@ func buildHelm(p *problems, in Input, c *Cluster) {
 	}
 
 	buildNvidiaDevicePlugin(p, in, c, names)
+	buildProxmoxCloud(p, in, c, names)
 
 	for i, h := range in.HelmCharts {
 		path := fmt.Sprintf("helmCharts[%d]", i)

@@ -30,6 +30,9 @@ type Input struct {
 	Cilium                    *ChartPresetInput
 	// NvidiaDevicePlugin installs NVIDIA's device plugin chart (nil: not installed).
 	NvidiaDevicePlugin *ChartPresetInput
+	// ProxmoxCSI and ProxmoxCCM install the Proxmox CSI plugin and cloud controller manager.
+	ProxmoxCSI *ProxmoxCSIInput
+	ProxmoxCCM *ProxmoxCCMInput
 	HelmCharts         []HelmChartInput
 	Health             HealthInput
 	Credentials        CredentialsInput

@@ -63,6 +63,10 @@ func nodePatchKube(c *spec.Cluster, n spec.Node, a Addresses) (string, error) {
 		"dnsDomain": c.Network.DNSDomain, "podSubnets": c.Network.PodSubnets, "serviceSubnets": c.Network.ServiceSubnets,
 	}))
 
+	if args := kubeletArgs(c, n); len(args) > 0 {
+		docs = append(docs, doc("KubeletConfig", map[string]any{"extraArgs": args}))
+	}
+
 	if n.Role == spec.RoleControlPlane {
 		docs = append(docs, doc("KubeAPIServerConfig", map[string]any{"certExtraSANs": sans}))
 	}

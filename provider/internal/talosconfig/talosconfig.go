@@ -179,6 +179,10 @@ func NodePatch(c *spec.Cluster, n spec.Node, a Addresses, contract string) (stri
 		kubelet["extraConfig"] = map[string]any{"registerWithTaints": registerWithTaints(n.Taints)}
 	}
 
+	if args := kubeletArgs(c, n); len(args) > 0 {
+		kubelet["extraArgs"] = args
+	}
+
 	if len(kubelet) > 0 {
 		machine["kubelet"] = kubelet
 	}
@@ -227,6 +231,22 @@ const backupRole = "os:etcd:backup"
 // Talos refuses the feature in a worker's configuration.
 func scheduledBackups(c *spec.Cluster, n spec.Node) bool {
 	return n.Role == spec.RoleControlPlane && c.EtcdBackup != nil && c.EtcdBackup.Schedule != ""
+}
+
+// kubeletArgs are the kubelet's extra arguments: with an external cloud provider (the Proxmox
+// CCM) the kubelet registers its Node uninitialized, for the CCM to finish, with the provider ID
+// of the node's VM.
+func kubeletArgs(c *spec.Cluster, n spec.Node) map[string]any {
+	if !c.ExternalCloudProvider {
+		return nil
+	}
+
+	args := map[string]any{"cloud-provider": "external"}
+	if id := c.ProviderID(n); id != "" {
+		args["provider-id"] = id
+	}
+
+	return args
 }
 
 // nodeLabels are the node's own labels and the topology labels (Proxmox cluster and host).

@@ -24,6 +24,9 @@ type PassThrough struct {
 	NodeConfigPatches map[string]pulumi.StringArrayInput
 	// ManifestContents are the contents of inlineManifests, in order.
 	ManifestContents []pulumi.StringInput
+	// Generated are the manifests the component makes from its own children's outputs (the
+	// Secrets of the Proxmox tokens, ProxmoxTokens), applied after the inline manifests.
+	Generated []GeneratedManifest
 	// AgeIdentity is recovery.ageIdentity (a secret; nil when unset).
 	AgeIdentity pulumi.StringInput
 	// SecretsBundle is secrets.bundle (a secret; nil when unset).
@@ -219,6 +222,11 @@ func (g generator) manifestsPatch(contract pulumi.StringOutput) pulumi.StringOut
 	names := make([]string, len(g.cluster.InlineManifests))
 	for i, m := range g.cluster.InlineManifests {
 		names[i] = m.Name
+	}
+
+	for _, m := range g.pass.Generated {
+		contents = append(contents, m.Contents)
+		names = append(names, m.Name)
 	}
 
 	extra := g.cluster.TalosExtraManifests()

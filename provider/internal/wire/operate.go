@@ -183,6 +183,10 @@ func (b operation) syncManifests(health *lifecycle.CredentialsOutputs, helm []ta
 		manifests[m.Name] = pass.ManifestContents[i]
 	}
 
+	for _, m := range pass.Generated {
+		manifests[m.Name] = m.Contents
+	}
+
 	extra := pulumi.StringArray{}
 	for _, u := range c.ExtraManifests {
 		extra = append(extra, pulumi.String(u))

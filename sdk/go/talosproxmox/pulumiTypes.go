@@ -3970,6 +3970,631 @@ func (o PciDeviceArrayOutput) Index(i pulumi.IntInput) PciDeviceOutput {
 	}).(PciDeviceOutput)
 }
 
+// The Proxmox cloud controller manager and its scoped Proxmox API token.
+type ProxmoxCcm struct {
+	// Expected `sha256:` digest of the chart archive; the render fails when it differs.
+	Digest *string `pulumi:"digest"`
+	// Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+	Repository *string `pulumi:"repository"`
+	// Any string: a new value makes a new API token, as for proxmoxCsi. Default: `""`.
+	TokenRotation *string `pulumi:"tokenRotation"`
+	// Chart values, merged over the component's (the Secret with the token, the control planes).
+	Values map[string]interface{} `pulumi:"values"`
+	// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+	ValuesYaml *string `pulumi:"valuesYaml"`
+	// Chart version. Default: `0.2.28`.
+	Version *string `pulumi:"version"`
+}
+
+// ProxmoxCcmInput is an input type that accepts ProxmoxCcmArgs and ProxmoxCcmOutput values.
+// You can construct a concrete instance of `ProxmoxCcmInput` via:
+//
+//	ProxmoxCcmArgs{...}
+type ProxmoxCcmInput interface {
+	pulumi.Input
+
+	ToProxmoxCcmOutput() ProxmoxCcmOutput
+	ToProxmoxCcmOutputWithContext(context.Context) ProxmoxCcmOutput
+}
+
+// The Proxmox cloud controller manager and its scoped Proxmox API token.
+type ProxmoxCcmArgs struct {
+	// Expected `sha256:` digest of the chart archive; the render fails when it differs.
+	Digest pulumi.StringPtrInput `pulumi:"digest"`
+	// Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+	Repository pulumi.StringPtrInput `pulumi:"repository"`
+	// Any string: a new value makes a new API token, as for proxmoxCsi. Default: `""`.
+	TokenRotation pulumi.StringPtrInput `pulumi:"tokenRotation"`
+	// Chart values, merged over the component's (the Secret with the token, the control planes).
+	Values pulumi.MapInput `pulumi:"values"`
+	// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+	ValuesYaml pulumi.StringPtrInput `pulumi:"valuesYaml"`
+	// Chart version. Default: `0.2.28`.
+	Version pulumi.StringPtrInput `pulumi:"version"`
+}
+
+func (ProxmoxCcmArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*ProxmoxCcm)(nil)).Elem()
+}
+
+func (i ProxmoxCcmArgs) ToProxmoxCcmOutput() ProxmoxCcmOutput {
+	return i.ToProxmoxCcmOutputWithContext(context.Background())
+}
+
+func (i ProxmoxCcmArgs) ToProxmoxCcmOutputWithContext(ctx context.Context) ProxmoxCcmOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxCcmOutput)
+}
+
+func (i ProxmoxCcmArgs) ToProxmoxCcmPtrOutput() ProxmoxCcmPtrOutput {
+	return i.ToProxmoxCcmPtrOutputWithContext(context.Background())
+}
+
+func (i ProxmoxCcmArgs) ToProxmoxCcmPtrOutputWithContext(ctx context.Context) ProxmoxCcmPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxCcmOutput).ToProxmoxCcmPtrOutputWithContext(ctx)
+}
+
+// ProxmoxCcmPtrInput is an input type that accepts ProxmoxCcmArgs, ProxmoxCcmPtr and ProxmoxCcmPtrOutput values.
+// You can construct a concrete instance of `ProxmoxCcmPtrInput` via:
+//
+//	        ProxmoxCcmArgs{...}
+//
+//	or:
+//
+//	        nil
+type ProxmoxCcmPtrInput interface {
+	pulumi.Input
+
+	ToProxmoxCcmPtrOutput() ProxmoxCcmPtrOutput
+	ToProxmoxCcmPtrOutputWithContext(context.Context) ProxmoxCcmPtrOutput
+}
+
+type proxmoxCcmPtrType ProxmoxCcmArgs
+
+func ProxmoxCcmPtr(v *ProxmoxCcmArgs) ProxmoxCcmPtrInput {
+	return (*proxmoxCcmPtrType)(v)
+}
+
+func (*proxmoxCcmPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**ProxmoxCcm)(nil)).Elem()
+}
+
+func (i *proxmoxCcmPtrType) ToProxmoxCcmPtrOutput() ProxmoxCcmPtrOutput {
+	return i.ToProxmoxCcmPtrOutputWithContext(context.Background())
+}
+
+func (i *proxmoxCcmPtrType) ToProxmoxCcmPtrOutputWithContext(ctx context.Context) ProxmoxCcmPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxCcmPtrOutput)
+}
+
+// The Proxmox cloud controller manager and its scoped Proxmox API token.
+type ProxmoxCcmOutput struct{ *pulumi.OutputState }
+
+func (ProxmoxCcmOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*ProxmoxCcm)(nil)).Elem()
+}
+
+func (o ProxmoxCcmOutput) ToProxmoxCcmOutput() ProxmoxCcmOutput {
+	return o
+}
+
+func (o ProxmoxCcmOutput) ToProxmoxCcmOutputWithContext(ctx context.Context) ProxmoxCcmOutput {
+	return o
+}
+
+func (o ProxmoxCcmOutput) ToProxmoxCcmPtrOutput() ProxmoxCcmPtrOutput {
+	return o.ToProxmoxCcmPtrOutputWithContext(context.Background())
+}
+
+func (o ProxmoxCcmOutput) ToProxmoxCcmPtrOutputWithContext(ctx context.Context) ProxmoxCcmPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v ProxmoxCcm) *ProxmoxCcm {
+		return &v
+	}).(ProxmoxCcmPtrOutput)
+}
+
+// Expected `sha256:` digest of the chart archive; the render fails when it differs.
+func (o ProxmoxCcmOutput) Digest() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxCcm) *string { return v.Digest }).(pulumi.StringPtrOutput)
+}
+
+// Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+func (o ProxmoxCcmOutput) Repository() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxCcm) *string { return v.Repository }).(pulumi.StringPtrOutput)
+}
+
+// Any string: a new value makes a new API token, as for proxmoxCsi. Default: `""`.
+func (o ProxmoxCcmOutput) TokenRotation() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxCcm) *string { return v.TokenRotation }).(pulumi.StringPtrOutput)
+}
+
+// Chart values, merged over the component's (the Secret with the token, the control planes).
+func (o ProxmoxCcmOutput) Values() pulumi.MapOutput {
+	return o.ApplyT(func(v ProxmoxCcm) map[string]interface{} { return v.Values }).(pulumi.MapOutput)
+}
+
+// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+func (o ProxmoxCcmOutput) ValuesYaml() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxCcm) *string { return v.ValuesYaml }).(pulumi.StringPtrOutput)
+}
+
+// Chart version. Default: `0.2.28`.
+func (o ProxmoxCcmOutput) Version() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxCcm) *string { return v.Version }).(pulumi.StringPtrOutput)
+}
+
+type ProxmoxCcmPtrOutput struct{ *pulumi.OutputState }
+
+func (ProxmoxCcmPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**ProxmoxCcm)(nil)).Elem()
+}
+
+func (o ProxmoxCcmPtrOutput) ToProxmoxCcmPtrOutput() ProxmoxCcmPtrOutput {
+	return o
+}
+
+func (o ProxmoxCcmPtrOutput) ToProxmoxCcmPtrOutputWithContext(ctx context.Context) ProxmoxCcmPtrOutput {
+	return o
+}
+
+func (o ProxmoxCcmPtrOutput) Elem() ProxmoxCcmOutput {
+	return o.ApplyT(func(v *ProxmoxCcm) ProxmoxCcm {
+		if v != nil {
+			return *v
+		}
+		var ret ProxmoxCcm
+		return ret
+	}).(ProxmoxCcmOutput)
+}
+
+// Expected `sha256:` digest of the chart archive; the render fails when it differs.
+func (o ProxmoxCcmPtrOutput) Digest() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ProxmoxCcm) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Digest
+	}).(pulumi.StringPtrOutput)
+}
+
+// Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+func (o ProxmoxCcmPtrOutput) Repository() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ProxmoxCcm) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Repository
+	}).(pulumi.StringPtrOutput)
+}
+
+// Any string: a new value makes a new API token, as for proxmoxCsi. Default: `""`.
+func (o ProxmoxCcmPtrOutput) TokenRotation() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ProxmoxCcm) *string {
+		if v == nil {
+			return nil
+		}
+		return v.TokenRotation
+	}).(pulumi.StringPtrOutput)
+}
+
+// Chart values, merged over the component's (the Secret with the token, the control planes).
+func (o ProxmoxCcmPtrOutput) Values() pulumi.MapOutput {
+	return o.ApplyT(func(v *ProxmoxCcm) map[string]interface{} {
+		if v == nil {
+			return nil
+		}
+		return v.Values
+	}).(pulumi.MapOutput)
+}
+
+// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+func (o ProxmoxCcmPtrOutput) ValuesYaml() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ProxmoxCcm) *string {
+		if v == nil {
+			return nil
+		}
+		return v.ValuesYaml
+	}).(pulumi.StringPtrOutput)
+}
+
+// Chart version. Default: `0.2.28`.
+func (o ProxmoxCcmPtrOutput) Version() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ProxmoxCcm) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Version
+	}).(pulumi.StringPtrOutput)
+}
+
+// The Proxmox CSI plugin and its scoped Proxmox API token.
+type ProxmoxCsi struct {
+	// Expected `sha256:` digest of the chart archive; the render fails when it differs.
+	Digest *string `pulumi:"digest"`
+	// Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+	Repository *string `pulumi:"repository"`
+	// The StorageClasses the plugin serves, at least one.
+	StorageClasses []ProxmoxStorageClass `pulumi:"storageClasses"`
+	// Any string: a new value makes a new API token (created, then given to the plugin, whose pods restart with it, before the old one is deleted). Default: `""`.
+	TokenRotation *string `pulumi:"tokenRotation"`
+	// Chart values, merged over the component's (the Secret with the token, the storage classes, the controller on the control planes, the node plugin on every node).
+	Values map[string]interface{} `pulumi:"values"`
+	// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+	ValuesYaml *string `pulumi:"valuesYaml"`
+	// Chart version. Default: `0.5.9`.
+	Version *string `pulumi:"version"`
+}
+
+// ProxmoxCsiInput is an input type that accepts ProxmoxCsiArgs and ProxmoxCsiOutput values.
+// You can construct a concrete instance of `ProxmoxCsiInput` via:
+//
+//	ProxmoxCsiArgs{...}
+type ProxmoxCsiInput interface {
+	pulumi.Input
+
+	ToProxmoxCsiOutput() ProxmoxCsiOutput
+	ToProxmoxCsiOutputWithContext(context.Context) ProxmoxCsiOutput
+}
+
+// The Proxmox CSI plugin and its scoped Proxmox API token.
+type ProxmoxCsiArgs struct {
+	// Expected `sha256:` digest of the chart archive; the render fails when it differs.
+	Digest pulumi.StringPtrInput `pulumi:"digest"`
+	// Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+	Repository pulumi.StringPtrInput `pulumi:"repository"`
+	// The StorageClasses the plugin serves, at least one.
+	StorageClasses ProxmoxStorageClassArrayInput `pulumi:"storageClasses"`
+	// Any string: a new value makes a new API token (created, then given to the plugin, whose pods restart with it, before the old one is deleted). Default: `""`.
+	TokenRotation pulumi.StringPtrInput `pulumi:"tokenRotation"`
+	// Chart values, merged over the component's (the Secret with the token, the storage classes, the controller on the control planes, the node plugin on every node).
+	Values pulumi.MapInput `pulumi:"values"`
+	// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+	ValuesYaml pulumi.StringPtrInput `pulumi:"valuesYaml"`
+	// Chart version. Default: `0.5.9`.
+	Version pulumi.StringPtrInput `pulumi:"version"`
+}
+
+func (ProxmoxCsiArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*ProxmoxCsi)(nil)).Elem()
+}
+
+func (i ProxmoxCsiArgs) ToProxmoxCsiOutput() ProxmoxCsiOutput {
+	return i.ToProxmoxCsiOutputWithContext(context.Background())
+}
+
+func (i ProxmoxCsiArgs) ToProxmoxCsiOutputWithContext(ctx context.Context) ProxmoxCsiOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxCsiOutput)
+}
+
+func (i ProxmoxCsiArgs) ToProxmoxCsiPtrOutput() ProxmoxCsiPtrOutput {
+	return i.ToProxmoxCsiPtrOutputWithContext(context.Background())
+}
+
+func (i ProxmoxCsiArgs) ToProxmoxCsiPtrOutputWithContext(ctx context.Context) ProxmoxCsiPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxCsiOutput).ToProxmoxCsiPtrOutputWithContext(ctx)
+}
+
+// ProxmoxCsiPtrInput is an input type that accepts ProxmoxCsiArgs, ProxmoxCsiPtr and ProxmoxCsiPtrOutput values.
+// You can construct a concrete instance of `ProxmoxCsiPtrInput` via:
+//
+//	        ProxmoxCsiArgs{...}
+//
+//	or:
+//
+//	        nil
+type ProxmoxCsiPtrInput interface {
+	pulumi.Input
+
+	ToProxmoxCsiPtrOutput() ProxmoxCsiPtrOutput
+	ToProxmoxCsiPtrOutputWithContext(context.Context) ProxmoxCsiPtrOutput
+}
+
+type proxmoxCsiPtrType ProxmoxCsiArgs
+
+func ProxmoxCsiPtr(v *ProxmoxCsiArgs) ProxmoxCsiPtrInput {
+	return (*proxmoxCsiPtrType)(v)
+}
+
+func (*proxmoxCsiPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**ProxmoxCsi)(nil)).Elem()
+}
+
+func (i *proxmoxCsiPtrType) ToProxmoxCsiPtrOutput() ProxmoxCsiPtrOutput {
+	return i.ToProxmoxCsiPtrOutputWithContext(context.Background())
+}
+
+func (i *proxmoxCsiPtrType) ToProxmoxCsiPtrOutputWithContext(ctx context.Context) ProxmoxCsiPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxCsiPtrOutput)
+}
+
+// The Proxmox CSI plugin and its scoped Proxmox API token.
+type ProxmoxCsiOutput struct{ *pulumi.OutputState }
+
+func (ProxmoxCsiOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*ProxmoxCsi)(nil)).Elem()
+}
+
+func (o ProxmoxCsiOutput) ToProxmoxCsiOutput() ProxmoxCsiOutput {
+	return o
+}
+
+func (o ProxmoxCsiOutput) ToProxmoxCsiOutputWithContext(ctx context.Context) ProxmoxCsiOutput {
+	return o
+}
+
+func (o ProxmoxCsiOutput) ToProxmoxCsiPtrOutput() ProxmoxCsiPtrOutput {
+	return o.ToProxmoxCsiPtrOutputWithContext(context.Background())
+}
+
+func (o ProxmoxCsiOutput) ToProxmoxCsiPtrOutputWithContext(ctx context.Context) ProxmoxCsiPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v ProxmoxCsi) *ProxmoxCsi {
+		return &v
+	}).(ProxmoxCsiPtrOutput)
+}
+
+// Expected `sha256:` digest of the chart archive; the render fails when it differs.
+func (o ProxmoxCsiOutput) Digest() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxCsi) *string { return v.Digest }).(pulumi.StringPtrOutput)
+}
+
+// Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+func (o ProxmoxCsiOutput) Repository() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxCsi) *string { return v.Repository }).(pulumi.StringPtrOutput)
+}
+
+// The StorageClasses the plugin serves, at least one.
+func (o ProxmoxCsiOutput) StorageClasses() ProxmoxStorageClassArrayOutput {
+	return o.ApplyT(func(v ProxmoxCsi) []ProxmoxStorageClass { return v.StorageClasses }).(ProxmoxStorageClassArrayOutput)
+}
+
+// Any string: a new value makes a new API token (created, then given to the plugin, whose pods restart with it, before the old one is deleted). Default: `""`.
+func (o ProxmoxCsiOutput) TokenRotation() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxCsi) *string { return v.TokenRotation }).(pulumi.StringPtrOutput)
+}
+
+// Chart values, merged over the component's (the Secret with the token, the storage classes, the controller on the control planes, the node plugin on every node).
+func (o ProxmoxCsiOutput) Values() pulumi.MapOutput {
+	return o.ApplyT(func(v ProxmoxCsi) map[string]interface{} { return v.Values }).(pulumi.MapOutput)
+}
+
+// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+func (o ProxmoxCsiOutput) ValuesYaml() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxCsi) *string { return v.ValuesYaml }).(pulumi.StringPtrOutput)
+}
+
+// Chart version. Default: `0.5.9`.
+func (o ProxmoxCsiOutput) Version() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxCsi) *string { return v.Version }).(pulumi.StringPtrOutput)
+}
+
+type ProxmoxCsiPtrOutput struct{ *pulumi.OutputState }
+
+func (ProxmoxCsiPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**ProxmoxCsi)(nil)).Elem()
+}
+
+func (o ProxmoxCsiPtrOutput) ToProxmoxCsiPtrOutput() ProxmoxCsiPtrOutput {
+	return o
+}
+
+func (o ProxmoxCsiPtrOutput) ToProxmoxCsiPtrOutputWithContext(ctx context.Context) ProxmoxCsiPtrOutput {
+	return o
+}
+
+func (o ProxmoxCsiPtrOutput) Elem() ProxmoxCsiOutput {
+	return o.ApplyT(func(v *ProxmoxCsi) ProxmoxCsi {
+		if v != nil {
+			return *v
+		}
+		var ret ProxmoxCsi
+		return ret
+	}).(ProxmoxCsiOutput)
+}
+
+// Expected `sha256:` digest of the chart archive; the render fails when it differs.
+func (o ProxmoxCsiPtrOutput) Digest() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ProxmoxCsi) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Digest
+	}).(pulumi.StringPtrOutput)
+}
+
+// Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+func (o ProxmoxCsiPtrOutput) Repository() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ProxmoxCsi) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Repository
+	}).(pulumi.StringPtrOutput)
+}
+
+// The StorageClasses the plugin serves, at least one.
+func (o ProxmoxCsiPtrOutput) StorageClasses() ProxmoxStorageClassArrayOutput {
+	return o.ApplyT(func(v *ProxmoxCsi) []ProxmoxStorageClass {
+		if v == nil {
+			return nil
+		}
+		return v.StorageClasses
+	}).(ProxmoxStorageClassArrayOutput)
+}
+
+// Any string: a new value makes a new API token (created, then given to the plugin, whose pods restart with it, before the old one is deleted). Default: `""`.
+func (o ProxmoxCsiPtrOutput) TokenRotation() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ProxmoxCsi) *string {
+		if v == nil {
+			return nil
+		}
+		return v.TokenRotation
+	}).(pulumi.StringPtrOutput)
+}
+
+// Chart values, merged over the component's (the Secret with the token, the storage classes, the controller on the control planes, the node plugin on every node).
+func (o ProxmoxCsiPtrOutput) Values() pulumi.MapOutput {
+	return o.ApplyT(func(v *ProxmoxCsi) map[string]interface{} {
+		if v == nil {
+			return nil
+		}
+		return v.Values
+	}).(pulumi.MapOutput)
+}
+
+// Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+func (o ProxmoxCsiPtrOutput) ValuesYaml() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ProxmoxCsi) *string {
+		if v == nil {
+			return nil
+		}
+		return v.ValuesYaml
+	}).(pulumi.StringPtrOutput)
+}
+
+// Chart version. Default: `0.5.9`.
+func (o ProxmoxCsiPtrOutput) Version() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ProxmoxCsi) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Version
+	}).(pulumi.StringPtrOutput)
+}
+
+// A StorageClass whose volumes are disks on one Proxmox datastore.
+type ProxmoxStorageClass struct {
+	// Make it the cluster's default StorageClass. Default: `false`.
+	Default *bool `pulumi:"default"`
+	// `ext4` or `xfs`. Default: `ext4`.
+	FsType *string `pulumi:"fsType"`
+	// The StorageClass's name.
+	Name string `pulumi:"name"`
+	// `Delete` or `Retain`. Default: `Delete`.
+	ReclaimPolicy *string `pulumi:"reclaimPolicy"`
+	// The Proxmox datastore (it must hold `images` content on every host with nodes).
+	Storage string `pulumi:"storage"`
+}
+
+// ProxmoxStorageClassInput is an input type that accepts ProxmoxStorageClassArgs and ProxmoxStorageClassOutput values.
+// You can construct a concrete instance of `ProxmoxStorageClassInput` via:
+//
+//	ProxmoxStorageClassArgs{...}
+type ProxmoxStorageClassInput interface {
+	pulumi.Input
+
+	ToProxmoxStorageClassOutput() ProxmoxStorageClassOutput
+	ToProxmoxStorageClassOutputWithContext(context.Context) ProxmoxStorageClassOutput
+}
+
+// A StorageClass whose volumes are disks on one Proxmox datastore.
+type ProxmoxStorageClassArgs struct {
+	// Make it the cluster's default StorageClass. Default: `false`.
+	Default pulumi.BoolPtrInput `pulumi:"default"`
+	// `ext4` or `xfs`. Default: `ext4`.
+	FsType pulumi.StringPtrInput `pulumi:"fsType"`
+	// The StorageClass's name.
+	Name pulumi.StringInput `pulumi:"name"`
+	// `Delete` or `Retain`. Default: `Delete`.
+	ReclaimPolicy pulumi.StringPtrInput `pulumi:"reclaimPolicy"`
+	// The Proxmox datastore (it must hold `images` content on every host with nodes).
+	Storage pulumi.StringInput `pulumi:"storage"`
+}
+
+func (ProxmoxStorageClassArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*ProxmoxStorageClass)(nil)).Elem()
+}
+
+func (i ProxmoxStorageClassArgs) ToProxmoxStorageClassOutput() ProxmoxStorageClassOutput {
+	return i.ToProxmoxStorageClassOutputWithContext(context.Background())
+}
+
+func (i ProxmoxStorageClassArgs) ToProxmoxStorageClassOutputWithContext(ctx context.Context) ProxmoxStorageClassOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxStorageClassOutput)
+}
+
+// ProxmoxStorageClassArrayInput is an input type that accepts ProxmoxStorageClassArray and ProxmoxStorageClassArrayOutput values.
+// You can construct a concrete instance of `ProxmoxStorageClassArrayInput` via:
+//
+//	ProxmoxStorageClassArray{ ProxmoxStorageClassArgs{...} }
+type ProxmoxStorageClassArrayInput interface {
+	pulumi.Input
+
+	ToProxmoxStorageClassArrayOutput() ProxmoxStorageClassArrayOutput
+	ToProxmoxStorageClassArrayOutputWithContext(context.Context) ProxmoxStorageClassArrayOutput
+}
+
+type ProxmoxStorageClassArray []ProxmoxStorageClassInput
+
+func (ProxmoxStorageClassArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]ProxmoxStorageClass)(nil)).Elem()
+}
+
+func (i ProxmoxStorageClassArray) ToProxmoxStorageClassArrayOutput() ProxmoxStorageClassArrayOutput {
+	return i.ToProxmoxStorageClassArrayOutputWithContext(context.Background())
+}
+
+func (i ProxmoxStorageClassArray) ToProxmoxStorageClassArrayOutputWithContext(ctx context.Context) ProxmoxStorageClassArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxStorageClassArrayOutput)
+}
+
+// A StorageClass whose volumes are disks on one Proxmox datastore.
+type ProxmoxStorageClassOutput struct{ *pulumi.OutputState }
+
+func (ProxmoxStorageClassOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*ProxmoxStorageClass)(nil)).Elem()
+}
+
+func (o ProxmoxStorageClassOutput) ToProxmoxStorageClassOutput() ProxmoxStorageClassOutput {
+	return o
+}
+
+func (o ProxmoxStorageClassOutput) ToProxmoxStorageClassOutputWithContext(ctx context.Context) ProxmoxStorageClassOutput {
+	return o
+}
+
+// Make it the cluster's default StorageClass. Default: `false`.
+func (o ProxmoxStorageClassOutput) Default() pulumi.BoolPtrOutput {
+	return o.ApplyT(func(v ProxmoxStorageClass) *bool { return v.Default }).(pulumi.BoolPtrOutput)
+}
+
+// `ext4` or `xfs`. Default: `ext4`.
+func (o ProxmoxStorageClassOutput) FsType() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxStorageClass) *string { return v.FsType }).(pulumi.StringPtrOutput)
+}
+
+// The StorageClass's name.
+func (o ProxmoxStorageClassOutput) Name() pulumi.StringOutput {
+	return o.ApplyT(func(v ProxmoxStorageClass) string { return v.Name }).(pulumi.StringOutput)
+}
+
+// `Delete` or `Retain`. Default: `Delete`.
+func (o ProxmoxStorageClassOutput) ReclaimPolicy() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxStorageClass) *string { return v.ReclaimPolicy }).(pulumi.StringPtrOutput)
+}
+
+// The Proxmox datastore (it must hold `images` content on every host with nodes).
+func (o ProxmoxStorageClassOutput) Storage() pulumi.StringOutput {
+	return o.ApplyT(func(v ProxmoxStorageClass) string { return v.Storage }).(pulumi.StringOutput)
+}
+
+type ProxmoxStorageClassArrayOutput struct{ *pulumi.OutputState }
+
+func (ProxmoxStorageClassArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]ProxmoxStorageClass)(nil)).Elem()
+}
+
+func (o ProxmoxStorageClassArrayOutput) ToProxmoxStorageClassArrayOutput() ProxmoxStorageClassArrayOutput {
+	return o
+}
+
+func (o ProxmoxStorageClassArrayOutput) ToProxmoxStorageClassArrayOutputWithContext(ctx context.Context) ProxmoxStorageClassArrayOutput {
+	return o
+}
+
+func (o ProxmoxStorageClassArrayOutput) Index(i pulumi.IntInput) ProxmoxStorageClassOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) ProxmoxStorageClass {
+		return vs[0].([]ProxmoxStorageClass)[vs[1].(int)]
+	}).(ProxmoxStorageClassOutput)
+}
+
 // Disaster recovery: when the cluster has no running etcd (every control plane lost, or replaced in this `up`), the bootstrap uploads a snapshot to the first control plane and bootstraps etcd from it (Talos' `bootstrap --recover-from`); the other control planes join it.
 type Recovery struct {
 	// age identity (`AGE-SECRET-KEY-1…`, a secret) that decrypts an encrypted snapshot.
@@ -4681,6 +5306,12 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*NvidiaDevicePluginPtrInput)(nil)).Elem(), NvidiaDevicePluginArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceInput)(nil)).Elem(), PciDeviceArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*PciDeviceArrayInput)(nil)).Elem(), PciDeviceArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxCcmInput)(nil)).Elem(), ProxmoxCcmArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxCcmPtrInput)(nil)).Elem(), ProxmoxCcmArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxCsiInput)(nil)).Elem(), ProxmoxCsiArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxCsiPtrInput)(nil)).Elem(), ProxmoxCsiArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxStorageClassInput)(nil)).Elem(), ProxmoxStorageClassArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxStorageClassArrayInput)(nil)).Elem(), ProxmoxStorageClassArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RecoveryInput)(nil)).Elem(), RecoveryArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*RecoveryPtrInput)(nil)).Elem(), RecoveryArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*SecretsInput)(nil)).Elem(), SecretsArgs{})
@@ -4730,6 +5361,12 @@ func init() {
 	pulumi.RegisterOutputType(NvidiaDevicePluginPtrOutput{})
 	pulumi.RegisterOutputType(PciDeviceOutput{})
 	pulumi.RegisterOutputType(PciDeviceArrayOutput{})
+	pulumi.RegisterOutputType(ProxmoxCcmOutput{})
+	pulumi.RegisterOutputType(ProxmoxCcmPtrOutput{})
+	pulumi.RegisterOutputType(ProxmoxCsiOutput{})
+	pulumi.RegisterOutputType(ProxmoxCsiPtrOutput{})
+	pulumi.RegisterOutputType(ProxmoxStorageClassOutput{})
+	pulumi.RegisterOutputType(ProxmoxStorageClassArrayOutput{})
 	pulumi.RegisterOutputType(RecoveryOutput{})
 	pulumi.RegisterOutputType(RecoveryPtrOutput{})
 	pulumi.RegisterOutputType(SecretsOutput{})

@@ -594,6 +594,96 @@ export interface PciDeviceArgs {
 }
 
 /**
+ * The Proxmox cloud controller manager and its scoped Proxmox API token.
+ */
+export interface ProxmoxCcmArgs {
+    /**
+     * Expected `sha256:` digest of the chart archive; the render fails when it differs.
+     */
+    digest?: pulumi.Input<string | undefined>;
+    /**
+     * Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+     */
+    repository?: pulumi.Input<string | undefined>;
+    /**
+     * Any string: a new value makes a new API token, as for proxmoxCsi. Default: `""`.
+     */
+    tokenRotation?: pulumi.Input<string | undefined>;
+    /**
+     * Chart values, merged over the component's (the Secret with the token, the control planes).
+     */
+    values?: pulumi.Input<{[key: string]: any} | undefined>;
+    /**
+     * Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+     */
+    valuesYaml?: pulumi.Input<string | undefined>;
+    /**
+     * Chart version. Default: `0.2.28`.
+     */
+    version?: pulumi.Input<string | undefined>;
+}
+
+/**
+ * The Proxmox CSI plugin and its scoped Proxmox API token.
+ */
+export interface ProxmoxCsiArgs {
+    /**
+     * Expected `sha256:` digest of the chart archive; the render fails when it differs.
+     */
+    digest?: pulumi.Input<string | undefined>;
+    /**
+     * Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+     */
+    repository?: pulumi.Input<string | undefined>;
+    /**
+     * The StorageClasses the plugin serves, at least one.
+     */
+    storageClasses: pulumi.Input<pulumi.Input<inputs.ProxmoxStorageClassArgs>[]>;
+    /**
+     * Any string: a new value makes a new API token (created, then given to the plugin, whose pods restart with it, before the old one is deleted). Default: `""`.
+     */
+    tokenRotation?: pulumi.Input<string | undefined>;
+    /**
+     * Chart values, merged over the component's (the Secret with the token, the storage classes, the controller on the control planes, the node plugin on every node).
+     */
+    values?: pulumi.Input<{[key: string]: any} | undefined>;
+    /**
+     * Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+     */
+    valuesYaml?: pulumi.Input<string | undefined>;
+    /**
+     * Chart version. Default: `0.5.9`.
+     */
+    version?: pulumi.Input<string | undefined>;
+}
+
+/**
+ * A StorageClass whose volumes are disks on one Proxmox datastore.
+ */
+export interface ProxmoxStorageClassArgs {
+    /**
+     * Make it the cluster's default StorageClass. Default: `false`.
+     */
+    default?: pulumi.Input<boolean | undefined>;
+    /**
+     * `ext4` or `xfs`. Default: `ext4`.
+     */
+    fsType?: pulumi.Input<string | undefined>;
+    /**
+     * The StorageClass's name.
+     */
+    name: pulumi.Input<string>;
+    /**
+     * `Delete` or `Retain`. Default: `Delete`.
+     */
+    reclaimPolicy?: pulumi.Input<string | undefined>;
+    /**
+     * The Proxmox datastore (it must hold `images` content on every host with nodes).
+     */
+    storage: pulumi.Input<string>;
+}
+
+/**
  * Disaster recovery: when the cluster has no running etcd (every control plane lost, or replaced in this `up`), the bootstrap uploads a snapshot to the first control plane and bootstraps etcd from it (Talos' `bootstrap --recover-from`); the other control planes join it.
  */
 export interface RecoveryArgs {

@@ -51,6 +51,12 @@ __all__ = [
     'NvidiaDevicePluginArgsDict',
     'PciDeviceArgs',
     'PciDeviceArgsDict',
+    'ProxmoxCcmArgs',
+    'ProxmoxCcmArgsDict',
+    'ProxmoxCsiArgs',
+    'ProxmoxCsiArgsDict',
+    'ProxmoxStorageClassArgs',
+    'ProxmoxStorageClassArgsDict',
     'RecoveryArgs',
     'RecoveryArgsDict',
     'SecretsArgs',
@@ -2703,6 +2709,405 @@ class PciDeviceArgs:
     @xvga.setter
     def xvga(self, value: Optional[_builtins.bool]):
         pulumi.set(self, "xvga", value)
+
+
+class ProxmoxCcmArgsDict(TypedDict):
+    """
+    The Proxmox cloud controller manager and its scoped Proxmox API token.
+    """
+    digest: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Expected `sha256:` digest of the chart archive; the render fails when it differs.
+    """
+    repository: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+    """
+    token_rotation: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Any string: a new value makes a new API token, as for proxmoxCsi. Default: `""`.
+    """
+    values: NotRequired[pulumi.Input[Optional[Mapping[str, Any]]]]
+    """
+    Chart values, merged over the component's (the Secret with the token, the control planes).
+    """
+    values_yaml: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+    """
+    version: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Chart version. Default: `0.2.28`.
+    """
+
+@pulumi.input_type
+class ProxmoxCcmArgs:
+    def __init__(__self__, *,
+                 digest: pulumi.Input[Optional[_builtins.str]] = None,
+                 repository: pulumi.Input[Optional[_builtins.str]] = None,
+                 token_rotation: pulumi.Input[Optional[_builtins.str]] = None,
+                 values: pulumi.Input[Optional[Mapping[str, Any]]] = None,
+                 values_yaml: pulumi.Input[Optional[_builtins.str]] = None,
+                 version: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        The Proxmox cloud controller manager and its scoped Proxmox API token.
+
+        :param pulumi.Input[_builtins.str] digest: Expected `sha256:` digest of the chart archive; the render fails when it differs.
+        :param pulumi.Input[_builtins.str] repository: Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+        :param pulumi.Input[_builtins.str] token_rotation: Any string: a new value makes a new API token, as for proxmoxCsi. Default: `""`.
+        :param pulumi.Input[Mapping[str, Any]] values: Chart values, merged over the component's (the Secret with the token, the control planes).
+        :param pulumi.Input[_builtins.str] values_yaml: Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+        :param pulumi.Input[_builtins.str] version: Chart version. Default: `0.2.28`.
+        """
+        if digest is not None:
+            pulumi.set(__self__, "digest", digest)
+        if repository is not None:
+            pulumi.set(__self__, "repository", repository)
+        if token_rotation is not None:
+            pulumi.set(__self__, "token_rotation", token_rotation)
+        if values is not None:
+            pulumi.set(__self__, "values", values)
+        if values_yaml is not None:
+            pulumi.set(__self__, "values_yaml", values_yaml)
+        if version is not None:
+            pulumi.set(__self__, "version", version)
+
+    @_builtins.property
+    @pulumi.getter
+    def digest(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Expected `sha256:` digest of the chart archive; the render fails when it differs.
+        """
+        return pulumi.get(self, "digest")
+
+    @digest.setter
+    def digest(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "digest", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def repository(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+        """
+        return pulumi.get(self, "repository")
+
+    @repository.setter
+    def repository(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "repository", value)
+
+    @_builtins.property
+    @pulumi.getter(name="tokenRotation")
+    def token_rotation(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Any string: a new value makes a new API token, as for proxmoxCsi. Default: `""`.
+        """
+        return pulumi.get(self, "token_rotation")
+
+    @token_rotation.setter
+    def token_rotation(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "token_rotation", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def values(self) -> pulumi.Input[Optional[Mapping[str, Any]]]:
+        """
+        Chart values, merged over the component's (the Secret with the token, the control planes).
+        """
+        return pulumi.get(self, "values")
+
+    @values.setter
+    def values(self, value: pulumi.Input[Optional[Mapping[str, Any]]]):
+        pulumi.set(self, "values", value)
+
+    @_builtins.property
+    @pulumi.getter(name="valuesYaml")
+    def values_yaml(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+        """
+        return pulumi.get(self, "values_yaml")
+
+    @values_yaml.setter
+    def values_yaml(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "values_yaml", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def version(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Chart version. Default: `0.2.28`.
+        """
+        return pulumi.get(self, "version")
+
+    @version.setter
+    def version(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "version", value)
+
+
+class ProxmoxCsiArgsDict(TypedDict):
+    """
+    The Proxmox CSI plugin and its scoped Proxmox API token.
+    """
+    storage_classes: pulumi.Input[Sequence[pulumi.Input['ProxmoxStorageClassArgsDict']]]
+    """
+    The StorageClasses the plugin serves, at least one.
+    """
+    digest: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Expected `sha256:` digest of the chart archive; the render fails when it differs.
+    """
+    repository: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+    """
+    token_rotation: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Any string: a new value makes a new API token (created, then given to the plugin, whose pods restart with it, before the old one is deleted). Default: `""`.
+    """
+    values: NotRequired[pulumi.Input[Optional[Mapping[str, Any]]]]
+    """
+    Chart values, merged over the component's (the Secret with the token, the storage classes, the controller on the control planes, the node plugin on every node).
+    """
+    values_yaml: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+    """
+    version: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Chart version. Default: `0.5.9`.
+    """
+
+@pulumi.input_type
+class ProxmoxCsiArgs:
+    def __init__(__self__, *,
+                 storage_classes: pulumi.Input[Sequence[pulumi.Input['ProxmoxStorageClassArgs']]],
+                 digest: pulumi.Input[Optional[_builtins.str]] = None,
+                 repository: pulumi.Input[Optional[_builtins.str]] = None,
+                 token_rotation: pulumi.Input[Optional[_builtins.str]] = None,
+                 values: pulumi.Input[Optional[Mapping[str, Any]]] = None,
+                 values_yaml: pulumi.Input[Optional[_builtins.str]] = None,
+                 version: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        The Proxmox CSI plugin and its scoped Proxmox API token.
+
+        :param pulumi.Input[Sequence[pulumi.Input['ProxmoxStorageClassArgs']]] storage_classes: The StorageClasses the plugin serves, at least one.
+        :param pulumi.Input[_builtins.str] digest: Expected `sha256:` digest of the chart archive; the render fails when it differs.
+        :param pulumi.Input[_builtins.str] repository: Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+        :param pulumi.Input[_builtins.str] token_rotation: Any string: a new value makes a new API token (created, then given to the plugin, whose pods restart with it, before the old one is deleted). Default: `""`.
+        :param pulumi.Input[Mapping[str, Any]] values: Chart values, merged over the component's (the Secret with the token, the storage classes, the controller on the control planes, the node plugin on every node).
+        :param pulumi.Input[_builtins.str] values_yaml: Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+        :param pulumi.Input[_builtins.str] version: Chart version. Default: `0.5.9`.
+        """
+        pulumi.set(__self__, "storage_classes", storage_classes)
+        if digest is not None:
+            pulumi.set(__self__, "digest", digest)
+        if repository is not None:
+            pulumi.set(__self__, "repository", repository)
+        if token_rotation is not None:
+            pulumi.set(__self__, "token_rotation", token_rotation)
+        if values is not None:
+            pulumi.set(__self__, "values", values)
+        if values_yaml is not None:
+            pulumi.set(__self__, "values_yaml", values_yaml)
+        if version is not None:
+            pulumi.set(__self__, "version", version)
+
+    @_builtins.property
+    @pulumi.getter(name="storageClasses")
+    def storage_classes(self) -> pulumi.Input[Sequence[pulumi.Input['ProxmoxStorageClassArgs']]]:
+        """
+        The StorageClasses the plugin serves, at least one.
+        """
+        return pulumi.get(self, "storage_classes")
+
+    @storage_classes.setter
+    def storage_classes(self, value: pulumi.Input[Sequence[pulumi.Input['ProxmoxStorageClassArgs']]]):
+        pulumi.set(self, "storage_classes", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def digest(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Expected `sha256:` digest of the chart archive; the render fails when it differs.
+        """
+        return pulumi.get(self, "digest")
+
+    @digest.setter
+    def digest(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "digest", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def repository(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Chart repository. Default: `oci://ghcr.io/sergelogvinov/charts`.
+        """
+        return pulumi.get(self, "repository")
+
+    @repository.setter
+    def repository(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "repository", value)
+
+    @_builtins.property
+    @pulumi.getter(name="tokenRotation")
+    def token_rotation(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Any string: a new value makes a new API token (created, then given to the plugin, whose pods restart with it, before the old one is deleted). Default: `""`.
+        """
+        return pulumi.get(self, "token_rotation")
+
+    @token_rotation.setter
+    def token_rotation(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "token_rotation", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def values(self) -> pulumi.Input[Optional[Mapping[str, Any]]]:
+        """
+        Chart values, merged over the component's (the Secret with the token, the storage classes, the controller on the control planes, the node plugin on every node).
+        """
+        return pulumi.get(self, "values")
+
+    @values.setter
+    def values(self, value: pulumi.Input[Optional[Mapping[str, Any]]]):
+        pulumi.set(self, "values", value)
+
+    @_builtins.property
+    @pulumi.getter(name="valuesYaml")
+    def values_yaml(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Chart values as YAML (a values.yaml file's contents), merged over the preset; `values` win.
+        """
+        return pulumi.get(self, "values_yaml")
+
+    @values_yaml.setter
+    def values_yaml(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "values_yaml", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def version(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Chart version. Default: `0.5.9`.
+        """
+        return pulumi.get(self, "version")
+
+    @version.setter
+    def version(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "version", value)
+
+
+class ProxmoxStorageClassArgsDict(TypedDict):
+    """
+    A StorageClass whose volumes are disks on one Proxmox datastore.
+    """
+    name: pulumi.Input[_builtins.str]
+    """
+    The StorageClass's name.
+    """
+    storage: pulumi.Input[_builtins.str]
+    """
+    The Proxmox datastore (it must hold `images` content on every host with nodes).
+    """
+    default: NotRequired[pulumi.Input[Optional[_builtins.bool]]]
+    """
+    Make it the cluster's default StorageClass. Default: `false`.
+    """
+    fs_type: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    `ext4` or `xfs`. Default: `ext4`.
+    """
+    reclaim_policy: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    `Delete` or `Retain`. Default: `Delete`.
+    """
+
+@pulumi.input_type
+class ProxmoxStorageClassArgs:
+    def __init__(__self__, *,
+                 name: pulumi.Input[_builtins.str],
+                 storage: pulumi.Input[_builtins.str],
+                 default: pulumi.Input[Optional[_builtins.bool]] = None,
+                 fs_type: pulumi.Input[Optional[_builtins.str]] = None,
+                 reclaim_policy: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        A StorageClass whose volumes are disks on one Proxmox datastore.
+
+        :param pulumi.Input[_builtins.str] name: The StorageClass's name.
+        :param pulumi.Input[_builtins.str] storage: The Proxmox datastore (it must hold `images` content on every host with nodes).
+        :param pulumi.Input[_builtins.bool] default: Make it the cluster's default StorageClass. Default: `false`.
+        :param pulumi.Input[_builtins.str] fs_type: `ext4` or `xfs`. Default: `ext4`.
+        :param pulumi.Input[_builtins.str] reclaim_policy: `Delete` or `Retain`. Default: `Delete`.
+        """
+        pulumi.set(__self__, "name", name)
+        pulumi.set(__self__, "storage", storage)
+        if default is not None:
+            pulumi.set(__self__, "default", default)
+        if fs_type is not None:
+            pulumi.set(__self__, "fs_type", fs_type)
+        if reclaim_policy is not None:
+            pulumi.set(__self__, "reclaim_policy", reclaim_policy)
+
+    @_builtins.property
+    @pulumi.getter
+    def name(self) -> pulumi.Input[_builtins.str]:
+        """
+        The StorageClass's name.
+        """
+        return pulumi.get(self, "name")
+
+    @name.setter
+    def name(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "name", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def storage(self) -> pulumi.Input[_builtins.str]:
+        """
+        The Proxmox datastore (it must hold `images` content on every host with nodes).
+        """
+        return pulumi.get(self, "storage")
+
+    @storage.setter
+    def storage(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "storage", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def default(self) -> pulumi.Input[Optional[_builtins.bool]]:
+        """
+        Make it the cluster's default StorageClass. Default: `false`.
+        """
+        return pulumi.get(self, "default")
+
+    @default.setter
+    def default(self, value: pulumi.Input[Optional[_builtins.bool]]):
+        pulumi.set(self, "default", value)
+
+    @_builtins.property
+    @pulumi.getter(name="fsType")
+    def fs_type(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        `ext4` or `xfs`. Default: `ext4`.
+        """
+        return pulumi.get(self, "fs_type")
+
+    @fs_type.setter
+    def fs_type(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "fs_type", value)
+
+    @_builtins.property
+    @pulumi.getter(name="reclaimPolicy")
+    def reclaim_policy(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        `Delete` or `Retain`. Default: `Delete`.
+        """
+        return pulumi.get(self, "reclaim_policy")
+
+    @reclaim_policy.setter
+    def reclaim_policy(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "reclaim_policy", value)
 
 
 class RecoveryArgsDict(TypedDict):

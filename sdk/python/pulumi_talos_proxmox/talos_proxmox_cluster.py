@@ -45,7 +45,9 @@ class TalosProxmoxClusterArgs:
                  network: Optional['NetworkArgs'] = None,
                  node_defaults: Optional['NodeDefaultsArgs'] = None,
                  nvidia_device_plugin: Optional['NvidiaDevicePluginArgs'] = None,
+                 proxmox_ccm: Optional['ProxmoxCcmArgs'] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
+                 proxmox_csi: Optional['ProxmoxCsiArgs'] = None,
                  recovery: Optional['RecoveryArgs'] = None,
                  secrets: Optional['SecretsArgs'] = None,
                  upgrade: Optional['UpgradeArgs'] = None,
@@ -79,7 +81,9 @@ class TalosProxmoxClusterArgs:
         :param 'NetworkArgs' network: How the nodes are addressed: static addresses through Proxmox cloud-init (default) or DHCP, plus DNS, NTP and the Kubernetes pod and service networks.
         :param 'NodeDefaultsArgs' node_defaults: Values applied to every node that does not set its own.
         :param 'NvidiaDevicePluginArgs' nvidia_device_plugin: Installs NVIDIA's device plugin (the `nvidia-device-plugin` chart, as Talos' NVIDIA guide does) for the nodes of the `gpu: nvidia` preset: rendered by the component's Helm into the control planes' inline manifests in `kube-system`, with `runtimeClassName: nvidia`; the GPU nodes get the label `nvidia.com/gpu.present: "true"`, which the chart's DaemonSet selects (no node-feature-discovery). The Pods then request `nvidia.com/gpu`. Changes reach the cluster through the manifest sync. Default: not installed.
+        :param 'ProxmoxCcmArgs' proxmox_ccm: Installs the Proxmox cloud controller manager (sergelogvinov/proxmox-cloud-controller-manager) on the control planes, with its own role (VM.Audit), user `talos-<clusterName>-ccm@pve`, separated token and ACLs on each node's VM, its token in the Secret `talos-proxmox-ccm` of `kube-system`. The kubelets run with `cloud-provider: external` and register their Nodes with the provider ID `proxmox://<proxmoxClusterName>/<vmId>`; the CCM initializes them (until it runs, new Nodes keep the `node.cloudprovider.kubernetes.io/uninitialized` taint) and deletes the Node of a VM that is gone. Every Node carries the topology labels (`topology.kubernetes.io/region` = `proxmoxClusterName`, `topology.kubernetes.io/zone` = its `hostNode`) with or without it. Default: not installed.
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
+        :param 'ProxmoxCsiArgs' proxmox_csi: Installs the Proxmox CSI plugin (sergelogvinov/proxmox-csi-plugin): PersistentVolumes are disks on Proxmox datastores, attached to the VM of the node their pod runs on. The component makes a Proxmox role with exactly the plugin's privileges (Datastore.Allocate, Datastore.AllocateSpace, Datastore.Audit, VM.Audit, VM.Config.Disk), a user `talos-<clusterName>-csi@pve`, an API token of it with privilege separation and ACLs on each node's VM and each class's datastore; the token reaches the plugin in the Secret `talos-proxmox-csi` (namespace `csi-proxmox`), a secret in the state. Everything is deleted with the cluster. The chart is rendered into the control planes' inline manifests; changes reach the cluster through the manifest sync. The component's own Proxmox credentials need the privileges to make them (docs/install.md). Default: not installed.
         :param 'RecoveryArgs' recovery: Restore etcd from a snapshot when the cluster has none running.
         :param 'SecretsArgs' secrets: The Talos secrets of a cluster that runs already (made by Terraform/OpenTofu, talosctl or another Pulumi program), to adopt it: its nodes' VMs are imported, not created, and configured only where their configuration differs (see docs/adopt.md). Without it the component generates the cluster's secrets.
         :param 'UpgradeArgs' upgrade: How running nodes are upgraded when `talosVersion` or the schematic changes.
@@ -132,8 +136,12 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "node_defaults", node_defaults)
         if nvidia_device_plugin is not None:
             pulumi.set(__self__, "nvidia_device_plugin", nvidia_device_plugin)
+        if proxmox_ccm is not None:
+            pulumi.set(__self__, "proxmox_ccm", proxmox_ccm)
         if proxmox_cluster_name is not None:
             pulumi.set(__self__, "proxmox_cluster_name", proxmox_cluster_name)
+        if proxmox_csi is not None:
+            pulumi.set(__self__, "proxmox_csi", proxmox_csi)
         if recovery is not None:
             pulumi.set(__self__, "recovery", recovery)
         if secrets is not None:
@@ -436,6 +444,18 @@ class TalosProxmoxClusterArgs:
         pulumi.set(self, "nvidia_device_plugin", value)
 
     @_builtins.property
+    @pulumi.getter(name="proxmoxCcm")
+    def proxmox_ccm(self) -> Optional['ProxmoxCcmArgs']:
+        """
+        Installs the Proxmox cloud controller manager (sergelogvinov/proxmox-cloud-controller-manager) on the control planes, with its own role (VM.Audit), user `talos-<clusterName>-ccm@pve`, separated token and ACLs on each node's VM, its token in the Secret `talos-proxmox-ccm` of `kube-system`. The kubelets run with `cloud-provider: external` and register their Nodes with the provider ID `proxmox://<proxmoxClusterName>/<vmId>`; the CCM initializes them (until it runs, new Nodes keep the `node.cloudprovider.kubernetes.io/uninitialized` taint) and deletes the Node of a VM that is gone. Every Node carries the topology labels (`topology.kubernetes.io/region` = `proxmoxClusterName`, `topology.kubernetes.io/zone` = its `hostNode`) with or without it. Default: not installed.
+        """
+        return pulumi.get(self, "proxmox_ccm")
+
+    @proxmox_ccm.setter
+    def proxmox_ccm(self, value: Optional['ProxmoxCcmArgs']):
+        pulumi.set(self, "proxmox_ccm", value)
+
+    @_builtins.property
     @pulumi.getter(name="proxmoxClusterName")
     def proxmox_cluster_name(self) -> Optional[_builtins.str]:
         """
@@ -446,6 +466,18 @@ class TalosProxmoxClusterArgs:
     @proxmox_cluster_name.setter
     def proxmox_cluster_name(self, value: Optional[_builtins.str]):
         pulumi.set(self, "proxmox_cluster_name", value)
+
+    @_builtins.property
+    @pulumi.getter(name="proxmoxCsi")
+    def proxmox_csi(self) -> Optional['ProxmoxCsiArgs']:
+        """
+        Installs the Proxmox CSI plugin (sergelogvinov/proxmox-csi-plugin): PersistentVolumes are disks on Proxmox datastores, attached to the VM of the node their pod runs on. The component makes a Proxmox role with exactly the plugin's privileges (Datastore.Allocate, Datastore.AllocateSpace, Datastore.Audit, VM.Audit, VM.Config.Disk), a user `talos-<clusterName>-csi@pve`, an API token of it with privilege separation and ACLs on each node's VM and each class's datastore; the token reaches the plugin in the Secret `talos-proxmox-csi` (namespace `csi-proxmox`), a secret in the state. Everything is deleted with the cluster. The chart is rendered into the control planes' inline manifests; changes reach the cluster through the manifest sync. The component's own Proxmox credentials need the privileges to make them (docs/install.md). Default: not installed.
+        """
+        return pulumi.get(self, "proxmox_csi")
+
+    @proxmox_csi.setter
+    def proxmox_csi(self, value: Optional['ProxmoxCsiArgs']):
+        pulumi.set(self, "proxmox_csi", value)
 
     @_builtins.property
     @pulumi.getter
@@ -549,7 +581,9 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  node_defaults: Optional[Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict']] = None,
                  nodes: Optional[Mapping[str, Union['NodeArgs', 'NodeArgsDict']]] = None,
                  nvidia_device_plugin: Optional[Union['NvidiaDevicePluginArgs', 'NvidiaDevicePluginArgsDict']] = None,
+                 proxmox_ccm: Optional[Union['ProxmoxCcmArgs', 'ProxmoxCcmArgsDict']] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
+                 proxmox_csi: Optional[Union['ProxmoxCsiArgs', 'ProxmoxCsiArgsDict']] = None,
                  recovery: Optional[Union['RecoveryArgs', 'RecoveryArgsDict']] = None,
                  secrets: Optional[Union['SecretsArgs', 'SecretsArgsDict']] = None,
                  talos_version: Optional[_builtins.str] = None,
@@ -586,7 +620,9 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict'] node_defaults: Values applied to every node that does not set its own.
         :param Mapping[str, Union['NodeArgs', 'NodeArgsDict']] nodes: The machines of the cluster, keyed by hostname (a DNS label). Each becomes one Proxmox VM running Talos. The first control plane by name bootstraps etcd; that bootstrap is never repeated, even if nodes are added or renamed later. Removing a node takes it out of the cluster safely before its VM is deleted: a worker is drained and a control plane leaves etcd, in an order that keeps etcd's quorum (checked at preview); then the node is reset and its Node deleted (see docs/operations.md).
         :param Union['NvidiaDevicePluginArgs', 'NvidiaDevicePluginArgsDict'] nvidia_device_plugin: Installs NVIDIA's device plugin (the `nvidia-device-plugin` chart, as Talos' NVIDIA guide does) for the nodes of the `gpu: nvidia` preset: rendered by the component's Helm into the control planes' inline manifests in `kube-system`, with `runtimeClassName: nvidia`; the GPU nodes get the label `nvidia.com/gpu.present: "true"`, which the chart's DaemonSet selects (no node-feature-discovery). The Pods then request `nvidia.com/gpu`. Changes reach the cluster through the manifest sync. Default: not installed.
+        :param Union['ProxmoxCcmArgs', 'ProxmoxCcmArgsDict'] proxmox_ccm: Installs the Proxmox cloud controller manager (sergelogvinov/proxmox-cloud-controller-manager) on the control planes, with its own role (VM.Audit), user `talos-<clusterName>-ccm@pve`, separated token and ACLs on each node's VM, its token in the Secret `talos-proxmox-ccm` of `kube-system`. The kubelets run with `cloud-provider: external` and register their Nodes with the provider ID `proxmox://<proxmoxClusterName>/<vmId>`; the CCM initializes them (until it runs, new Nodes keep the `node.cloudprovider.kubernetes.io/uninitialized` taint) and deletes the Node of a VM that is gone. Every Node carries the topology labels (`topology.kubernetes.io/region` = `proxmoxClusterName`, `topology.kubernetes.io/zone` = its `hostNode`) with or without it. Default: not installed.
         :param _builtins.str proxmox_cluster_name: Value of the `topology.kubernetes.io/region` label on every node (the zone label is the node's Proxmox host). Default: `clusterName`.
+        :param Union['ProxmoxCsiArgs', 'ProxmoxCsiArgsDict'] proxmox_csi: Installs the Proxmox CSI plugin (sergelogvinov/proxmox-csi-plugin): PersistentVolumes are disks on Proxmox datastores, attached to the VM of the node their pod runs on. The component makes a Proxmox role with exactly the plugin's privileges (Datastore.Allocate, Datastore.AllocateSpace, Datastore.Audit, VM.Audit, VM.Config.Disk), a user `talos-<clusterName>-csi@pve`, an API token of it with privilege separation and ACLs on each node's VM and each class's datastore; the token reaches the plugin in the Secret `talos-proxmox-csi` (namespace `csi-proxmox`), a secret in the state. Everything is deleted with the cluster. The chart is rendered into the control planes' inline manifests; changes reach the cluster through the manifest sync. The component's own Proxmox credentials need the privileges to make them (docs/install.md). Default: not installed.
         :param Union['RecoveryArgs', 'RecoveryArgsDict'] recovery: Restore etcd from a snapshot when the cluster has none running.
         :param Union['SecretsArgs', 'SecretsArgsDict'] secrets: The Talos secrets of a cluster that runs already (made by Terraform/OpenTofu, talosctl or another Pulumi program), to adopt it: its nodes' VMs are imported, not created, and configured only where their configuration differs (see docs/adopt.md). Without it the component generates the cluster's secrets.
         :param _builtins.str talos_version: Talos Linux release to install, e.g. `v1.13.9`. It selects the boot image and the installer. Changing it (or the image's extensions or schematic) upgrades the running nodes in place, one at a time, in the same `pulumi up`: control planes first, then workers (`upgrade.maxParallel` at a time), each gated on etcd and Kubernetes health, drained, upgraded through the Talos API and checked after its reboot; VMs are never replaced for it. `pulumi preview` shows an update on exactly the nodes that will reboot. The machine configuration keeps the format of the version the cluster was created with, and Kubernetes the version it runs (see `kubernetesVersion`). Supported: v1.10.0 to v1.14.x; each Talos minor upgrades only from the minors Talos supports, and only to a minor that runs the cluster's Kubernetes version (both checked at preview). See docs/operations.md.
@@ -642,7 +678,9 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  node_defaults: Optional[Union['NodeDefaultsArgs', 'NodeDefaultsArgsDict']] = None,
                  nodes: Optional[Mapping[str, Union['NodeArgs', 'NodeArgsDict']]] = None,
                  nvidia_device_plugin: Optional[Union['NvidiaDevicePluginArgs', 'NvidiaDevicePluginArgsDict']] = None,
+                 proxmox_ccm: Optional[Union['ProxmoxCcmArgs', 'ProxmoxCcmArgsDict']] = None,
                  proxmox_cluster_name: Optional[_builtins.str] = None,
+                 proxmox_csi: Optional[Union['ProxmoxCsiArgs', 'ProxmoxCsiArgsDict']] = None,
                  recovery: Optional[Union['RecoveryArgs', 'RecoveryArgsDict']] = None,
                  secrets: Optional[Union['SecretsArgs', 'SecretsArgsDict']] = None,
                  talos_version: Optional[_builtins.str] = None,
@@ -688,7 +726,9 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                 raise TypeError("Missing required property 'nodes'")
             __props__.__dict__["nodes"] = nodes
             __props__.__dict__["nvidia_device_plugin"] = nvidia_device_plugin
+            __props__.__dict__["proxmox_ccm"] = proxmox_ccm
             __props__.__dict__["proxmox_cluster_name"] = proxmox_cluster_name
+            __props__.__dict__["proxmox_csi"] = proxmox_csi
             __props__.__dict__["recovery"] = recovery
             __props__.__dict__["secrets"] = secrets
             if talos_version is None and not opts.urn:
