@@ -56,8 +56,10 @@ var pveReleases = map[string]string{"9": "9.1.3", "8.4": "8.4.1"}
 
 // Lab is a running lab.
 type Lab struct {
-	// Charts is a Helm chart repository serving the Cilium chart (from its Go module) and the
-	// small test chart "hello" in two versions (chartrepo.HelloArchives).
+	// Charts is a Helm chart repository serving the Cilium and NVIDIA device plugin charts (from
+	// their Go modules), the Proxmox CSI plugin and cloud controller manager charts
+	// (chartrepo.ProxmoxArchives) and the small test chart "hello" in two versions
+	// (chartrepo.HelloArchives).
 	Charts     *chartrepo.Server
 	Factory    *factoryfake.Server
 	PVE        *pvefake.Server
@@ -162,8 +164,9 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	return &Lab{Charts: chartRepo, Factory: factory, PVE: pve, Controller: ctrl, opts: opts}, nil
 }
 
-// ciliumRepository serves the Cilium chart, packaged from its Go module, and the hello chart as a classic Helm
-// repository: the lab's stand-in for https://helm.cilium.io.
+// ciliumRepository serves the Cilium and NVIDIA charts, packaged from their Go modules, the two
+// Proxmox charts and the hello chart as a classic Helm repository: the lab's stand-in for
+// https://helm.cilium.io and the charts' other homes.
 func ciliumRepository(ctx context.Context) (*chartrepo.Server, error) {
 	dir, err := os.MkdirTemp("", "lab-charts-")
 	if err != nil {
@@ -186,7 +189,12 @@ func ciliumRepository(ctx context.Context) (*chartrepo.Server, error) {
 		return nil, err
 	}
 
-	return chartrepo.Repository(ctx, append(hello, archive, nvidia)...)
+	proxmox, err := chartrepo.ProxmoxArchives(dir)
+	if err != nil {
+		return nil, err
+	}
+
+	return chartrepo.Repository(ctx, append(append(hello, archive, nvidia), proxmox...)...)
 }
 
 // Close stops the nodes, the fake, the factory and the chart repository. Later calls do nothing.

@@ -1,8 +1,10 @@
 // Package chartrepo is the lab's Helm chart repository: a classic HTTP chart repository on
 // loopback, its index written by Helm's own repo package, serving the real Cilium chart and NVIDIA's
 // device plugin chart from their Go modules (fetched through the Go module proxy when first needed,
-// never committed). It stands in for https://helm.cilium.io and https://nvidia.github.io/k8s-device-plugin,
-// which this machine cannot reach.
+// never committed), and the Proxmox CSI plugin's and cloud controller manager's charts from committed
+// copies (charts/, see proxmox.go). It stands in for https://helm.cilium.io,
+// https://nvidia.github.io/k8s-device-plugin and oci://ghcr.io/sergelogvinov/charts, which this
+// machine cannot reach.
 package chartrepo
 
 import (
