@@ -318,6 +318,36 @@ var badInputs = []badInput{
 		a.NvidiaDevicePlugin = &NvidiaDevicePlugin{Version: "0.18.x"}
 		node(a, "worker-2", func(n *Node) { n.Gpu = "nvidia" })
 	}, "nvidiaDevicePlugin.version:", "exact chart version"},
+	{"csi without storage classes", func(a *TalosProxmoxClusterArgs) { a.ProxmoxCsi = &ProxmoxCsi{} },
+		"proxmoxCsi.storageClasses:", "at least one entry"},
+	{"csi class without storage", func(a *TalosProxmoxClusterArgs) {
+		a.ProxmoxCsi = &ProxmoxCsi{StorageClasses: []ProxmoxStorageClass{{Name: "proxmox-data"}}}
+	}, "proxmoxCsi.storageClasses[0].storage:", "is required"},
+	{"csi class name", func(a *TalosProxmoxClusterArgs) {
+		a.ProxmoxCsi = &ProxmoxCsi{StorageClasses: []ProxmoxStorageClass{{Name: "Proxmox_Data", Storage: "local-lvm"}}}
+	}, "proxmoxCsi.storageClasses[0].name:", "is not a StorageClass name"},
+	{"csi class twice", func(a *TalosProxmoxClusterArgs) {
+		a.ProxmoxCsi = &ProxmoxCsi{StorageClasses: []ProxmoxStorageClass{{Name: "data", Storage: "local-lvm"}, {Name: "data", Storage: "nfs"}}}
+	}, "proxmoxCsi.storageClasses[1].name:", "names must be unique"},
+	{"csi reclaim policy", func(a *TalosProxmoxClusterArgs) {
+		a.ProxmoxCsi = &ProxmoxCsi{StorageClasses: []ProxmoxStorageClass{{Name: "data", Storage: "local-lvm", ReclaimPolicy: "Recycle"}}}
+	}, "proxmoxCsi.storageClasses[0].reclaimPolicy:", "Delete (the default) or Retain"},
+	{"csi file system", func(a *TalosProxmoxClusterArgs) {
+		a.ProxmoxCsi = &ProxmoxCsi{StorageClasses: []ProxmoxStorageClass{{Name: "data", Storage: "local-lvm", FsType: "btrfs"}}}
+	}, "proxmoxCsi.storageClasses[0].fsType:", "ext4 (the default) or xfs"},
+	{"csi two default classes", func(a *TalosProxmoxClusterArgs) {
+		a.ProxmoxCsi = &ProxmoxCsi{StorageClasses: []ProxmoxStorageClass{
+			{Name: "data", Storage: "local-lvm", Default: new(true)}, {Name: "nfs", Storage: "nfs", Default: new(true)},
+		}}
+	}, "proxmoxCsi.storageClasses[1].default:", "only one storage class"},
+	{"csi token rotation", func(a *TalosProxmoxClusterArgs) {
+		a.ProxmoxCsi = &ProxmoxCsi{TokenRotation: "nov\n", StorageClasses: []ProxmoxStorageClass{{Name: "data", Storage: "local-lvm"}}}
+	}, "proxmoxCsi.tokenRotation:", "printable ASCII"},
+	{"ccm user too long", func(a *TalosProxmoxClusterArgs) {
+		a.ClusterName, a.ProxmoxCcm = "homelab-with-a-very-long-name-that-goes-on-and-on-x", &ProxmoxCcm{}
+	}, "proxmoxCcm:", "longer than the 64 characters"},
+	{"ccm chart version", func(a *TalosProxmoxClusterArgs) { a.ProxmoxCcm = &ProxmoxCcm{Version: "0.2"} },
+		"proxmoxCcm.version:", "exact chart version"},
 	{"empty disk encryption", func(a *TalosProxmoxClusterArgs) { a.DiskEncryption = &DiskEncryption{} }, "diskEncryption:", "is empty"},
 	{"unknown disk encryption key", func(a *TalosProxmoxClusterArgs) { a.DiskEncryption = &DiskEncryption{State: "static"} },
 		"diskEncryption.state:", "is not a disk encryption key"},

@@ -59,3 +59,15 @@ func serveFor(tb testing.TB, start func(context.Context, ...string) (*Server, er
 
 	return s
 }
+
+// Archive packages the chart in chartDir into a fresh directory and returns the .tgz path.
+func Archive(tb testing.TB, chartDir string) string {
+	tb.Helper()
+
+	p, err := packageChart(chartDir, tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+
+	return p
+}

@@ -1,0 +1,138 @@
+package provider
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/property"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender/helmtest"
+)
+
+// TestConstructProxmoxCSIAndCCM: proxmoxCsi and proxmoxCcm register, through the proxmoxve
+// provider, a role with each consumer's privileges, a user, a separated token and ACLs for the user
+// and the token on every node's VM (and the CSI's datastore), and the control planes' manifests
+// carry the charts (their upstream copies the lab serves) with the storage class and the Secrets'
+// names; the kubelets run with an external cloud provider and their VMs' provider IDs.
+func TestConstructProxmoxCSIAndCCM(t *testing.T) {
+	t.Parallel()
+
+	charts := filepath.Join("..", "lab", "chartrepo", "charts")
+	repo := helmtest.Repository(t, helmtest.Archive(t, filepath.Join(charts, "proxmox-csi-plugin")),
+		helmtest.Archive(t, filepath.Join(charts, "proxmox-cloud-controller-manager")))
+
+	r := &recorder{}
+	_, err := construct(t, r, "lab", inputsFromJSON(t, `{
+	  "clusterName": "lab", "talosVersion": "v1.11.5", "vip": "10.0.0.10",
+	  "network": {"gateway": "10.0.0.1"},
+	  "proxmoxCsi": {"repository": "`+repo.URL+`", "storageClasses": [{"name": "fast", "storage": "local-lvm", "default": true}]},
+	  "proxmoxCcm": {"repository": "`+repo.URL+`"},
+	  "nodes": {
+	    "cp-1": {"hostNode": "pve1", "role": "controlplane", "ip": "10.0.0.11", "vmId": 111},
+	    "w-1": {"hostNode": "pve2", "role": "worker", "ip": "10.0.0.21", "vmId": 121}
+	  }
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for consumer, privs := range map[string][]string{
+		"csi": {"Datastore.Allocate", "Datastore.AllocateSpace", "Datastore.Audit", "VM.Audit", "VM.Config.Disk"},
+		"ccm": {"VM.Audit"},
+	} {
+		role := r.named("lab-proxmox-" + consumer + "-role")
+		if got := strings.Join(stringsOf(role.Inputs.Get("privileges")), " "); got != strings.Join(privs, " ") {
+			t.Errorf("%s role privileges: %s, want %v", consumer, got, privs)
+		}
+
+		if id := role.Inputs.Get("roleId").AsString(); id != "talos-lab-"+consumer {
+			t.Errorf("%s role id %q", consumer, id)
+		}
+
+		if id := r.named("lab-proxmox-" + consumer + "-user").Inputs.Get("userId").AsString(); id != "talos-lab-"+consumer+"@pve" {
+			t.Errorf("%s user id %q", consumer, id)
+		}
+
+		tok := r.named("lab-proxmox-" + consumer + "-token").Inputs
+		if tok.Get("tokenName").AsString() != consumer || !tok.Get("privilegesSeparation").AsBool() {
+			t.Errorf("%s token: %v", consumer, tok)
+		}
+	}
+
+	var acls []string
+	for _, a := range r.ofType("proxmoxve:index/acl:Acl") {
+		who := "user"
+		if a.Inputs.Get("tokenId").IsComputed() || a.Inputs.Get("tokenId").IsString() {
+			who = "token"
+		}
+
+		acls = append(acls, a.Inputs.Get("roleId").AsString()+" "+a.Inputs.Get("path").AsString()+" "+who)
+	}
+
+	slices.Sort(acls)
+
+	want := []string{
+		"talos-lab-ccm /vms/111 token", "talos-lab-ccm /vms/111 user", "talos-lab-ccm /vms/121 token", "talos-lab-ccm /vms/121 user",
+		"talos-lab-csi /storage/local-lvm token", "talos-lab-csi /storage/local-lvm user",
+		"talos-lab-csi /vms/111 token", "talos-lab-csi /vms/111 user", "talos-lab-csi /vms/121 token", "talos-lab-csi /vms/121 user",
+	}
+	if !slices.Equal(acls, want) {
+		t.Errorf("ACLs:\n%s\nwant:\n%s", strings.Join(acls, "\n"), strings.Join(want, "\n"))
+	}
+
+	for node, id := range map[string]string{"cp-1": "proxmox://lab/111", "w-1": "proxmox://lab/121"} {
+		cfg := appliedConfig(t, r, node)
+		if !strings.Contains(cfg, "cloud-provider: external") || !strings.Contains(cfg, "provider-id: "+id) {
+			t.Errorf("%s's configuration has no external cloud provider with provider ID %s", node, id)
+		}
+	}
+
+	cp := appliedConfig(t, r, "cp-1")
+	for _, want := range []string{
+		"name: proxmox-csi-plugin", "name: proxmox-cloud-controller-manager", "provisioner: csi.proxmox.sinextra.dev",
+		"storage: local-lvm", "secretName: talos-proxmox-csi", "talos-proxmox.dev/proxmox-token: talos-lab-csi@pve!csi",
+		"storageclass.kubernetes.io/is-default-class: \"true\"",
+	} {
+		if !strings.Contains(cp, want) {
+			t.Errorf("the control plane's manifests lack %q", want)
+		}
+	}
+}
+
+func stringsOf(v property.Value) []string {
+	var out []string
+	for _, e := range v.AsArray().AsSlice() {
+		out = append(out, e.AsString())
+	}
+
+	return out
+}
+
+// appliedConfig is the machine configuration the cluster "lab" applies to node.
+func appliedConfig(t *testing.T, r *recorder, node string) string {
+	t.Helper()
+
+	return r.named("lab-" + node + "-config").Inputs.Get("machineConfigurationInput").AsString()
+}
+
+// TestProxmoxCSIDatastoreMustExist: a storage class on a datastore the hosts lack is refused at
+// preview, on every host with nodes, before anything is registered.
+func TestProxmoxCSIDatastoreMustExist(t *testing.T) {
+	t.Parallel()
+
+	r := &recorder{}
+	_, err := construct(t, r, "lab", inputsFromJSON(t, `{
+	  "clusterName": "lab", "talosVersion": "v1.11.5", "network": {"gateway": "10.0.0.1"},
+	  "proxmoxCsi": {"storageClasses": [{"name": "fast", "storage": "local-zfs"}]},
+	  "nodes": {"cp-1": {"hostNode": "pve1", "role": "controlplane", "ip": "10.0.0.11"}}
+	}`))
+	if err == nil || !strings.Contains(err.Error(), `proxmoxCsi.storageClasses[0].storage: datastore "local-zfs" does not exist on pve1`) {
+		t.Fatalf("want the missing datastore refused, got %v", err)
+	}
+
+	if n := len(r.custom()); n != 0 {
+		t.Errorf("%d resources registered before the refusal", n)
+	}
+}
