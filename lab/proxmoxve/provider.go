@@ -33,10 +33,15 @@ const (
 	BPGVersion = "0.111.1"
 )
 
-// Tokens of the resources this stand-in backs: the ones the component registers.
+// Tokens of the resources this stand-in backs: the ones the component registers (the VMs and
+// their images; the roles, users, API tokens and ACLs of proxmoxCsi and proxmoxCcm).
 const (
 	VirtualMachineToken = "proxmoxve:VM/virtualMachine:VirtualMachine"
 	FileToken           = "proxmoxve:Download/file:File"
+	RoleToken           = "proxmoxve:Permission/role:Role"
+	UserToken           = "proxmoxve:Permission/user:User"
+	APITokenToken       = "proxmoxve:User/token:Token"
+	ACLToken            = "proxmoxve:index/acl:Acl"
 )
 
 // Tokens of the functions this stand-in backs: the read-only ones the component's inventory check
@@ -62,7 +67,7 @@ type dispatcher interface {
 // shim (as bpg's own main.go muxes them for Terraform), the resource and function mappings, and metadata
 // carrying the mux dispatch table that pf/tfbridge.MainWithMuxer requires.
 //
-// Only the two resources and four functions in the mappings are backed. The other resources and
+// Only the six resources and four functions in the mappings are backed. The other resources and
 // functions in the served schema exist on the wire but fail when used.
 func Info(ctx context.Context) (tfbridge.ProviderInfo, error) {
 	p := pftfbridge.MuxShimWithPF(ctx,
@@ -81,7 +86,12 @@ func Info(ctx context.Context) (tfbridge.ProviderInfo, error) {
 			// deprecation warning. The published proxmoxve v7.13.0 plugin is built on a bpg from
 			// before that rename and warns about nothing, so the lab maps to the new name: a
 			// warning the real plugin never prints would be the lab's own noise.
-			"proxmox_download_file": {Tok: FileToken},
+			"proxmox_download_file":            {Tok: FileToken},
+			"proxmox_virtual_environment_role": {Tok: RoleToken}, // SDKv2 half
+			"proxmox_virtual_environment_user": {Tok: UserToken}, // SDKv2 half
+			// PF half, under the names without bpg v0.111.1's deprecation warning (as above).
+			"proxmox_user_token": {Tok: APITokenToken},
+			"proxmox_acl":        {Tok: ACLToken},
 		},
 		DataSources: map[string]*tfbridge.DataSourceInfo{
 			"proxmox_virtual_environment_nodes": {Tok: GetNodesToken},           // SDKv2 half

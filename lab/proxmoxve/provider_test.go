@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,15 +48,10 @@ func TestInfoDispatchesEachTokenToItsHalf(t *testing.T) {
 		t.Fatalf("no mux dispatch table in metadata (found %v, err %v)", found, err)
 	}
 
-	vm, okVM := table.Resources[VirtualMachineToken]
-	file, okFile := table.Resources[FileToken]
-
-	if !okVM || !okFile || len(table.Resources) != 2 {
-		t.Fatalf("dispatch table resources %v, want exactly %s and %s", table.Resources, VirtualMachineToken, FileToken)
-	}
-
-	if vm == file {
-		t.Fatalf("both tokens dispatch to provider %d; want the SDKv2 and the PF half", vm)
+	// 0 is bpg's SDKv2 half, 1 its plugin-framework half.
+	want := map[string]int{VirtualMachineToken: 0, FileToken: 1, RoleToken: 0, UserToken: 0, APITokenToken: 1, ACLToken: 1}
+	if !maps.Equal(table.Resources, want) {
+		t.Fatalf("dispatch table resources %v, want %v", table.Resources, want)
 	}
 
 	var published struct {
@@ -65,7 +61,7 @@ func TestInfoDispatchesEachTokenToItsHalf(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, tok := range []string{VirtualMachineToken, FileToken} {
+	for tok := range want {
 		if _, ok := published.Resources[tok]; !ok {
 			t.Errorf("token %s is not in the published schema", tok)
 		}
