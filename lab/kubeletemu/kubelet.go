@@ -8,6 +8,10 @@
 // The network becomes ready, as with a real CNI, once a pod on the node that mounts a hostPath
 // under /etc/cni/net.d runs (what Cilium's and Flannel's DaemonSets do to install the CNI
 // configuration); until then the Node is NotReady with the kubelet's own message.
+//
+// With an external cloud provider (Options.ExternalCloudProvider, Options.ProviderID) it registers
+// as such a kubelet does: the providerID, the uninitialized taint, the provided-node-ip
+// annotation; nothing here removes the taint, as no cloud controller manager runs.
 package kubeletemu
 
 import (
@@ -50,8 +54,18 @@ type Options struct {
 	Labels                         map[string]string
 	// Taints, when set, are the taints the Node is registered with instead (the kubelet's
 	// registerWithTaints, which Talos fills from the configuration's taints).
-	Taints     []corev1.Taint
-	StaticPods []StaticPod
+	Taints []corev1.Taint
+	// ProviderID is the kubelet's --provider-id (providerID of its configuration file), e.g.
+	// "proxmox://lab/104": the Node's spec.providerID when the kubelet creates the Node. A kubelet
+	// never changes it on an existing Node (the API server refuses to change a set providerID).
+	ProviderID string
+	// ExternalCloudProvider is --cloud-provider=external: the kubelet registers the Node with the
+	// taint node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule, which only a cloud
+	// controller manager removes (none runs in the lab), annotates it with its node IPs
+	// (alpha.kubernetes.io/provided-node-ip) and leaves the Node's addresses, once set, to the
+	// cloud controller manager.
+	ExternalCloudProvider bool
+	StaticPods            []StaticPod
 	// CNIConfigured makes the network ready from the start (a CNI built into the node).
 	CNIConfigured bool
 	// HeartbeatInterval is how often the Lease and the status are renewed (default 2s).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -18,6 +19,15 @@ import (
 const notReadyMessage = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
 
 const controlPlaneRole = "node-role.kubernetes.io/control-plane"
+
+// UninitializedTaint is the taint a kubelet with --cloud-provider=external registers its Node
+// with (k8s.io/cloud-provider's TaintExternalCloudProvider), value "true", effect NoSchedule; the
+// cloud controller manager removes it once it initialized the Node.
+const UninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+
+// providedNodeIPAnnotation is k8s.io/cloud-provider's AnnotationAlphaProvidedIPAddr: the node IPs
+// a kubelet with an external cloud provider was given, for the cloud controller manager.
+const providedNodeIPAnnotation = "alpha.kubernetes.io/provided-node-ip"
 
 // register creates the Node, or takes over the existing object (a node that rebooted), then
 // publishes its status, lease and mirror pods.
@@ -74,12 +84,24 @@ func (k *Kubelet) desiredNode(node *corev1.Node) *corev1.Node {
 
 	maps.Copy(node.Labels, labels)
 
+	// The kubelet's initialNode: taints and providerID only when it creates the Node.
+	if !node.CreationTimestamp.IsZero() {
+		return node
+	}
+
 	switch {
-	case !node.CreationTimestamp.IsZero():
 	case k.opts.Taints != nil:
 		node.Spec.Taints = append(node.Spec.Taints, k.opts.Taints...)
 	case k.opts.ControlPlane && !k.opts.AllowSchedulingOnControlPlanes:
 		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: controlPlaneRole, Effect: corev1.TaintEffectNoSchedule})
+	}
+
+	if k.opts.ExternalCloudProvider {
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	}
+
+	if k.opts.ProviderID != "" {
+		node.Spec.ProviderID = k.opts.ProviderID
 	}
 
 	return node
@@ -126,12 +148,7 @@ func (k *Kubelet) setStatus(node *corev1.Node) {
 	now := metav1.Now()
 	node.Status.Capacity = capacity()
 	node.Status.Allocatable = capacity()
-	node.Status.Addresses = nil
-	for _, ip := range k.opts.InternalIPs {
-		node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
-	}
-
-	node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: k.opts.NodeName})
+	k.setAddresses(node)
 
 	k.mu.Lock()
 	k.podCIDRs = slices.Clone(node.Spec.PodCIDRs)
@@ -183,6 +200,33 @@ func (k *Kubelet) setStatus(node *corev1.Node) {
 			node.Status.Conditions = append(node.Status.Conditions, c)
 		}
 	}
+}
+
+// setAddresses is the kubelet's NodeAddress status setter for a node given its node IPs
+// (--node-ip, which Talos always passes): with an external cloud provider the IPs are announced
+// in an annotation and the addresses are only set while the Node has none (the cloud controller
+// manager's take precedence).
+func (k *Kubelet) setAddresses(node *corev1.Node) {
+	if k.opts.ExternalCloudProvider && len(k.opts.InternalIPs) > 0 {
+		if node.Annotations == nil {
+			node.Annotations = map[string]string{}
+		}
+
+		node.Annotations[providedNodeIPAnnotation] = strings.Join(k.opts.InternalIPs, ",")
+	} else {
+		delete(node.Annotations, providedNodeIPAnnotation)
+	}
+
+	if k.opts.ExternalCloudProvider && len(node.Status.Addresses) > 0 {
+		return
+	}
+
+	node.Status.Addresses = nil
+	for _, ip := range k.opts.InternalIPs {
+		node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+
+	node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: k.opts.NodeName})
 }
 
 func (k *Kubelet) renewLease(ctx context.Context) error {
