@@ -79,6 +79,10 @@
 //     per cluster on the configured endpoint (lab/kubecp), an emulated kubelet per booted node
 //     (lab/kubeletemu; ServiceList reports kubelet healthy while it runs) and Talos' manifests
 //     created once (lab/talosmanifests). Without Kube, kubelet is healthy once etcd runs.
+//     The kubelet follows machine.kubelet.extraArgs provider-id (else extraConfig providerID) and
+//     cloud-provider (else external with cluster.externalCloudProvider.enabled), as Talos passes
+//     them: the Node gets the providerID and the uninitialized taint, which stays (no cloud
+//     controller manager runs).
 //     Bootstrapping a second etcd cluster in a registry that runs one is refused
 //     (FailedPrecondition) rather than splitting the cluster. A failed graceful reset fails the
 //     Reset call itself; on Talos the call succeeds and the reset sequence fails afterwards.

@@ -130,3 +130,51 @@ func controlPlaneImages(cfg config.Config) (apiServer, controllerManager, schedu
 
 	return apiServer, controllerManager, scheduler
 }
+
+// kubeletArg is the value the kubelet gets for the flag name from machine.kubelet.extraArgs
+// (KubeletConfig.extraArgs): the last one given, as the flag parser keeps it; ok is false when
+// the configuration does not pass the flag.
+func kubeletArg(cfg config.Config, name string) (value string, ok bool) {
+	k := cfg.K8sKubeletConfig()
+	if k == nil {
+		return "", false
+	}
+
+	values, ok := k.ExtraArgs()[name]
+	if !ok || len(values) == 0 {
+		return "", ok
+	}
+
+	return values[len(values)-1], true
+}
+
+// kubeletProviderID is the kubelet's provider ID: extraArgs provider-id, else providerID of
+// machine.kubelet.extraConfig (KubeletConfig.config); a flag wins over the configuration file.
+func kubeletProviderID(cfg config.Config) string {
+	if v, ok := kubeletArg(cfg, "provider-id"); ok {
+		return v
+	}
+
+	if k := cfg.K8sKubeletConfig(); k != nil {
+		id, _ := k.ExtraConfig()["providerID"].(string)
+
+		return id
+	}
+
+	return ""
+}
+
+// kubeletExternalCloudProvider says whether the kubelet runs with --cloud-provider=external:
+// Talos passes it when cluster.externalCloudProvider.enabled (KubeletSpecController), and
+// extraArgs cloud-provider overrides that.
+func kubeletExternalCloudProvider(cfg config.Config) bool {
+	if v, ok := kubeletArg(cfg, "cloud-provider"); ok {
+		return v == "external"
+	}
+
+	if c := cfg.Cluster(); c != nil {
+		return c.ExternalCloudProvider().Enabled()
+	}
+
+	return false
+}

@@ -140,6 +140,8 @@ func (c *Cluster) kubeletOptions(rec nodeRecord) kubeletemu.Options {
 		AllowSchedulingOnControlPlanes: allowSchedulingOnControlPlanes(cfg),
 		Labels:                         nodeLabels(cfg),
 		Taints:                         registerTaints(cfg, rec.version, cp),
+		ProviderID:                     kubeletProviderID(cfg),
+		ExternalCloudProvider:          kubeletExternalCloudProvider(cfg),
 		HeartbeatInterval:              c.opts.Kube.Heartbeat,
 		HungPod:                        c.opts.Kube.HungPod,
 		Logf:                           c.opts.Logf,
