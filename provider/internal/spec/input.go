@@ -31,17 +31,17 @@ type Input struct {
 	// NvidiaDevicePlugin installs NVIDIA's device plugin chart (nil: not installed).
 	NvidiaDevicePlugin *ChartPresetInput
 	// ProxmoxCSI and ProxmoxCCM install the Proxmox CSI plugin and cloud controller manager.
-	ProxmoxCSI *ProxmoxCSIInput
-	ProxmoxCCM *ProxmoxCCMInput
-	HelmCharts         []HelmChartInput
-	Health             HealthInput
-	Credentials        CredentialsInput
-	Upgrade            UpgradeInput
-	ManifestSync       ManifestSyncInput
-	EtcdBackup         *EtcdBackupInput
-	Recovery           *RecoveryInput
-	Secrets            *SecretsInput
-	AllowDataLoss      bool
+	ProxmoxCSI    *ProxmoxCSIInput
+	ProxmoxCCM    *ProxmoxCCMInput
+	HelmCharts    []HelmChartInput
+	Health        HealthInput
+	Credentials   CredentialsInput
+	Upgrade       UpgradeInput
+	ManifestSync  ManifestSyncInput
+	EtcdBackup    *EtcdBackupInput
+	Recovery      *RecoveryInput
+	Secrets       *SecretsInput
+	AllowDataLoss bool
 	// DiskEncryption is every node's system volume encryption (nil: none).
 	DiskEncryption *DiskEncryptionInput
 }

@@ -74,7 +74,7 @@ type ProxmoxToken struct {
 	// StorageInputs are the properties that name each of Storages first.
 	StorageInputs []string
 	SecretName    string
-	Namespace  string
+	Namespace     string
 }
 
 // TokenID is the token's id as Proxmox and the consumers' cloud config spell it: user!name.
