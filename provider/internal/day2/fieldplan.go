@@ -75,7 +75,7 @@ func FieldChanges(ctx context.Context, a Access, objs []Object, keys []string) (
 
 func fieldChanges(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, obj *unstructured.Unstructured) ([]string, error) {
 	u := obj.DeepCopy()
-	defaultNamespace(mapper, u)
+	scopeNamespace(mapper, u)
 
 	gvk := u.GroupVersionKind()
 

@@ -88,7 +88,7 @@ func Sync(ctx context.Context, o SyncOptions) (SyncResult, error) {
 
 	for _, ob := range o.Objects {
 		u := ob.Obj.DeepCopy()
-		defaultNamespace(mapper, u)
+		scopeNamespace(mapper, u)
 		objs = append(objs, u)
 		byMeta[object.ObjMetadata{Namespace: u.GetNamespace(), Name: u.GetName(), GroupKind: u.GroupVersionKind().GroupKind()}] = ob.Key
 	}
@@ -202,16 +202,22 @@ func cloneAll(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	return out
 }
 
-// defaultNamespace puts a namespaced object without a namespace in "default", as kubectl and
-// Talos do. A kind the API server does not serve yet (a CRD of the same sync) is left alone.
-func defaultNamespace(mapper meta.RESTMapper, u *unstructured.Unstructured) {
-	if u.GetNamespace() != "" {
+// scopeNamespace puts a namespaced object without a namespace in "default", and takes the
+// namespace off a cluster-scoped object that has one (charts write `namespace:` on ClusterRoles):
+// the API server stores it without, so with it the object would differ at every sync and its
+// readiness be looked up where it is not. kubectl and Helm do the same. A kind the API server does
+// not serve yet (a CRD of the same sync) is left alone.
+func scopeNamespace(mapper meta.RESTMapper, u *unstructured.Unstructured) {
+	m, err := mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
+	if err != nil {
 		return
 	}
 
-	m, err := mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
-	if err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace {
+	switch {
+	case m.Scope.Name() == meta.RESTScopeNameNamespace && u.GetNamespace() == "":
 		u.SetNamespace(metav1.NamespaceDefault)
+	case m.Scope.Name() == meta.RESTScopeNameRoot && u.GetNamespace() != "":
+		u.SetNamespace("")
 	}
 }
 
