@@ -1,7 +1,8 @@
 // Package lab runs the local lab on loopback: a Proxmox VE API fake with its hosts and
 // storages, an Image Factory fake, and a host emulator (hostemu) that boots an emulated Talos node
 // whenever a VM starts; each cluster's control planes run real etcd members, and once it is
-// bootstrapped a real Kubernetes control plane with an emulated kubelet per node. With the lab's talos stand-in plugin and the bridged bpg proxmoxve
+// bootstrapped a real Kubernetes control plane with an emulated kubelet per node (whose Proxmox
+// cloud controller manager pods do the CCM's work, lab/ccmemu). With the lab's talos stand-in plugin and the bridged bpg proxmoxve
 // plugin, `pulumi up` of the example cluster runs on this machine. See docs/lab.md.
 package lab
 
@@ -15,10 +16,15 @@ import (
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/ccmemu"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/chartrepo"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/factoryfake"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/hostemu"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/kubecp"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/kubeletemu"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pvefake"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/pveschema"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosemu"
@@ -105,6 +111,14 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	// Cilium's operator registers the cilium.io CRDs when it starts: the lab does too, so custom
 	// resources in inline manifests (CiliumLoadBalancerIPPool) behave as on a real cluster.
 	kube := &talosemu.KubeOptions{Bin: opts.KubeBin, OperatorCRDs: map[string]string{"io.cilium/app=operator": crds}}
+	// The Proxmox CCM's pods do what its container does (lab/ccmemu): they initialize the Nodes
+	// the kubelets register with the uninitialized taint, through the Proxmox API token of their
+	// cloud config.
+	kube.Containers = map[string]kubeletemu.ContainerFunc{
+		ccmemu.Image: func(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, c corev1.Container) {
+			ccmemu.Run(ctx, client, pod, c, opts.Logf)
+		},
+	}
 	if opts.Kube != nil {
 		opts.Kube(kube)
 	}

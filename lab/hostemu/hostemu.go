@@ -237,6 +237,7 @@ func (c *Controller) boot(e pvefake.Event) error {
 		Extensions:   c.opts.Extensions,
 		TalosVersion: booted.Version,
 		MemoryBytes:  memoryBytes(e.Config),
+		SystemUUID:   systemUUID(e.Config),
 		Schematic:    booted.Schematic,
 		Disk:         disk,
 		Address:      addr.Addr().String(),

@@ -12,6 +12,18 @@ import (
 
 // What the guest sees of its VM's configuration.
 
+// systemUUID is the SMBIOS system UUID the guest reads (/sys/class/dmi/id/product_uuid): smbios1's
+// uuid, which PVE generates at creation, in lower case as Linux prints it.
+func systemUUID(config map[string]string) string {
+	for _, kv := range strings.Split(config["smbios1"], ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(kv), "uuid="); ok {
+			return strings.ToLower(v)
+		}
+	}
+
+	return ""
+}
+
 // dataDisks are the VM's extra SCSI disks with their serials, as the guest would see them.
 func dataDisks(config map[string]string) []talosemu.Disk {
 	var out []talosemu.Disk

@@ -47,3 +47,18 @@ func TestFirmwareDecidesSecureBoot(t *testing.T) {
 		}
 	}
 }
+
+// The guest's system UUID is smbios1's uuid, in lower case.
+func TestSystemUUID(t *testing.T) {
+	t.Parallel()
+
+	for cfg, want := range map[string]string{
+		"uuid=6F2C1B9E-3D0A-4E2B-9C1D-0A1B2C3D4E5F":                           "6f2c1b9e-3d0a-4e2b-9c1d-0a1b2c3d4e5f",
+		"base64=1,sku=MlZDUFUtNEdC,uuid=6f2c1b9e-3d0a-4e2b-9c1d-0a1b2c3d4e5f": "6f2c1b9e-3d0a-4e2b-9c1d-0a1b2c3d4e5f",
+		"": "",
+	} {
+		if got := systemUUID(map[string]string{"smbios1": cfg}); got != want {
+			t.Errorf("smbios1 %q: %q, want %q", cfg, got, want)
+		}
+	}
+}

@@ -4,6 +4,8 @@
 // (stopping on Stop, so the real node-lifecycle controller marks the node NotReady), publishes
 // mirror pods of the control-plane static pods, runs the pods bound to it (Running and Ready; other
 // than host-network pods only once the node's network is ready) and finishes pods being deleted.
+// No container runs, but Options.Containers can stand in for the processes of chosen images while
+// their pods run (controllers whose work the cluster needs).
 //
 // The network becomes ready, as with a real CNI, once a pod on the node that mounts a hostPath
 // under /etc/cni/net.d runs (what Cilium's and Flannel's DaemonSets do to install the CNI
@@ -11,7 +13,8 @@
 //
 // With an external cloud provider (Options.ExternalCloudProvider, Options.ProviderID) it registers
 // as such a kubelet does: the providerID, the uninitialized taint, the provided-node-ip
-// annotation; nothing here removes the taint, as no cloud controller manager runs.
+// annotation; only a cloud controller manager removes the taint (none runs unless a pod of one
+// runs with an Options.Containers stand-in for its image).
 package kubeletemu
 
 import (
@@ -47,6 +50,10 @@ type Options struct {
 	// BootID is the node's boot id (/proc/sys/kernel/random/boot_id), reported in the Node's
 	// status as a real kubelet does: it changes at every reboot. Default: the node name.
 	BootID string
+	// SystemUUID is the machine's SMBIOS system UUID (/sys/class/dmi/id/product_uuid; on Proxmox
+	// the VM's smbios1 uuid), reported as the Node's systemUUID, which a cloud controller manager
+	// matches against the VM. Default: the node name.
+	SystemUUID string
 	// ControlPlane labels the node node-role.kubernetes.io/control-plane and taints it NoSchedule
 	// unless AllowSchedulingOnControlPlanes.
 	ControlPlane                   bool
@@ -61,7 +68,7 @@ type Options struct {
 	ProviderID string
 	// ExternalCloudProvider is --cloud-provider=external: the kubelet registers the Node with the
 	// taint node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule, which only a cloud
-	// controller manager removes (none runs in the lab), annotates it with its node IPs
+	// controller manager removes (see Containers), annotates it with its node IPs
 	// (alpha.kubernetes.io/provided-node-ip) and leaves the Node's addresses, once set, to the
 	// cloud controller manager.
 	ExternalCloudProvider bool
@@ -72,6 +79,12 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// HungPod, when it returns true for a pod being deleted, keeps it terminating forever.
 	HungPod func(*corev1.Pod) bool
+	// Containers are the lab's stand-ins for containers' processes, by image repository (the
+	// image without tag and digest, see ImageRepository): while a pod bound to the node runs (the
+	// kubelet marked it Running, or found it running when it started), each of its containers
+	// whose image has one runs it, until the pod is being deleted, finishes or is gone, or the
+	// kubelet stops.
+	Containers map[string]ContainerFunc
 	// OnStatus, when set, is told after every status the API server accepted whether it said
 	// Ready (the Node's condition keeps its transition time to the second only).
 	OnStatus func(ready bool)
@@ -92,6 +105,9 @@ type Kubelet struct {
 	podCIDRs     []string // the Node's spec.podCIDRs, once the controller-manager allocated them
 	// requeue hands a pod back to the pod loop (set by watchPods).
 	requeue func(*corev1.Pod)
+	// containers are the running Options.Containers, by pod UID and container name.
+	containers   map[string]*runningContainer
+	containersWG sync.WaitGroup
 }
 
 // Start registers the node and runs the kubelet until ctx ends or Stop is called.
@@ -113,7 +129,8 @@ func Start(ctx context.Context, opts Options) (*Kubelet, error) {
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	k := &Kubelet{opts: opts, cancel: cancel, done: make(chan struct{}), networkReady: opts.CNIConfigured, podIPs: map[string][]string{}}
+	k := &Kubelet{opts: opts, cancel: cancel, done: make(chan struct{}), networkReady: opts.CNIConfigured, podIPs: map[string][]string{},
+		containers: map[string]*runningContainer{}}
 
 	regCtx, regCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer regCancel()
@@ -172,6 +189,7 @@ func (k *Kubelet) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			<-podsDone
+			k.containersWG.Wait()
 
 			return
 		case <-tick.C:

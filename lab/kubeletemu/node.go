@@ -159,6 +159,10 @@ func (k *Kubelet) setStatus(node *corev1.Node) {
 		MachineID: k.opts.NodeName, SystemUUID: k.opts.NodeName, BootID: k.opts.BootID,
 	}
 
+	if k.opts.SystemUUID != "" {
+		node.Status.NodeInfo.SystemUUID = k.opts.SystemUUID
+	}
+
 	if node.Status.NodeInfo.BootID == "" {
 		node.Status.NodeInfo.BootID = k.opts.NodeName
 	}

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -45,6 +46,7 @@ func (k *Kubelet) watchPods(ctx context.Context) {
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: k.podGone,
 	})
 
 	factory.Start(ctx.Done())
@@ -61,11 +63,16 @@ func (k *Kubelet) watchPods(ctx context.Context) {
 			k.handle(ctx, pod)
 		case <-resync.C:
 			// pods that waited for the network, and deletions that may have been missed
+			present := map[types.UID]bool{}
+
 			for _, obj := range inf.GetStore().List() {
 				if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName == k.opts.NodeName {
+					present[pod.UID] = true
 					k.handle(ctx, pod)
 				}
 			}
+
+			k.stopContainers("", present)
 		}
 	}
 }
@@ -75,10 +82,14 @@ func (k *Kubelet) handle(ctx context.Context, pod *corev1.Pod) {
 	switch {
 	case pod.DeletionTimestamp != nil:
 		k.finish(ctx, pod)
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		k.stopContainers(pod.UID, nil)
 	case pod.Status.Phase == corev1.PodRunning && podReady(pod):
 		if mountsCNIDir(pod) {
 			k.setNetworkReady(ctx)
 		}
+
+		k.startContainers(ctx, pod)
 	case pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending || pod.Status.Phase == corev1.PodRunning:
 		// Pending pods start; a running pod someone marked not ready (the node lifecycle controller
 		// does while the node is NotReady) gets its true status back, as the status manager does.
@@ -104,8 +115,19 @@ func (k *Kubelet) setNetworkReady(ctx context.Context) {
 
 // finish deletes a terminating pod for good once its containers "stopped", as the kubelet does.
 func (k *Kubelet) finish(ctx context.Context, pod *corev1.Pod) {
+	// Its containers are told to stop at once (SIGTERM), even those of a pod that hangs.
+	stopped := k.stopContainers(pod.UID, nil)
+
 	if k.opts.HungPod != nil && k.opts.HungPod(pod) {
 		return
+	}
+
+	for _, done := range stopped {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
 	}
 
 	grace := 200 * time.Millisecond

@@ -71,6 +71,7 @@ type nodeRecord struct {
 	cfg          config.Config // the running configuration; nil in maintenance
 	version      string        // the Talos version the node runs
 	bootID       string        // the id of the node's current boot
+	systemUUID   string        // the machine's SMBIOS system UUID ("": none)
 	addrs        []netip.Addr  // the addresses the node holds (nodeAddresses)
 	vips         []netip.Addr  // the VIPs its configuration puts on a link it has
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/kubecp"
+	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/kubeletemu"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/talosmanifests"
 )
 
@@ -35,6 +36,9 @@ type KubeOptions struct {
 	// selects runs, the CRDs are created, as an operator registers its own CRDs when it starts
 	// (Cilium's operator: cilium.io CRDs that inline manifests' custom resources need).
 	OperatorCRDs map[string]string
+	// Containers stand in for the processes of chosen images in the pods the kubelets run
+	// (kubeletemu.Options.Containers), by image repository.
+	Containers map[string]kubeletemu.ContainerFunc
 }
 
 // kube is the cluster's Kubernetes side.

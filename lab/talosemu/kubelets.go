@@ -136,6 +136,7 @@ func (c *Cluster) kubeletOptions(rec nodeRecord) kubeletemu.Options {
 		KubeletVersion:                 imageTag(kubeletImage(cfg)),
 		OSImage:                        "Talos (" + rec.version + ")",
 		BootID:                         rec.bootID,
+		SystemUUID:                     rec.systemUUID,
 		ControlPlane:                   cp,
 		AllowSchedulingOnControlPlanes: allowSchedulingOnControlPlanes(cfg),
 		Labels:                         nodeLabels(cfg),
@@ -144,6 +145,7 @@ func (c *Cluster) kubeletOptions(rec nodeRecord) kubeletemu.Options {
 		ExternalCloudProvider:          kubeletExternalCloudProvider(cfg),
 		HeartbeatInterval:              c.opts.Kube.Heartbeat,
 		HungPod:                        c.opts.Kube.HungPod,
+		Containers:                     c.opts.Kube.Containers,
 		Logf:                           c.opts.Logf,
 	}
 
@@ -206,7 +208,7 @@ func imageTag(ref string) string {
 // Labels are not kubelet settings: Talos applies them to the Node itself (applyNodeSpecs), live.
 // Taints are also the kubelet's registerWithTaints, so a change restarts it, as on Talos.
 func kubeletKey(o kubeletemu.Options) string {
-	o.Client, o.HungPod, o.Logf = nil, nil, nil
+	o.Client, o.HungPod, o.Logf, o.Containers = nil, nil, nil, nil
 	o.Labels = nil
 
 	return fmt.Sprintf("%+v", o)

@@ -386,7 +386,7 @@ func (n *Node) recordLocked() nodeRecord {
 	rec := nodeRecord{
 		up: n.phase == StateInstalled, ip: n.ip, hostname: n.hostnameLocked(),
 		etcdPorts: etcdPorts(n.opts.Port), disk: n.opts.Disk, version: n.version, bootID: n.bootID,
-		addrs: n.nodeAddresses(m),
+		systemUUID: n.opts.SystemUUID, addrs: n.nodeAddresses(m),
 	}
 
 	for _, d := range m.vips {

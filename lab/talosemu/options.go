@@ -78,6 +78,9 @@ type Options struct {
 	Extensions func(schematic string) []string
 	// MemoryBytes is the memory the Memory API reports (default 4 GiB).
 	MemoryBytes uint64
+	// SystemUUID is the machine's SMBIOS system UUID (a Proxmox VM's smbios1 uuid), which its
+	// kubelet reports as the Node's systemUUID (default: the hostname).
+	SystemUUID string
 	// Faults turns on failures (see Faults; Node.SetFaults changes them later).
 	Faults Faults
 	// SystemDiskSizeBytes is the size of /dev/sda (default 32 GiB).
