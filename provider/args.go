@@ -33,6 +33,7 @@ type TalosProxmoxClusterArgs struct {
 	NvidiaDevicePlugin             *NvidiaDevicePlugin     `pulumi:"nvidiaDevicePlugin,optional"`
 	ProxmoxCsi                     *ProxmoxCsi             `pulumi:"proxmoxCsi,optional"`
 	ProxmoxCcm                     *ProxmoxCcm             `pulumi:"proxmoxCcm,optional"`
+	Flux                           *Flux                   `pulumi:"flux,optional"`
 	HelmCharts                     []HelmChart             `pulumi:"helmCharts,optional"`
 	Health                         *Health                 `pulumi:"health,optional"`
 	Credentials                    *Credentials            `pulumi:"credentials,optional"`

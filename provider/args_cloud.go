@@ -1,6 +1,9 @@
 package provider
 
-import "github.com/pulumi/pulumi-go-provider/infer"
+import (
+	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
 
 // ProxmoxCsi installs the Proxmox CSI plugin: PersistentVolumes as disks on Proxmox datastores,
 // attached to the node's VM, through a scoped API token the component creates.
@@ -42,3 +45,27 @@ type ProxmoxCcm struct {
 
 // Annotate documents the Proxmox CCM input.
 func (c *ProxmoxCcm) Annotate(an infer.Annotator) { describeType(an, c) }
+
+// Flux bootstraps Flux: its controllers, and a GitRepository and Kustomization that sync the
+// cluster from the user's repository.
+type Flux struct {
+	Version       string             `pulumi:"version,optional"`
+	GitRepository FluxGitRepository  `pulumi:"gitRepository"`
+	SshKey        pulumi.StringInput `pulumi:"sshKey,optional" provider:"secret"`
+	SecretRef     string             `pulumi:"secretRef,optional"`
+	KnownHosts    string             `pulumi:"knownHosts,optional"`
+	KeyRotation   string             `pulumi:"keyRotation,optional"`
+}
+
+// Annotate documents the Flux input.
+func (f *Flux) Annotate(an infer.Annotator) { describeType(an, f) }
+
+// FluxGitRepository is the repository Flux syncs the cluster from.
+type FluxGitRepository struct {
+	Url    string `pulumi:"url"`
+	Branch string `pulumi:"branch,optional"`
+	Path   string `pulumi:"path,optional"`
+}
+
+// Annotate documents Flux's repository.
+func (r *FluxGitRepository) Annotate(an infer.Annotator) { describeType(an, r) }

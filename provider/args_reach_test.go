@@ -134,6 +134,10 @@ func argFields(t reflect.Type, at string) []argField {
 					sub.set(v.Elem(), leaf)
 				})})
 			}
+		case ft.Kind() == reflect.Struct:
+			for _, sub := range argFields(ft, path) {
+				out = append(out, argField{sub.path, inField(func(v reflect.Value, leaf variant) { sub.set(v, leaf) })})
+			}
 		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
 			for _, sub := range argFields(ft.Elem(), path+".cp-1") {
 				out = append(out, argField{sub.path, inField(func(v reflect.Value, leaf variant) {

@@ -25,6 +25,7 @@ type TalosProxmoxCluster struct {
 	InstallerImage   pulumi.StringOutput        `pulumi:"installerImage"`
 	HelmReleases     MapOutput[HelmReleaseInfo] `pulumi:"helmReleases"`
 	LastEtcdSnapshot EtcdSnapshotInfoOutput     `pulumi:"lastEtcdSnapshot"`
+	FluxDeployKey    pulumi.StringOutput        `pulumi:"fluxDeployKey"`
 }
 
 // Annotate documents the component and its outputs.

@@ -277,6 +277,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	comp.Kubeconfig = operated.Kubeconfig
 	comp.Talosconfig = operated.Talosconfig
 	comp.LastEtcdSnapshot = lastSnapshot(backup)
+	comp.FluxDeployKey = operated.FluxDeployKey
 
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
 		"kubeconfig":       comp.Kubeconfig,
@@ -290,6 +291,7 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		"installerImage":   comp.InstallerImage,
 		"helmReleases":     comp.HelmReleases,
 		"lastEtcdSnapshot": comp.LastEtcdSnapshot,
+		"fluxDeployKey":    comp.FluxDeployKey,
 	}); err != nil {
 		return nil, err
 	}

@@ -193,6 +193,14 @@ func plainInput(ctx *pulumi.Context, a *TalosProxmoxClusterArgs, pass *wire.Pass
 	in.AllowDataLoss = a.AllowDataLoss != nil && *a.AllowDataLoss
 	in.DiskEncryption = diskEncryption(a.DiskEncryption)
 
+	if f := a.Flux; f != nil {
+		in.Flux = &spec.FluxInput{
+			Version: f.Version, URL: f.GitRepository.Url, Branch: f.GitRepository.Branch, Path: f.GitRepository.Path,
+			SSHKey: f.SshKey != nil, SecretRef: f.SecretRef, KnownHosts: f.KnownHosts, KeyRotation: f.KeyRotation,
+		}
+		pass.FluxSSHKey = f.SshKey
+	}
+
 	for _, h := range a.HelmCharts {
 		in.HelmCharts = append(in.HelmCharts, spec.HelmChartInput{
 			Name: h.Name, Chart: h.Chart, Repository: h.Repository, Version: h.Version, Namespace: h.Namespace,

@@ -24,7 +24,7 @@ var served = []servedResource{
 	serve(&NodeUpgrade{}), serve(&ClusterHealth{}), serve(&Membership{}), serve(&ManifestSync{}),
 	serve(&NodeRetire{}), serve(&KubernetesUpgrade{}), serve(&KubernetesRecord{}), serve(&NodeConfig{}),
 	serve(&NodeAddress{}), serve(&ClientCredentials{}), serve(&EtcdSnapshot{}), serve(&EtcdBootstrap{}),
-	serve(&AdoptedSecrets{}),
+	serve(&AdoptedSecrets{}), serve(&DeployKey{}),
 }
 
 // Resources are the resources the plugin serves, for its provider to serve.

@@ -29,7 +29,7 @@ func (k Kind[A, O, P]) types() (args, out reflect.Type) {
 var kinds = []kindInfo{
 	NodeUpgradeKind, ClusterHealthKind, MembershipKind, ManifestSyncKind, NodeRetireKind, KubernetesUpgradeKind,
 	KubernetesRecordKind, NodeConfigKind, NodeAddressKind, ClientCredentialsKind, EtcdSnapshotKind, EtcdBootstrapKind,
-	AdoptedSecretsKind,
+	AdoptedSecretsKind, DeployKeyKind,
 }
 
 // servedByToken are the served resources by the type token infer gives each, under the package's

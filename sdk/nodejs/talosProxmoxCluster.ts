@@ -37,6 +37,10 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
      */
     declare public readonly endpoint: pulumi.Output<string>;
     /**
+     * The public half of Flux's deploy key (authorized_keys format), for the git host (a deploy key with read access; write access only if you want Flux to push): the one the component generated, or the public half of `flux.sshKey`. Empty without `flux` or with `flux.secretRef`. Not secret.
+     */
+    declare public /*out*/ readonly fluxDeployKey: pulumi.Output<string>;
+    /**
      * Every Helm release rendered into the control planes' configuration (Cilium and `helmCharts`), by release name: the chart, its digest and what was rendered.
      */
     declare public /*out*/ readonly helmReleases: pulumi.Output<{[key: string]: outputs.HelmReleaseInfo}>;
@@ -102,6 +106,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["etcdBackup"] = args?.etcdBackup;
             resourceInputs["extraManifestNamespaces"] = args?.extraManifestNamespaces;
             resourceInputs["extraManifests"] = args?.extraManifests;
+            resourceInputs["flux"] = args?.flux;
             resourceInputs["health"] = args?.health;
             resourceInputs["helmCharts"] = args?.helmCharts;
             resourceInputs["image"] = args?.image;
@@ -123,6 +128,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["vmIdRange"] = args?.vmIdRange;
             resourceInputs["workerConfigPatches"] = args?.workerConfigPatches;
             resourceInputs["controlPlaneIps"] = undefined /*out*/;
+            resourceInputs["fluxDeployKey"] = undefined /*out*/;
             resourceInputs["helmReleases"] = undefined /*out*/;
             resourceInputs["installerImage"] = undefined /*out*/;
             resourceInputs["kubeconfig"] = undefined /*out*/;
@@ -134,6 +140,7 @@ export class TalosProxmoxCluster extends pulumi.ComponentResource {
             resourceInputs["clusterName"] = undefined /*out*/;
             resourceInputs["controlPlaneIps"] = undefined /*out*/;
             resourceInputs["endpoint"] = undefined /*out*/;
+            resourceInputs["fluxDeployKey"] = undefined /*out*/;
             resourceInputs["helmReleases"] = undefined /*out*/;
             resourceInputs["installerImage"] = undefined /*out*/;
             resourceInputs["kubeconfig"] = undefined /*out*/;
@@ -206,6 +213,10 @@ export interface TalosProxmoxClusterArgs {
      * URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
      */
     extraManifests?: string[];
+    /**
+     * Bootstraps Flux as `flux bootstrap git` does, after the health gate: its controllers (source, kustomize, helm and notification, from manifests built into the plugin: no network at run time) in `flux-system`, the Secret `flux-system` with the repository's credentials and the GitRepository and Kustomization `flux-system` that sync `gitRepository.path` of the repository. With an ssh:// repository and neither `sshKey` nor `secretRef` the component generates an ed25519 deploy key, kept in the state (the private half a secret), whose public half is the `fluxDeployKey` output: add it to the git host. Applied and upgraded by the manifest sync (which must be enabled); unlike `flux bootstrap`, nothing is pushed to the repository. Default: not installed.
+     */
+    flux?: inputs.FluxArgs;
     /**
      * The health gate after bootstrap and every change: its timeout and checks.
      */

@@ -12,6 +12,7 @@ package flux
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed" // the install manifests
 	"errors"
 	"fmt"
@@ -74,6 +75,9 @@ type SyncOptions struct {
 	// Path of the directory in the repository to apply, relative to its root ("" or "./" for
 	// the root itself).
 	Path string
+	// SecretRef is the Secret in flux-system with the repository's credentials; Name (the one
+	// DeployKeySecret writes) when empty.
+	SecretRef string
 }
 
 // Sync renders the GitRepository and the Kustomization flux-system/flux-system as `flux
@@ -107,7 +111,7 @@ func Sync(o SyncOptions) (string, error) {
 		"spec": map[string]any{
 			"interval":  time.Minute.String(),
 			"ref":       map[string]any{"branch": branch},
-			"secretRef": map[string]any{"name": Name},
+			"secretRef": map[string]any{"name": cmp.Or(o.SecretRef, Name)},
 			"url":       o.URL,
 		},
 	})

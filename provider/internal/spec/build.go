@@ -23,6 +23,7 @@ func Build(in Input) (*Cluster, error) {
 	buildManifests(&p, in, c)
 	buildHelm(&p, in, c)
 	buildDay2(&p, in, c)
+	buildFlux(&p, in, c)
 	buildBackup(&p, in, c)
 	buildSecrets(&p, in, c)
 	checkPatches(&p, "configPatches", in.ConfigPatches)

@@ -73,6 +73,8 @@ type Cluster struct {
 	// ExternalCloudProvider is set with proxmoxCcm: the kubelets leave the Nodes to the CCM
 	// (cloud-provider: external) and name their VMs (provider-id proxmox://<region>/<vmid>).
 	ExternalCloudProvider bool
+	// Flux is set when the flux input is.
+	Flux *Flux
 	// AssignedVMIDs are the VM ids the nodes that pin none get (from the Proxmox inventory, at
 	// preview); nil when Proxmox was not asked. See VMIDOf.
 	AssignedVMIDs map[string]int

@@ -31,8 +31,10 @@ type Input struct {
 	// NvidiaDevicePlugin installs NVIDIA's device plugin chart (nil: not installed).
 	NvidiaDevicePlugin *ChartPresetInput
 	// ProxmoxCSI and ProxmoxCCM install the Proxmox CSI plugin and cloud controller manager.
-	ProxmoxCSI    *ProxmoxCSIInput
-	ProxmoxCCM    *ProxmoxCCMInput
+	ProxmoxCSI *ProxmoxCSIInput
+	ProxmoxCCM *ProxmoxCCMInput
+	// Flux bootstraps Flux (nil: not installed).
+	Flux          *FluxInput
 	HelmCharts    []HelmChartInput
 	Health        HealthInput
 	Credentials   CredentialsInput

@@ -31,6 +31,8 @@ type PassThrough struct {
 	AgeIdentity pulumi.StringInput
 	// SecretsBundle is secrets.bundle (a secret; nil when unset).
 	SecretsBundle pulumi.StringInput
+	// FluxSSHKey is flux.sshKey (a secret; nil when unset).
+	FluxSSHKey pulumi.StringInput
 }
 
 // Configs is what CheckConfigs returns: what the VMs wait for, and how every node's

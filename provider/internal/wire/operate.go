@@ -14,10 +14,12 @@ import (
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/lifecycle"
 )
 
-// Operated is what Operate returns: the admin credentials, through the health gate.
+// Operated is what Operate returns: the admin credentials, through the health gate, and the
+// public half of Flux's deploy key (empty without one).
 type Operated struct {
-	Kubeconfig  pulumi.StringOutput
-	Talosconfig pulumi.StringOutput
+	Kubeconfig    pulumi.StringOutput
+	Talosconfig   pulumi.StringOutput
+	FluxDeployKey pulumi.StringOutput
 }
 
 // operation is one Operate call's view of the cluster, read-only.
@@ -157,21 +159,35 @@ func Operate(s Scope, m *Machines, r *Running, order []spec.Node, fresh bool, he
 			"to be Ready (set health.requireNodesReady once you deploy a CNI)")
 	}
 
+	deployKey := pulumi.String("").ToStringOutput()
+
 	if c.ManifestSync.Enabled {
-		if err := b.syncManifests(health, helm, pass); err != nil {
+		// Flux (which needs the sync) comes with the other manifests, after the gate.
+		fluxed := pulumi.StringMap{}
+		if c.Flux != nil {
+			if fluxed, deployKey, err = fluxManifests(s, pass, b.self); err != nil {
+				return nil, err
+			}
+		}
+
+		if err := b.syncManifests(health, helm, pass, fluxed); err != nil {
 			return nil, err
 		}
 	}
 
 	return &Operated{
-		Kubeconfig:  pulumi.ToSecret(health.Kubeconfig).(pulumi.StringOutput),
-		Talosconfig: pulumi.ToSecret(health.Talosconfig).(pulumi.StringOutput),
+		Kubeconfig:    pulumi.ToSecret(health.Kubeconfig).(pulumi.StringOutput),
+		Talosconfig:   pulumi.ToSecret(health.Talosconfig).(pulumi.StringOutput),
+		FluxDeployKey: deployKey,
 	}, nil
 }
 
 // syncManifests registers the manifest sync after the health gate: the same manifests as the
-// control planes' inlineManifests (Helm releases, then the inline manifests) and extraManifests.
-func (b operation) syncManifests(health *lifecycle.CredentialsOutputs, helm []talosconfig.Manifest, pass PassThrough) error {
+// control planes' inlineManifests (Helm releases, then the inline manifests) and extraManifests,
+// and more (Flux's, which only the sync applies).
+func (b operation) syncManifests(health *lifecycle.CredentialsOutputs, helm []talosconfig.Manifest, pass PassThrough,
+	more pulumi.StringMap,
+) error {
 	c := b.s.Cluster
 
 	manifests := pulumi.StringMap{}
@@ -185,6 +201,10 @@ func (b operation) syncManifests(health *lifecycle.CredentialsOutputs, helm []ta
 
 	for _, m := range pass.Generated {
 		manifests[m.Name] = m.Contents
+	}
+
+	for name, m := range more {
+		manifests[name] = m
 	}
 
 	extra := pulumi.StringArray{}

@@ -973,6 +973,419 @@ func (o EtcdSnapshotInfoOutput) TakenAt() pulumi.StringOutput {
 	return o.ApplyT(func(v EtcdSnapshotInfo) string { return v.TakenAt }).(pulumi.StringOutput)
 }
 
+// Flux and the repository it syncs the cluster from.
+type Flux struct {
+	// The repository: its URL, branch and path.
+	GitRepository FluxGitRepository `pulumi:"gitRepository"`
+	// Any string: a new value makes a new generated deploy key (add the new public half to the git host). Default: `""`.
+	KeyRotation *string `pulumi:"keyRotation"`
+	// The git host's key in known_hosts format (`ssh-keyscan <host>`); required for an ssh:// repository unless `secretRef` is set.
+	KnownHosts *string `pulumi:"knownHosts"`
+	// The name of your own Secret in `flux-system` with the repository's credentials (as `flux create secret git` writes it); the component then writes none.
+	SecretRef *string `pulumi:"secretRef"`
+	// An unencrypted OpenSSH private key for an ssh:// repository (a secret), instead of a generated deploy key. Default: a generated key.
+	SshKey *string `pulumi:"sshKey"`
+	// The Flux version (one the plugin carries). Default: `v2.9.5`.
+	Version *string `pulumi:"version"`
+}
+
+// FluxInput is an input type that accepts FluxArgs and FluxOutput values.
+// You can construct a concrete instance of `FluxInput` via:
+//
+//	FluxArgs{...}
+type FluxInput interface {
+	pulumi.Input
+
+	ToFluxOutput() FluxOutput
+	ToFluxOutputWithContext(context.Context) FluxOutput
+}
+
+// Flux and the repository it syncs the cluster from.
+type FluxArgs struct {
+	// The repository: its URL, branch and path.
+	GitRepository FluxGitRepositoryInput `pulumi:"gitRepository"`
+	// Any string: a new value makes a new generated deploy key (add the new public half to the git host). Default: `""`.
+	KeyRotation pulumi.StringPtrInput `pulumi:"keyRotation"`
+	// The git host's key in known_hosts format (`ssh-keyscan <host>`); required for an ssh:// repository unless `secretRef` is set.
+	KnownHosts pulumi.StringPtrInput `pulumi:"knownHosts"`
+	// The name of your own Secret in `flux-system` with the repository's credentials (as `flux create secret git` writes it); the component then writes none.
+	SecretRef pulumi.StringPtrInput `pulumi:"secretRef"`
+	// An unencrypted OpenSSH private key for an ssh:// repository (a secret), instead of a generated deploy key. Default: a generated key.
+	SshKey pulumi.StringPtrInput `pulumi:"sshKey"`
+	// The Flux version (one the plugin carries). Default: `v2.9.5`.
+	Version pulumi.StringPtrInput `pulumi:"version"`
+}
+
+func (FluxArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*Flux)(nil)).Elem()
+}
+
+func (i FluxArgs) ToFluxOutput() FluxOutput {
+	return i.ToFluxOutputWithContext(context.Background())
+}
+
+func (i FluxArgs) ToFluxOutputWithContext(ctx context.Context) FluxOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(FluxOutput)
+}
+
+func (i FluxArgs) ToFluxPtrOutput() FluxPtrOutput {
+	return i.ToFluxPtrOutputWithContext(context.Background())
+}
+
+func (i FluxArgs) ToFluxPtrOutputWithContext(ctx context.Context) FluxPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(FluxOutput).ToFluxPtrOutputWithContext(ctx)
+}
+
+// FluxPtrInput is an input type that accepts FluxArgs, FluxPtr and FluxPtrOutput values.
+// You can construct a concrete instance of `FluxPtrInput` via:
+//
+//	        FluxArgs{...}
+//
+//	or:
+//
+//	        nil
+type FluxPtrInput interface {
+	pulumi.Input
+
+	ToFluxPtrOutput() FluxPtrOutput
+	ToFluxPtrOutputWithContext(context.Context) FluxPtrOutput
+}
+
+type fluxPtrType FluxArgs
+
+func FluxPtr(v *FluxArgs) FluxPtrInput {
+	return (*fluxPtrType)(v)
+}
+
+func (*fluxPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**Flux)(nil)).Elem()
+}
+
+func (i *fluxPtrType) ToFluxPtrOutput() FluxPtrOutput {
+	return i.ToFluxPtrOutputWithContext(context.Background())
+}
+
+func (i *fluxPtrType) ToFluxPtrOutputWithContext(ctx context.Context) FluxPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(FluxPtrOutput)
+}
+
+// Flux and the repository it syncs the cluster from.
+type FluxOutput struct{ *pulumi.OutputState }
+
+func (FluxOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*Flux)(nil)).Elem()
+}
+
+func (o FluxOutput) ToFluxOutput() FluxOutput {
+	return o
+}
+
+func (o FluxOutput) ToFluxOutputWithContext(ctx context.Context) FluxOutput {
+	return o
+}
+
+func (o FluxOutput) ToFluxPtrOutput() FluxPtrOutput {
+	return o.ToFluxPtrOutputWithContext(context.Background())
+}
+
+func (o FluxOutput) ToFluxPtrOutputWithContext(ctx context.Context) FluxPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v Flux) *Flux {
+		return &v
+	}).(FluxPtrOutput)
+}
+
+// The repository: its URL, branch and path.
+func (o FluxOutput) GitRepository() FluxGitRepositoryOutput {
+	return o.ApplyT(func(v Flux) FluxGitRepository { return v.GitRepository }).(FluxGitRepositoryOutput)
+}
+
+// Any string: a new value makes a new generated deploy key (add the new public half to the git host). Default: `""`.
+func (o FluxOutput) KeyRotation() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Flux) *string { return v.KeyRotation }).(pulumi.StringPtrOutput)
+}
+
+// The git host's key in known_hosts format (`ssh-keyscan <host>`); required for an ssh:// repository unless `secretRef` is set.
+func (o FluxOutput) KnownHosts() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Flux) *string { return v.KnownHosts }).(pulumi.StringPtrOutput)
+}
+
+// The name of your own Secret in `flux-system` with the repository's credentials (as `flux create secret git` writes it); the component then writes none.
+func (o FluxOutput) SecretRef() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Flux) *string { return v.SecretRef }).(pulumi.StringPtrOutput)
+}
+
+// An unencrypted OpenSSH private key for an ssh:// repository (a secret), instead of a generated deploy key. Default: a generated key.
+func (o FluxOutput) SshKey() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Flux) *string { return v.SshKey }).(pulumi.StringPtrOutput)
+}
+
+// The Flux version (one the plugin carries). Default: `v2.9.5`.
+func (o FluxOutput) Version() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v Flux) *string { return v.Version }).(pulumi.StringPtrOutput)
+}
+
+type FluxPtrOutput struct{ *pulumi.OutputState }
+
+func (FluxPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**Flux)(nil)).Elem()
+}
+
+func (o FluxPtrOutput) ToFluxPtrOutput() FluxPtrOutput {
+	return o
+}
+
+func (o FluxPtrOutput) ToFluxPtrOutputWithContext(ctx context.Context) FluxPtrOutput {
+	return o
+}
+
+func (o FluxPtrOutput) Elem() FluxOutput {
+	return o.ApplyT(func(v *Flux) Flux {
+		if v != nil {
+			return *v
+		}
+		var ret Flux
+		return ret
+	}).(FluxOutput)
+}
+
+// The repository: its URL, branch and path.
+func (o FluxPtrOutput) GitRepository() FluxGitRepositoryPtrOutput {
+	return o.ApplyT(func(v *Flux) *FluxGitRepository {
+		if v == nil {
+			return nil
+		}
+		return &v.GitRepository
+	}).(FluxGitRepositoryPtrOutput)
+}
+
+// Any string: a new value makes a new generated deploy key (add the new public half to the git host). Default: `""`.
+func (o FluxPtrOutput) KeyRotation() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Flux) *string {
+		if v == nil {
+			return nil
+		}
+		return v.KeyRotation
+	}).(pulumi.StringPtrOutput)
+}
+
+// The git host's key in known_hosts format (`ssh-keyscan <host>`); required for an ssh:// repository unless `secretRef` is set.
+func (o FluxPtrOutput) KnownHosts() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Flux) *string {
+		if v == nil {
+			return nil
+		}
+		return v.KnownHosts
+	}).(pulumi.StringPtrOutput)
+}
+
+// The name of your own Secret in `flux-system` with the repository's credentials (as `flux create secret git` writes it); the component then writes none.
+func (o FluxPtrOutput) SecretRef() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Flux) *string {
+		if v == nil {
+			return nil
+		}
+		return v.SecretRef
+	}).(pulumi.StringPtrOutput)
+}
+
+// An unencrypted OpenSSH private key for an ssh:// repository (a secret), instead of a generated deploy key. Default: a generated key.
+func (o FluxPtrOutput) SshKey() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Flux) *string {
+		if v == nil {
+			return nil
+		}
+		return v.SshKey
+	}).(pulumi.StringPtrOutput)
+}
+
+// The Flux version (one the plugin carries). Default: `v2.9.5`.
+func (o FluxPtrOutput) Version() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Flux) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Version
+	}).(pulumi.StringPtrOutput)
+}
+
+// The git repository Flux syncs the cluster from.
+type FluxGitRepository struct {
+	// The branch. Default: `main`.
+	Branch *string `pulumi:"branch"`
+	// The directory inside the repository that the Kustomization applies. Default: `clusters/<clusterName>`.
+	Path *string `pulumi:"path"`
+	// ssh://git@<host>/<repository> or https://<host>/<repository>.
+	Url string `pulumi:"url"`
+}
+
+// FluxGitRepositoryInput is an input type that accepts FluxGitRepositoryArgs and FluxGitRepositoryOutput values.
+// You can construct a concrete instance of `FluxGitRepositoryInput` via:
+//
+//	FluxGitRepositoryArgs{...}
+type FluxGitRepositoryInput interface {
+	pulumi.Input
+
+	ToFluxGitRepositoryOutput() FluxGitRepositoryOutput
+	ToFluxGitRepositoryOutputWithContext(context.Context) FluxGitRepositoryOutput
+}
+
+// The git repository Flux syncs the cluster from.
+type FluxGitRepositoryArgs struct {
+	// The branch. Default: `main`.
+	Branch pulumi.StringPtrInput `pulumi:"branch"`
+	// The directory inside the repository that the Kustomization applies. Default: `clusters/<clusterName>`.
+	Path pulumi.StringPtrInput `pulumi:"path"`
+	// ssh://git@<host>/<repository> or https://<host>/<repository>.
+	Url pulumi.StringInput `pulumi:"url"`
+}
+
+func (FluxGitRepositoryArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*FluxGitRepository)(nil)).Elem()
+}
+
+func (i FluxGitRepositoryArgs) ToFluxGitRepositoryOutput() FluxGitRepositoryOutput {
+	return i.ToFluxGitRepositoryOutputWithContext(context.Background())
+}
+
+func (i FluxGitRepositoryArgs) ToFluxGitRepositoryOutputWithContext(ctx context.Context) FluxGitRepositoryOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(FluxGitRepositoryOutput)
+}
+
+func (i FluxGitRepositoryArgs) ToFluxGitRepositoryPtrOutput() FluxGitRepositoryPtrOutput {
+	return i.ToFluxGitRepositoryPtrOutputWithContext(context.Background())
+}
+
+func (i FluxGitRepositoryArgs) ToFluxGitRepositoryPtrOutputWithContext(ctx context.Context) FluxGitRepositoryPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(FluxGitRepositoryOutput).ToFluxGitRepositoryPtrOutputWithContext(ctx)
+}
+
+// FluxGitRepositoryPtrInput is an input type that accepts FluxGitRepositoryArgs, FluxGitRepositoryPtr and FluxGitRepositoryPtrOutput values.
+// You can construct a concrete instance of `FluxGitRepositoryPtrInput` via:
+//
+//	        FluxGitRepositoryArgs{...}
+//
+//	or:
+//
+//	        nil
+type FluxGitRepositoryPtrInput interface {
+	pulumi.Input
+
+	ToFluxGitRepositoryPtrOutput() FluxGitRepositoryPtrOutput
+	ToFluxGitRepositoryPtrOutputWithContext(context.Context) FluxGitRepositoryPtrOutput
+}
+
+type fluxGitRepositoryPtrType FluxGitRepositoryArgs
+
+func FluxGitRepositoryPtr(v *FluxGitRepositoryArgs) FluxGitRepositoryPtrInput {
+	return (*fluxGitRepositoryPtrType)(v)
+}
+
+func (*fluxGitRepositoryPtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**FluxGitRepository)(nil)).Elem()
+}
+
+func (i *fluxGitRepositoryPtrType) ToFluxGitRepositoryPtrOutput() FluxGitRepositoryPtrOutput {
+	return i.ToFluxGitRepositoryPtrOutputWithContext(context.Background())
+}
+
+func (i *fluxGitRepositoryPtrType) ToFluxGitRepositoryPtrOutputWithContext(ctx context.Context) FluxGitRepositoryPtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(FluxGitRepositoryPtrOutput)
+}
+
+// The git repository Flux syncs the cluster from.
+type FluxGitRepositoryOutput struct{ *pulumi.OutputState }
+
+func (FluxGitRepositoryOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*FluxGitRepository)(nil)).Elem()
+}
+
+func (o FluxGitRepositoryOutput) ToFluxGitRepositoryOutput() FluxGitRepositoryOutput {
+	return o
+}
+
+func (o FluxGitRepositoryOutput) ToFluxGitRepositoryOutputWithContext(ctx context.Context) FluxGitRepositoryOutput {
+	return o
+}
+
+func (o FluxGitRepositoryOutput) ToFluxGitRepositoryPtrOutput() FluxGitRepositoryPtrOutput {
+	return o.ToFluxGitRepositoryPtrOutputWithContext(context.Background())
+}
+
+func (o FluxGitRepositoryOutput) ToFluxGitRepositoryPtrOutputWithContext(ctx context.Context) FluxGitRepositoryPtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v FluxGitRepository) *FluxGitRepository {
+		return &v
+	}).(FluxGitRepositoryPtrOutput)
+}
+
+// The branch. Default: `main`.
+func (o FluxGitRepositoryOutput) Branch() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v FluxGitRepository) *string { return v.Branch }).(pulumi.StringPtrOutput)
+}
+
+// The directory inside the repository that the Kustomization applies. Default: `clusters/<clusterName>`.
+func (o FluxGitRepositoryOutput) Path() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v FluxGitRepository) *string { return v.Path }).(pulumi.StringPtrOutput)
+}
+
+// ssh://git@<host>/<repository> or https://<host>/<repository>.
+func (o FluxGitRepositoryOutput) Url() pulumi.StringOutput {
+	return o.ApplyT(func(v FluxGitRepository) string { return v.Url }).(pulumi.StringOutput)
+}
+
+type FluxGitRepositoryPtrOutput struct{ *pulumi.OutputState }
+
+func (FluxGitRepositoryPtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**FluxGitRepository)(nil)).Elem()
+}
+
+func (o FluxGitRepositoryPtrOutput) ToFluxGitRepositoryPtrOutput() FluxGitRepositoryPtrOutput {
+	return o
+}
+
+func (o FluxGitRepositoryPtrOutput) ToFluxGitRepositoryPtrOutputWithContext(ctx context.Context) FluxGitRepositoryPtrOutput {
+	return o
+}
+
+func (o FluxGitRepositoryPtrOutput) Elem() FluxGitRepositoryOutput {
+	return o.ApplyT(func(v *FluxGitRepository) FluxGitRepository {
+		if v != nil {
+			return *v
+		}
+		var ret FluxGitRepository
+		return ret
+	}).(FluxGitRepositoryOutput)
+}
+
+// The branch. Default: `main`.
+func (o FluxGitRepositoryPtrOutput) Branch() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *FluxGitRepository) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Branch
+	}).(pulumi.StringPtrOutput)
+}
+
+// The directory inside the repository that the Kustomization applies. Default: `clusters/<clusterName>`.
+func (o FluxGitRepositoryPtrOutput) Path() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *FluxGitRepository) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Path
+	}).(pulumi.StringPtrOutput)
+}
+
+// ssh://git@<host>/<repository> or https://<host>/<repository>.
+func (o FluxGitRepositoryPtrOutput) Url() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *FluxGitRepository) *string {
+		if v == nil {
+			return nil
+		}
+		return &v.Url
+	}).(pulumi.StringPtrOutput)
+}
+
 // The health gate: after bootstrap and after every change, the component waits until the cluster passes the checks `talosctl health` runs (etcd, apid, kubelet, boot sequence, Kubernetes nodes and control plane, kube-proxy, CoreDNS) and every Node is Ready. The outputs depend on it, so programs that use the kubeconfig run only against a healthy cluster. Progress shows in Pulumi's log.
 type Health struct {
 	// Require every Kubernetes Node to be Ready. Default: true, unless a config patch sets the CNI to `none` and `cilium` is not set (nodes then stay NotReady until you deploy a CNI).
@@ -5280,6 +5693,10 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*DiskEncryptionPtrInput)(nil)).Elem(), DiskEncryptionArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*EtcdBackupInput)(nil)).Elem(), EtcdBackupArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*EtcdBackupPtrInput)(nil)).Elem(), EtcdBackupArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*FluxInput)(nil)).Elem(), FluxArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*FluxPtrInput)(nil)).Elem(), FluxArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*FluxGitRepositoryInput)(nil)).Elem(), FluxGitRepositoryArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*FluxGitRepositoryPtrInput)(nil)).Elem(), FluxGitRepositoryArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*HealthInput)(nil)).Elem(), HealthArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*HealthPtrInput)(nil)).Elem(), HealthArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*HelmChartInput)(nil)).Elem(), HelmChartArgs{})
@@ -5331,6 +5748,10 @@ func init() {
 	pulumi.RegisterOutputType(EtcdBackupOutput{})
 	pulumi.RegisterOutputType(EtcdBackupPtrOutput{})
 	pulumi.RegisterOutputType(EtcdSnapshotInfoOutput{})
+	pulumi.RegisterOutputType(FluxOutput{})
+	pulumi.RegisterOutputType(FluxPtrOutput{})
+	pulumi.RegisterOutputType(FluxGitRepositoryOutput{})
+	pulumi.RegisterOutputType(FluxGitRepositoryPtrOutput{})
 	pulumi.RegisterOutputType(HealthOutput{})
 	pulumi.RegisterOutputType(HealthPtrOutput{})
 	pulumi.RegisterOutputType(HelmChartOutput{})

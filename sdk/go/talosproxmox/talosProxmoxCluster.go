@@ -22,6 +22,8 @@ type TalosProxmoxCluster struct {
 	ControlPlaneIps pulumi.StringArrayOutput `pulumi:"controlPlaneIps"`
 	// Kubernetes API URL, e.g. `https://10.0.0.10:6443`.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
+	// The public half of Flux's deploy key (authorized_keys format), for the git host (a deploy key with read access; write access only if you want Flux to push): the one the component generated, or the public half of `flux.sshKey`. Empty without `flux` or with `flux.secretRef`. Not secret.
+	FluxDeployKey pulumi.StringOutput `pulumi:"fluxDeployKey"`
 	// Every Helm release rendered into the control planes' configuration (Cilium and `helmCharts`), by release name: the chart, its digest and what was rendered.
 	HelmReleases HelmReleaseInfoMapOutput `pulumi:"helmReleases"`
 	// Installer image in every node's configuration: Talos installs from it, and `talosctl upgrade --image` with it upgrades a node to `talosVersion`.
@@ -91,6 +93,8 @@ type talosProxmoxClusterArgs struct {
 	ExtraManifestNamespaces map[string]string `pulumi:"extraManifestNamespaces"`
 	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
 	ExtraManifests []string `pulumi:"extraManifests"`
+	// Bootstraps Flux as `flux bootstrap git` does, after the health gate: its controllers (source, kustomize, helm and notification, from manifests built into the plugin: no network at run time) in `flux-system`, the Secret `flux-system` with the repository's credentials and the GitRepository and Kustomization `flux-system` that sync `gitRepository.path` of the repository. With an ssh:// repository and neither `sshKey` nor `secretRef` the component generates an ed25519 deploy key, kept in the state (the private half a secret), whose public half is the `fluxDeployKey` output: add it to the git host. Applied and upgraded by the manifest sync (which must be enabled); unlike `flux bootstrap`, nothing is pushed to the repository. Default: not installed.
+	Flux *Flux `pulumi:"flux"`
 	// The health gate after bootstrap and every change: its timeout and checks.
 	Health *Health `pulumi:"health"`
 	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through the manifest sync (see `manifestSync`).
@@ -161,6 +165,8 @@ type TalosProxmoxClusterArgs struct {
 	ExtraManifestNamespaces map[string]string
 	// URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
 	ExtraManifests []string
+	// Bootstraps Flux as `flux bootstrap git` does, after the health gate: its controllers (source, kustomize, helm and notification, from manifests built into the plugin: no network at run time) in `flux-system`, the Secret `flux-system` with the repository's credentials and the GitRepository and Kustomization `flux-system` that sync `gitRepository.path` of the repository. With an ssh:// repository and neither `sshKey` nor `secretRef` the component generates an ed25519 deploy key, kept in the state (the private half a secret), whose public half is the `fluxDeployKey` output: add it to the git host. Applied and upgraded by the manifest sync (which must be enabled); unlike `flux bootstrap`, nothing is pushed to the repository. Default: not installed.
+	Flux *FluxArgs
 	// The health gate after bootstrap and every change: its timeout and checks.
 	Health *HealthArgs
 	// Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through the manifest sync (see `manifestSync`).
@@ -303,6 +309,11 @@ func (o TalosProxmoxClusterOutput) ControlPlaneIps() pulumi.StringArrayOutput {
 // Kubernetes API URL, e.g. `https://10.0.0.10:6443`.
 func (o TalosProxmoxClusterOutput) Endpoint() pulumi.StringOutput {
 	return o.ApplyT(func(v *TalosProxmoxCluster) pulumi.StringOutput { return v.Endpoint }).(pulumi.StringOutput)
+}
+
+// The public half of Flux's deploy key (authorized_keys format), for the git host (a deploy key with read access; write access only if you want Flux to push): the one the component generated, or the public half of `flux.sshKey`. Empty without `flux` or with `flux.secretRef`. Not secret.
+func (o TalosProxmoxClusterOutput) FluxDeployKey() pulumi.StringOutput {
+	return o.ApplyT(func(v *TalosProxmoxCluster) pulumi.StringOutput { return v.FluxDeployKey }).(pulumi.StringOutput)
 }
 
 // Every Helm release rendered into the control planes' configuration (Cilium and `helmCharts`), by release name: the chart, its digest and what was rendered.

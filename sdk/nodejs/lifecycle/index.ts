@@ -20,6 +20,11 @@ export type ClusterHealth = import("./clusterHealth").ClusterHealth;
 export const ClusterHealth: typeof import("./clusterHealth").ClusterHealth = null as any;
 utilities.lazyLoad(exports, ["ClusterHealth"], () => require("./clusterHealth"));
 
+export { DeployKeyArgs } from "./deployKey";
+export type DeployKey = import("./deployKey").DeployKey;
+export const DeployKey: typeof import("./deployKey").DeployKey = null as any;
+utilities.lazyLoad(exports, ["DeployKey"], () => require("./deployKey"));
+
 export { EtcdBootstrapArgs } from "./etcdBootstrap";
 export type EtcdBootstrap = import("./etcdBootstrap").EtcdBootstrap;
 export const EtcdBootstrap: typeof import("./etcdBootstrap").EtcdBootstrap = null as any;
@@ -81,6 +86,8 @@ const _module = {
                 return new ClientCredentials(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:ClusterHealth":
                 return new ClusterHealth(name, <any>undefined, { urn })
+            case "talos-proxmox:lifecycle:DeployKey":
+                return new DeployKey(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:EtcdBootstrap":
                 return new EtcdBootstrap(name, <any>undefined, { urn })
             case "talos-proxmox:lifecycle:EtcdSnapshot":

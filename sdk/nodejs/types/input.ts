@@ -112,6 +112,54 @@ export interface EtcdBackupArgs {
 }
 
 /**
+ * Flux and the repository it syncs the cluster from.
+ */
+export interface FluxArgs {
+    /**
+     * The repository: its URL, branch and path.
+     */
+    gitRepository: pulumi.Input<inputs.FluxGitRepositoryArgs>;
+    /**
+     * Any string: a new value makes a new generated deploy key (add the new public half to the git host). Default: `""`.
+     */
+    keyRotation?: pulumi.Input<string | undefined>;
+    /**
+     * The git host's key in known_hosts format (`ssh-keyscan <host>`); required for an ssh:// repository unless `secretRef` is set.
+     */
+    knownHosts?: pulumi.Input<string | undefined>;
+    /**
+     * The name of your own Secret in `flux-system` with the repository's credentials (as `flux create secret git` writes it); the component then writes none.
+     */
+    secretRef?: pulumi.Input<string | undefined>;
+    /**
+     * An unencrypted OpenSSH private key for an ssh:// repository (a secret), instead of a generated deploy key. Default: a generated key.
+     */
+    sshKey?: pulumi.Input<string | undefined>;
+    /**
+     * The Flux version (one the plugin carries). Default: `v2.9.5`.
+     */
+    version?: pulumi.Input<string | undefined>;
+}
+
+/**
+ * The git repository Flux syncs the cluster from.
+ */
+export interface FluxGitRepositoryArgs {
+    /**
+     * The branch. Default: `main`.
+     */
+    branch?: pulumi.Input<string | undefined>;
+    /**
+     * The directory inside the repository that the Kustomization applies. Default: `clusters/<clusterName>`.
+     */
+    path?: pulumi.Input<string | undefined>;
+    /**
+     * ssh://git@<host>/<repository> or https://<host>/<repository>.
+     */
+    url: pulumi.Input<string>;
+}
+
+/**
  * The health gate: after bootstrap and after every change, the component waits until the cluster passes the checks `talosctl health` runs (etcd, apid, kubelet, boot sequence, Kubernetes nodes and control plane, kube-proxy, CoreDNS) and every Node is Ready. The outputs depend on it, so programs that use the kubeconfig run only against a healthy cluster. Progress shows in Pulumi's log.
  */
 export interface HealthArgs {

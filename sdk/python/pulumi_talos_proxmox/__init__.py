@@ -37,6 +37,7 @@ _utilities.register(
    "talos-proxmox:lifecycle:AdoptedSecrets": "AdoptedSecrets",
    "talos-proxmox:lifecycle:ClientCredentials": "ClientCredentials",
    "talos-proxmox:lifecycle:ClusterHealth": "ClusterHealth",
+   "talos-proxmox:lifecycle:DeployKey": "DeployKey",
    "talos-proxmox:lifecycle:EtcdBootstrap": "EtcdBootstrap",
    "talos-proxmox:lifecycle:EtcdSnapshot": "EtcdSnapshot",
    "talos-proxmox:lifecycle:KubernetesRecord": "KubernetesRecord",

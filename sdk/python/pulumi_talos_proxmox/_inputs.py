@@ -25,6 +25,10 @@ __all__ = [
     'DiskEncryptionArgsDict',
     'EtcdBackupArgs',
     'EtcdBackupArgsDict',
+    'FluxArgs',
+    'FluxArgsDict',
+    'FluxGitRepositoryArgs',
+    'FluxGitRepositoryArgsDict',
     'HealthArgs',
     'HealthArgsDict',
     'HelmChartArgs',
@@ -513,6 +517,212 @@ class EtcdBackupArgs:
     @snapshot_now.setter
     def snapshot_now(self, value: pulumi.Input[Optional[_builtins.str]]):
         pulumi.set(self, "snapshot_now", value)
+
+
+class FluxArgsDict(TypedDict):
+    """
+    Flux and the repository it syncs the cluster from.
+    """
+    git_repository: pulumi.Input['FluxGitRepositoryArgsDict']
+    """
+    The repository: its URL, branch and path.
+    """
+    key_rotation: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    Any string: a new value makes a new generated deploy key (add the new public half to the git host). Default: `""`.
+    """
+    known_hosts: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    The git host's key in known_hosts format (`ssh-keyscan <host>`); required for an ssh:// repository unless `secretRef` is set.
+    """
+    secret_ref: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    The name of your own Secret in `flux-system` with the repository's credentials (as `flux create secret git` writes it); the component then writes none.
+    """
+    ssh_key: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    An unencrypted OpenSSH private key for an ssh:// repository (a secret), instead of a generated deploy key. Default: a generated key.
+    """
+    version: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    The Flux version (one the plugin carries). Default: `v2.9.5`.
+    """
+
+@pulumi.input_type
+class FluxArgs:
+    def __init__(__self__, *,
+                 git_repository: pulumi.Input['FluxGitRepositoryArgs'],
+                 key_rotation: pulumi.Input[Optional[_builtins.str]] = None,
+                 known_hosts: pulumi.Input[Optional[_builtins.str]] = None,
+                 secret_ref: pulumi.Input[Optional[_builtins.str]] = None,
+                 ssh_key: pulumi.Input[Optional[_builtins.str]] = None,
+                 version: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        Flux and the repository it syncs the cluster from.
+
+        :param pulumi.Input['FluxGitRepositoryArgs'] git_repository: The repository: its URL, branch and path.
+        :param pulumi.Input[_builtins.str] key_rotation: Any string: a new value makes a new generated deploy key (add the new public half to the git host). Default: `""`.
+        :param pulumi.Input[_builtins.str] known_hosts: The git host's key in known_hosts format (`ssh-keyscan <host>`); required for an ssh:// repository unless `secretRef` is set.
+        :param pulumi.Input[_builtins.str] secret_ref: The name of your own Secret in `flux-system` with the repository's credentials (as `flux create secret git` writes it); the component then writes none.
+        :param pulumi.Input[_builtins.str] ssh_key: An unencrypted OpenSSH private key for an ssh:// repository (a secret), instead of a generated deploy key. Default: a generated key.
+        :param pulumi.Input[_builtins.str] version: The Flux version (one the plugin carries). Default: `v2.9.5`.
+        """
+        pulumi.set(__self__, "git_repository", git_repository)
+        if key_rotation is not None:
+            pulumi.set(__self__, "key_rotation", key_rotation)
+        if known_hosts is not None:
+            pulumi.set(__self__, "known_hosts", known_hosts)
+        if secret_ref is not None:
+            pulumi.set(__self__, "secret_ref", secret_ref)
+        if ssh_key is not None:
+            pulumi.set(__self__, "ssh_key", ssh_key)
+        if version is not None:
+            pulumi.set(__self__, "version", version)
+
+    @_builtins.property
+    @pulumi.getter(name="gitRepository")
+    def git_repository(self) -> pulumi.Input['FluxGitRepositoryArgs']:
+        """
+        The repository: its URL, branch and path.
+        """
+        return pulumi.get(self, "git_repository")
+
+    @git_repository.setter
+    def git_repository(self, value: pulumi.Input['FluxGitRepositoryArgs']):
+        pulumi.set(self, "git_repository", value)
+
+    @_builtins.property
+    @pulumi.getter(name="keyRotation")
+    def key_rotation(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        Any string: a new value makes a new generated deploy key (add the new public half to the git host). Default: `""`.
+        """
+        return pulumi.get(self, "key_rotation")
+
+    @key_rotation.setter
+    def key_rotation(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "key_rotation", value)
+
+    @_builtins.property
+    @pulumi.getter(name="knownHosts")
+    def known_hosts(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The git host's key in known_hosts format (`ssh-keyscan <host>`); required for an ssh:// repository unless `secretRef` is set.
+        """
+        return pulumi.get(self, "known_hosts")
+
+    @known_hosts.setter
+    def known_hosts(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "known_hosts", value)
+
+    @_builtins.property
+    @pulumi.getter(name="secretRef")
+    def secret_ref(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The name of your own Secret in `flux-system` with the repository's credentials (as `flux create secret git` writes it); the component then writes none.
+        """
+        return pulumi.get(self, "secret_ref")
+
+    @secret_ref.setter
+    def secret_ref(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "secret_ref", value)
+
+    @_builtins.property
+    @pulumi.getter(name="sshKey")
+    def ssh_key(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        An unencrypted OpenSSH private key for an ssh:// repository (a secret), instead of a generated deploy key. Default: a generated key.
+        """
+        return pulumi.get(self, "ssh_key")
+
+    @ssh_key.setter
+    def ssh_key(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "ssh_key", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def version(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The Flux version (one the plugin carries). Default: `v2.9.5`.
+        """
+        return pulumi.get(self, "version")
+
+    @version.setter
+    def version(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "version", value)
+
+
+class FluxGitRepositoryArgsDict(TypedDict):
+    """
+    The git repository Flux syncs the cluster from.
+    """
+    url: pulumi.Input[_builtins.str]
+    """
+    ssh://git@<host>/<repository> or https://<host>/<repository>.
+    """
+    branch: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    The branch. Default: `main`.
+    """
+    path: NotRequired[pulumi.Input[Optional[_builtins.str]]]
+    """
+    The directory inside the repository that the Kustomization applies. Default: `clusters/<clusterName>`.
+    """
+
+@pulumi.input_type
+class FluxGitRepositoryArgs:
+    def __init__(__self__, *,
+                 url: pulumi.Input[_builtins.str],
+                 branch: pulumi.Input[Optional[_builtins.str]] = None,
+                 path: pulumi.Input[Optional[_builtins.str]] = None):
+        """
+        The git repository Flux syncs the cluster from.
+
+        :param pulumi.Input[_builtins.str] url: ssh://git@<host>/<repository> or https://<host>/<repository>.
+        :param pulumi.Input[_builtins.str] branch: The branch. Default: `main`.
+        :param pulumi.Input[_builtins.str] path: The directory inside the repository that the Kustomization applies. Default: `clusters/<clusterName>`.
+        """
+        pulumi.set(__self__, "url", url)
+        if branch is not None:
+            pulumi.set(__self__, "branch", branch)
+        if path is not None:
+            pulumi.set(__self__, "path", path)
+
+    @_builtins.property
+    @pulumi.getter
+    def url(self) -> pulumi.Input[_builtins.str]:
+        """
+        ssh://git@<host>/<repository> or https://<host>/<repository>.
+        """
+        return pulumi.get(self, "url")
+
+    @url.setter
+    def url(self, value: pulumi.Input[_builtins.str]):
+        pulumi.set(self, "url", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def branch(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The branch. Default: `main`.
+        """
+        return pulumi.get(self, "branch")
+
+    @branch.setter
+    def branch(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "branch", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def path(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The directory inside the repository that the Kustomization applies. Default: `clusters/<clusterName>`.
+        """
+        return pulumi.get(self, "path")
+
+    @path.setter
+    def path(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "path", value)
 
 
 class HealthArgsDict(TypedDict):

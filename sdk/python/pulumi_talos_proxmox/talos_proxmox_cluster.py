@@ -36,6 +36,7 @@ class TalosProxmoxClusterArgs:
                  etcd_backup: Optional['EtcdBackupArgs'] = None,
                  extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
+                 flux: Optional['FluxArgs'] = None,
                  health: Optional['HealthArgs'] = None,
                  helm_charts: Optional[Sequence['HelmChartArgs']] = None,
                  image: Optional['ImageArgs'] = None,
@@ -72,6 +73,7 @@ class TalosProxmoxClusterArgs:
         :param 'EtcdBackupArgs' etcd_backup: etcd snapshots before every risky change, on demand and on a schedule (see docs/operations.md, Backups and disaster recovery).
         :param Mapping[str, _builtins.str] extra_manifest_namespaces: Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
+        :param 'FluxArgs' flux: Bootstraps Flux as `flux bootstrap git` does, after the health gate: its controllers (source, kustomize, helm and notification, from manifests built into the plugin: no network at run time) in `flux-system`, the Secret `flux-system` with the repository's credentials and the GitRepository and Kustomization `flux-system` that sync `gitRepository.path` of the repository. With an ssh:// repository and neither `sshKey` nor `secretRef` the component generates an ed25519 deploy key, kept in the state (the private half a secret), whose public half is the `fluxDeployKey` output: add it to the git host. Applied and upgraded by the manifest sync (which must be enabled); unlike `flux bootstrap`, nothing is pushed to the repository. Default: not installed.
         :param 'HealthArgs' health: The health gate after bootstrap and every change: its timeout and checks.
         :param Sequence['HelmChartArgs'] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through the manifest sync (see `manifestSync`).
         :param 'ImageArgs' image: Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
@@ -118,6 +120,8 @@ class TalosProxmoxClusterArgs:
             pulumi.set(__self__, "extra_manifest_namespaces", extra_manifest_namespaces)
         if extra_manifests is not None:
             pulumi.set(__self__, "extra_manifests", extra_manifests)
+        if flux is not None:
+            pulumi.set(__self__, "flux", flux)
         if health is not None:
             pulumi.set(__self__, "health", health)
         if helm_charts is not None:
@@ -334,6 +338,18 @@ class TalosProxmoxClusterArgs:
     @extra_manifests.setter
     def extra_manifests(self, value: Optional[Sequence[_builtins.str]]):
         pulumi.set(self, "extra_manifests", value)
+
+    @_builtins.property
+    @pulumi.getter
+    def flux(self) -> Optional['FluxArgs']:
+        """
+        Bootstraps Flux as `flux bootstrap git` does, after the health gate: its controllers (source, kustomize, helm and notification, from manifests built into the plugin: no network at run time) in `flux-system`, the Secret `flux-system` with the repository's credentials and the GitRepository and Kustomization `flux-system` that sync `gitRepository.path` of the repository. With an ssh:// repository and neither `sshKey` nor `secretRef` the component generates an ed25519 deploy key, kept in the state (the private half a secret), whose public half is the `fluxDeployKey` output: add it to the git host. Applied and upgraded by the manifest sync (which must be enabled); unlike `flux bootstrap`, nothing is pushed to the repository. Default: not installed.
+        """
+        return pulumi.get(self, "flux")
+
+    @flux.setter
+    def flux(self, value: Optional['FluxArgs']):
+        pulumi.set(self, "flux", value)
 
     @_builtins.property
     @pulumi.getter
@@ -571,6 +587,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  etcd_backup: Optional[Union['EtcdBackupArgs', 'EtcdBackupArgsDict']] = None,
                  extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
+                 flux: Optional[Union['FluxArgs', 'FluxArgsDict']] = None,
                  health: Optional[Union['HealthArgs', 'HealthArgsDict']] = None,
                  helm_charts: Optional[Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']]] = None,
                  image: Optional[Union['ImageArgs', 'ImageArgsDict']] = None,
@@ -610,6 +627,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         :param Union['EtcdBackupArgs', 'EtcdBackupArgsDict'] etcd_backup: etcd snapshots before every risky change, on demand and on a schedule (see docs/operations.md, Backups and disaster recovery).
         :param Mapping[str, _builtins.str] extra_manifest_namespaces: Namespaces for extra manifests written for `kubectl apply -n <namespace>`, such as Argo CD's install.yaml: URL (one of `extraManifests`) → namespace. Talos applies extra manifests without a namespace option, so their namespaced objects would land in `default` (siderolabs/talos#12113). A URL listed here is therefore not handed to Talos: the manifest sync fetches it after bootstrap and applies it with its namespaced objects that name none in that namespace (created when no manifest declares it). Requires the manifest sync (`manifestSync.enabled`).
         :param Sequence[_builtins.str] extra_manifests: URLs of Kubernetes manifests Talos downloads and applies at bootstrap. An unreachable URL makes the bootstrap fail. The manifest sync fetches them too (at preview and `up`), so they must also be reachable from where Pulumi runs.
+        :param Union['FluxArgs', 'FluxArgsDict'] flux: Bootstraps Flux as `flux bootstrap git` does, after the health gate: its controllers (source, kustomize, helm and notification, from manifests built into the plugin: no network at run time) in `flux-system`, the Secret `flux-system` with the repository's credentials and the GitRepository and Kustomization `flux-system` that sync `gitRepository.path` of the repository. With an ssh:// repository and neither `sshKey` nor `secretRef` the component generates an ed25519 deploy key, kept in the state (the private half a secret), whose public half is the `fluxDeployKey` output: add it to the git host. Applied and upgraded by the manifest sync (which must be enabled); unlike `flux bootstrap`, nothing is pushed to the repository. Default: not installed.
         :param Union['HealthArgs', 'HealthArgsDict'] health: The health gate after bootstrap and every change: its timeout and checks.
         :param Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']] helm_charts: Helm charts rendered by the component (like `helm template`, at preview) and embedded in the control planes' configuration as inline manifests `helm-<name>`, after Cilium and before `inlineManifests`. Talos applies them at bootstrap; a chart, version or values change after bootstrap updates the control planes' configuration (no reboot) and reaches the cluster's objects through the manifest sync (see `manifestSync`).
         :param Union['ImageArgs', 'ImageArgsDict'] image: Which Talos image the Image Factory builds (system extensions or a full schematic) and how Proxmox downloads it.
@@ -668,6 +686,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
                  etcd_backup: Optional[Union['EtcdBackupArgs', 'EtcdBackupArgsDict']] = None,
                  extra_manifest_namespaces: Optional[Mapping[str, _builtins.str]] = None,
                  extra_manifests: Optional[Sequence[_builtins.str]] = None,
+                 flux: Optional[Union['FluxArgs', 'FluxArgsDict']] = None,
                  health: Optional[Union['HealthArgs', 'HealthArgsDict']] = None,
                  helm_charts: Optional[Sequence[Union['HelmChartArgs', 'HelmChartArgsDict']]] = None,
                  image: Optional[Union['ImageArgs', 'ImageArgsDict']] = None,
@@ -714,6 +733,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["etcd_backup"] = etcd_backup
             __props__.__dict__["extra_manifest_namespaces"] = extra_manifest_namespaces
             __props__.__dict__["extra_manifests"] = extra_manifests
+            __props__.__dict__["flux"] = flux
             __props__.__dict__["health"] = health
             __props__.__dict__["helm_charts"] = helm_charts
             __props__.__dict__["image"] = image
@@ -739,6 +759,7 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
             __props__.__dict__["vm_id_range"] = vm_id_range
             __props__.__dict__["worker_config_patches"] = worker_config_patches
             __props__.__dict__["control_plane_ips"] = None
+            __props__.__dict__["flux_deploy_key"] = None
             __props__.__dict__["helm_releases"] = None
             __props__.__dict__["installer_image"] = None
             __props__.__dict__["kubeconfig"] = None
@@ -778,6 +799,14 @@ class TalosProxmoxCluster(pulumi.ComponentResource):
         Kubernetes API URL, e.g. `https://10.0.0.10:6443`.
         """
         return pulumi.get(self, "endpoint")
+
+    @_builtins.property
+    @pulumi.getter(name="fluxDeployKey")
+    def flux_deploy_key(self) -> pulumi.Output[_builtins.str]:
+        """
+        The public half of Flux's deploy key (authorized_keys format), for the git host (a deploy key with read access; write access only if you want Flux to push): the one the component generated, or the public half of `flux.sshKey`. Empty without `flux` or with `flux.secretRef`. Not secret.
+        """
+        return pulumi.get(self, "flux_deploy_key")
 
     @_builtins.property
     @pulumi.getter(name="helmReleases")

@@ -27,6 +27,8 @@ func (m *module) Construct(ctx *pulumi.Context, name, typ, urn string) (r pulumi
 		r = &ClientCredentials{}
 	case "talos-proxmox:lifecycle:ClusterHealth":
 		r = &ClusterHealth{}
+	case "talos-proxmox:lifecycle:DeployKey":
+		r = &DeployKey{}
 	case "talos-proxmox:lifecycle:EtcdBootstrap":
 		r = &EtcdBootstrap{}
 	case "talos-proxmox:lifecycle:EtcdSnapshot":

@@ -9,6 +9,7 @@ import typing
 from .adopted_secrets import *
 from .client_credentials import *
 from .cluster_health import *
+from .deploy_key import *
 from .etcd_bootstrap import *
 from .etcd_snapshot import *
 from .kubernetes_record import *
