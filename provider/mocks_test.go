@@ -15,6 +15,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
 
+	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/flux"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/machineconfig"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/secretstest"
 )
@@ -201,6 +202,16 @@ func (r *recorder) newResource(args integration.MockResourceArgs) (string, prope
 		out = out.Set("talosconfig", property.New("context: x\n").WithSecret(true))
 	case "talos:imageFactory/schematic:Schematic":
 		id = "schematic-id"
+	case "talos-proxmox:lifecycle:DeployKey":
+		// As the resource makes it: a real key pair.
+		private, public, err := flux.GenerateDeployKey()
+		if err != nil {
+			return "", out, err
+		}
+
+		out = out.Set("privateKey", property.New(private).WithSecret(true)).Set("publicKey", property.New(public))
+	case "proxmoxve:User/token:Token":
+		out = out.Set("value", property.New(args.Inputs.Get("userId").AsString()+"!"+args.Inputs.Get("tokenName").AsString()+"=secret-of-the-token").WithSecret(true))
 	}
 
 	return id, out, nil

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -94,6 +95,8 @@ func TestConstructProxmoxCSIAndCCM(t *testing.T) {
 		"name: proxmox-csi-plugin", "name: proxmox-cloud-controller-manager", "provisioner: csi.proxmox.sinextra.dev",
 		"storage: local-lvm", "secretName: talos-proxmox-csi", "talos-proxmox.dev/proxmox-token: talos-lab-csi@pve!csi",
 		"storageclass.kubernetes.io/is-default-class: \"true\"",
+		// the token's Secret, from the token resource's (secret) value
+		"name: talos-proxmox-csi\n    namespace: csi-proxmox", "name: talos-proxmox-ccm\n    namespace: kube-system",
 	} {
 		if !strings.Contains(cp, want) {
 			t.Errorf("the control plane's manifests lack %q", want)
@@ -134,5 +137,61 @@ func TestProxmoxCSIDatastoreMustExist(t *testing.T) {
 
 	if n := len(r.custom()); n != 0 {
 		t.Errorf("%d resources registered before the refusal", n)
+	}
+}
+
+// TestConstructFlux: flux adds Flux's controllers, the repository's Secret and the sync objects to
+// the manifest sync (never to the control planes' configuration); a generated deploy key is a
+// DeployKey resource whose rotation follows keyRotation; with secretRef no Secret and no key.
+func TestConstructFlux(t *testing.T) {
+	t.Parallel()
+
+	flux := func(extra string) string {
+		return strings.Replace(homelabJSON, "{", `{"flux": {"gitRepository": {"url": "ssh://git@git.example.com/me/fleet"}, `+extra+`},`, 1)
+	}
+
+	r := &recorder{}
+	if _, err := construct(t, r, "homelab", inputsFromJSON(t, flux(`"knownHosts": "`+testKnownHosts+`", "keyRotation": "1"`))); err != nil {
+		t.Fatal(err)
+	}
+
+	manifests := r.named("homelab-manifests").Inputs.Get("manifests").AsMap()
+	for _, name := range []string{"flux-install", "flux-sync", "flux-deploy-key"} {
+		if _, ok := manifests.GetOk(name); !ok {
+			t.Errorf("the manifest sync has no %s: %v", name, slices.Collect(maps.Keys(manifests.AsMap())))
+		}
+	}
+
+	if sync := manifests.Get("flux-sync").AsString(); !strings.Contains(sync, "path: ./clusters/homelab") ||
+		!strings.Contains(sync, "url: ssh://git@git.example.com/me/fleet") || !strings.Contains(sync, "branch: main") {
+		t.Errorf("flux-sync:\n%s", sync)
+	}
+
+	if install := manifests.Get("flux-install").AsString(); !strings.Contains(install, "name: source-controller") {
+		t.Errorf("flux-install has no source-controller")
+	}
+
+	if key := r.named("homelab-flux-deploy-key"); key.Inputs.Get("rotation").AsString() != "1" {
+		t.Errorf("the deploy key's rotation: %v", key.Inputs)
+	}
+
+	if cfg := r.named("homelab-cp-1-config").Inputs.Get("machineConfigurationInput").AsString(); strings.Contains(cfg, "flux-system") {
+		t.Errorf("Flux reached the control planes' configuration")
+	}
+
+	own := &recorder{}
+	if _, err := construct(t, own, "homelab", inputsFromJSON(t, flux(`"secretRef": "fleet-creds"`))); err != nil {
+		t.Fatal(err)
+	}
+
+	manifests = own.named("homelab-manifests").Inputs.Get("manifests").AsMap()
+	if _, ok := manifests.GetOk("flux-deploy-key"); ok || !strings.Contains(manifests.Get("flux-sync").AsString(), "name: fleet-creds") {
+		t.Errorf("with secretRef: manifests %v, sync:\n%s", slices.Collect(maps.Keys(manifests.AsMap())), manifests.Get("flux-sync").AsString())
+	}
+
+	for _, reg := range own.custom() {
+		if reg.Type == "talos-proxmox:lifecycle:DeployKey" {
+			t.Errorf("a deploy key was made beside secretRef")
+		}
 	}
 }

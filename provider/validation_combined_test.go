@@ -56,6 +56,8 @@ func readsOf(tc badInput) []string {
 		reads = append(reads, "Nodes")
 	case strings.Contains(tc.path, ".labels:"):
 		reads = append(reads, "Nodes.*.Role") // a worker may set fewer labels
+	case strings.HasPrefix(tc.path, "flux"):
+		reads = append(reads, "Flux", "ManifestSync", "ClusterName")
 	case strings.HasPrefix(tc.path, "proxmoxCsi") || strings.HasPrefix(tc.path, "proxmoxCcm"):
 		reads = append(reads, "ProxmoxCsi", "ProxmoxCcm", "ClusterName") // the release names; the user names
 	case strings.HasPrefix(tc.path, "nvidiaDevicePlugin"):

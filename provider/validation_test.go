@@ -1,12 +1,14 @@
 package provider
 
 import (
+	"crypto/ed25519"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"golang.org/x/crypto/ssh"
 )
 
 // homelabArgs is a valid cluster; each bad-input case breaks one thing.
@@ -23,6 +25,29 @@ func homelabArgs() TalosProxmoxClusterArgs {
 			"worker-1": {HostNode: "pve1", Role: "worker", Ip: "10.0.0.21", DataDisks: []DataDisk{{SizeGib: 50, MountPath: "/var/lib/longhorn"}}},
 			"worker-2": {HostNode: "pve2", Role: "worker", Ip: "10.0.0.22", PciDevices: []PciDevice{{Mapping: "gpu"}}},
 		},
+	}
+}
+
+// testKnownHosts is a known_hosts line of a host key made for the tests.
+var testKnownHosts = func() string {
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		panic(err)
+	}
+
+	key, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		panic(err)
+	}
+
+	return "git.example.com " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))
+}()
+
+// withFlux gives the homelab Flux from an ssh:// repository, then makes mistake f.
+func withFlux(f func(*Flux)) func(*TalosProxmoxClusterArgs) {
+	return func(a *TalosProxmoxClusterArgs) {
+		a.Flux = &Flux{GitRepository: FluxGitRepository{Url: "ssh://git@git.example.com/me/fleet"}, KnownHosts: testKnownHosts}
+		f(a.Flux)
 	}
 }
 
@@ -348,6 +373,21 @@ var badInputs = []badInput{
 	}, "proxmoxCcm:", "longer than the 64 characters"},
 	{"ccm chart version", func(a *TalosProxmoxClusterArgs) { a.ProxmoxCcm = &ProxmoxCcm{Version: "0.2"} },
 		"proxmoxCcm.version:", "exact chart version"},
+	{"flux scp-like url", withFlux(func(f *Flux) { f.GitRepository.Url = "git@github.com:me/fleet" }),
+		"flux.gitRepository.url:", "ssh://git@github.com/me/fleet"},
+	{"flux without known hosts", withFlux(func(f *Flux) { f.KnownHosts = "" }), "flux.knownHosts:", "ssh-keyscan"},
+	{"flux bad known hosts", withFlux(func(f *Flux) { f.KnownHosts = "github.com ssh-ed25519 notbase64" }),
+		"flux.knownHosts:", "known_hosts format"},
+	{"flux key and secret", withFlux(func(f *Flux) { f.SshKey, f.SecretRef, f.KnownHosts = pulumi.String("k"), "mine", "" }),
+		"flux.secretRef:", "give one"},
+	{"flux version", withFlux(func(f *Flux) { f.Version = "v2.3.0" }), "flux.version:", "v2.9.5"},
+	{"flux path outside", withFlux(func(f *Flux) { f.GitRepository.Path = "../elsewhere" }), "flux.gitRepository.path:", "inside the repository"},
+	{"flux ssh key on https", withFlux(func(f *Flux) { f.GitRepository.Url, f.SshKey = "https://github.com/me/fleet", pulumi.String("k") }),
+		"flux.sshKey:", "not an ssh:// URL"},
+	{"flux without manifest sync", func(a *TalosProxmoxClusterArgs) {
+		withFlux(func(*Flux) {})(a)
+		a.ManifestSync = &ManifestSync{Enabled: new(false)}
+	}, "flux:", "manifestSync.enabled: false"},
 	{"empty disk encryption", func(a *TalosProxmoxClusterArgs) { a.DiskEncryption = &DiskEncryption{} }, "diskEncryption:", "is empty"},
 	{"unknown disk encryption key", func(a *TalosProxmoxClusterArgs) { a.DiskEncryption = &DiskEncryption{State: "static"} },
 		"diskEncryption.state:", "is not a disk encryption key"},
