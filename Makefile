@@ -35,7 +35,7 @@ LAB_MODULES     := lab lab/proxmoxve lab/pvecontract
 MODULES         := $(LAB_MODULES) $(EXAMPLE_MODULES)
 # tools/kube (one main.go dispatching to k8s.io/kubernetes) is left to gofmt: golangci-lint would
 # type-check all of Kubernetes for it, about 7 minutes cold.
-LINT_MODULES := $(MODULES) examples/go tools/sdkgen tools/sdkcheck
+LINT_MODULES := $(MODULES) examples/go tools/sdkgen tools/sdkcheck tools/fluxgen
 
 # Pulumi never touches the user's own state or plugins, never calls home and never downloads
 # plugins: everything it needs is built here.
@@ -127,6 +127,7 @@ lint: lint-tools ## gofmt, and golangci-lint (govet, staticcheck, errcheck, doc 
 unit: ## Unit, Construct, schema and docs tests of the provider and the examples (no toolchain, no Kubernetes)
 	$(GO) test -count=1 ./...
 	@for m in $(EXAMPLE_MODULES); do echo "go test: $$m"; $(GO) -C $$m test -count=1 ./... || exit 1; done
+	$(GO) -C tools/fluxgen test -count=1 ./... # the built-in Flux manifests are the ones the generator makes
 
 .PHONY: lab-unit
 lab-unit: kube ## The lab's own tests: the Proxmox fake and its contract with bpg, the Talos emulator, the lab's Kubernetes
