@@ -20,7 +20,7 @@ import (
 func TestConstructProxmoxCSIAndCCM(t *testing.T) {
 	t.Parallel()
 
-	charts := filepath.Join("..", "lab", "chartrepo", "charts")
+	charts := filepath.Join("..", "lab", "chartrepo", "standin")
 	repo := helmtest.Repository(t, helmtest.Archive(t, filepath.Join(charts, "proxmox-csi-plugin")),
 		helmtest.Archive(t, filepath.Join(charts, "proxmox-cloud-controller-manager")))
 

@@ -89,6 +89,22 @@ type secretFile struct {
 	namespace, secret, key string
 }
 
+// CloudConfigSecret is where Run reads the cloud config of pod's CCM container from: the Secret
+// (in the pod's namespace) and its key behind the file the container's --cloud-config names,
+// found through the container's volume mounts and the pod's secret or projected volumes. The
+// error is why the process would not start (no --cloud-config, no secret volume there, no such
+// key projected).
+func CloudConfigSecret(pod *corev1.Pod, container corev1.Container) (namespace, secret, key string, err error) {
+	f := parseFlags(append(append([]string{}, container.Command...), container.Args...))
+
+	src, err := mountedSecretFile(pod, container, f.cloudConfig)
+	if err != nil {
+		return "", "", "", err
+	}
+
+	return src.namespace, src.secret, src.key, nil
+}
+
 // mountedSecretFile finds the Secret and key behind the file at file in container, through its
 // volume mounts and the pod's secret (or projected secret) volumes.
 func mountedSecretFile(pod *corev1.Pod, container corev1.Container, file string) (secretFile, error) {

@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 )
 
-// The Proxmox CSI plugin's and the Proxmox cloud controller manager's charts, committed under
-// charts/ (see charts/README.md: they are not on the Go module proxy). They stand in for
-// oci://ghcr.io/sergelogvinov/charts.
+// The lab's stand-ins for the Proxmox CSI plugin's and the Proxmox cloud controller manager's
+// charts (sergelogvinov/proxmox-csi-plugin and sergelogvinov/proxmox-cloud-controller-manager),
+// written for the lab under standin/ (see each chart's README.md): the upstream charts' names,
+// versions and appVersions, the values the component sets, and the same kinds and names of
+// objects as upstream renders for them. They stand in for oci://ghcr.io/sergelogvinov/charts.
 const (
 	ProxmoxCSIChart      = "proxmox-csi-plugin"
 	ProxmoxCSIVersion    = "0.5.9"
@@ -21,9 +23,9 @@ const (
 	ProxmoxCCMAppVersion = "v0.13.1"
 )
 
-// "all:" keeps .helmignore and templates/_helpers.tpl, which go:embed skips otherwise.
+// "all:" keeps templates/_helpers.tpl, which go:embed skips otherwise.
 //
-//go:embed all:charts/proxmox-csi-plugin all:charts/proxmox-cloud-controller-manager
+//go:embed all:standin/proxmox-csi-plugin all:standin/proxmox-cloud-controller-manager
 var proxmoxCharts embed.FS
 
 // ProxmoxCSIArchive packages the Proxmox CSI plugin chart (ProxmoxCSIVersion) into dest and
@@ -52,7 +54,7 @@ func ProxmoxArchives(dest string) ([]string, error) {
 // embeddedArchive writes the embedded chart name to a directory under dest and packages it
 // there, as `helm package` does (its .helmignore applies).
 func embeddedArchive(name, dest string) (string, error) {
-	root := "charts/" + name
+	root := "standin/" + name
 
 	dir, err := os.MkdirTemp(dest, name+"-src-")
 	if err != nil {

@@ -17,31 +17,30 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/repo"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/yaml"
 )
 
-// object is a rendered Kubernetes object, decoded loosely.
+// object is a rendered Kubernetes object, decoded loosely; raw is its YAML, for decodeAs.
 type object struct {
 	Kind     string `json:"kind"`
 	Metadata struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
+		Name        string            `json:"name"`
+		Namespace   string            `json:"namespace"`
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	Provisioner string            `json:"provisioner"`
 	Parameters  map[string]string `json:"parameters"`
 	Data        map[string]string `json:"data"`
-	Spec        struct {
-		Template struct {
-			Spec struct {
-				Containers []struct {
-					Name  string   `json:"name"`
-					Image string   `json:"image"`
-					Args  []string `json:"args"`
-				} `json:"containers"`
-			} `json:"spec"`
-		} `json:"template"`
-	} `json:"spec"`
+
+	raw []byte
 }
+
+// clusterScoped are the kinds of the charts' objects that have no namespace.
+var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "CSIDriver", "StorageClass"}
 
 func loadArchive(t *testing.T, archive func(string) (string, error)) (*chart.Chart, string) {
 	t.Helper()
@@ -59,8 +58,10 @@ func loadArchive(t *testing.T, archive func(string) (string, error)) (*chart.Cha
 	return ch, path
 }
 
-// render is `helm template` of ch with values, client-only.
-func render(t *testing.T, ch *chart.Chart, values map[string]any) map[string]object {
+// render is `helm template` of ch with values as release ch.Metadata.Name in namespace,
+// client-only. Every namespaced object must be in namespace (or kube-system), and no
+// cluster-scoped one may carry a namespace.
+func render(t *testing.T, ch *chart.Chart, namespace string, values map[string]any) map[string]object {
 	t.Helper()
 
 	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
@@ -69,7 +70,7 @@ func render(t *testing.T, ch *chart.Chart, values map[string]any) map[string]obj
 	inst.ClientOnly = true
 	inst.Replace = true
 	inst.ReleaseName = ch.Metadata.Name
-	inst.Namespace = "kube-system"
+	inst.Namespace = namespace
 
 	rel, err := inst.Run(ch, values)
 	if err != nil {
@@ -84,12 +85,42 @@ func render(t *testing.T, ch *chart.Chart, values map[string]any) map[string]obj
 			t.Fatalf("%s: %v\n%s", ch.Metadata.Name, err, doc)
 		}
 
-		if o.Kind != "" {
-			out[o.Kind+"/"+o.Metadata.Name] = o
+		if o.Kind == "" {
+			continue
 		}
+
+		key := o.Kind + "/" + o.Metadata.Name
+		if _, dup := out[key]; dup {
+			t.Fatalf("%s renders %s twice", ch.Metadata.Name, key)
+		}
+
+		ns, global := o.Metadata.Namespace, slices.Contains(clusterScoped, o.Kind)
+		if global && ns != "" || !global && ns != namespace && ns != "kube-system" {
+			t.Errorf("%s: %s has namespace %q (release namespace %s)", ch.Metadata.Name, key, ns, namespace)
+		}
+
+		o.raw = []byte(doc)
+		out[key] = o
 	}
 
 	return out
+}
+
+// decodeAs decodes the object key of objs strictly into a T.
+func decodeAs[T any](t *testing.T, objs map[string]object, key string) *T {
+	t.Helper()
+
+	o, ok := objs[key]
+	if !ok {
+		t.Fatalf("no %s among %v", key, slices.Sorted(maps.Keys(objs)))
+	}
+
+	v := new(T)
+	if err := yaml.UnmarshalStrict(o.raw, v); err != nil {
+		t.Fatalf("%s: %v\n%s", key, err, o.raw)
+	}
+
+	return v
 }
 
 var labCluster = map[string]any{
@@ -97,6 +128,8 @@ var labCluster = map[string]any{
 	"token_id": "kubernetes-csi@pve!csi", "token_secret": "00000000-0000-4000-8000-000000000001",
 }
 
+// The CSI plugin's stand-in chart with its own config Secret: StorageClasses with the computed
+// parameters over extraParameters, the controller mounting the chart's Secret.
 func TestProxmoxCSIChartRenders(t *testing.T) {
 	t.Parallel()
 
@@ -105,65 +138,61 @@ func TestProxmoxCSIChartRenders(t *testing.T) {
 		t.Fatalf("chart %s %s (app %s)", ch.Metadata.Name, ch.Metadata.Version, ch.Metadata.AppVersion)
 	}
 
-	objs := render(t, ch, map[string]any{
-		"config": map[string]any{"clusters": []any{labCluster}},
+	objs := render(t, ch, "kube-system", map[string]any{
+		"createNamespace": true, // never for kube-system
+		"config":          map[string]any{"clusters": []any{labCluster}},
 		"storageClass": []any{
 			map[string]any{"name": "proxmox-data", "storage": "local-lvm", "reclaimPolicy": "Delete", "fstype": "xfs"},
-			map[string]any{"name": "proxmox-shared", "storage": "nfs", "ssd": true},
+			map[string]any{
+				"name": "proxmox-shared", "storage": "nfs", "ssd": true, "cache": "writethrough", "reclaimPolicy": "Retain",
+				"volumeBindingMode": "Immediate", "mountOptions": []any{"discard"},
+				"extraParameters": map[string]any{"storage": "ignored", "csi.storage.k8s.io/node-stage-secret-name": "s"},
+			},
 		},
 	})
 
 	sc, ok := objs["StorageClass/proxmox-data"]
-	if !ok || sc.Provisioner != "csi.proxmox.sinextra.dev" || sc.Parameters["storage"] != "local-lvm" ||
-		sc.Parameters["csi.storage.k8s.io/fstype"] != "xfs" {
+	if !ok || sc.Provisioner != "csi.proxmox.sinextra.dev" || !maps.Equal(sc.Parameters, map[string]string{
+		"storage": "local-lvm", "csi.storage.k8s.io/fstype": "xfs",
+	}) {
 		t.Fatalf("StorageClass proxmox-data: %+v (objects %v)", sc, slices.Sorted(maps.Keys(objs)))
 	}
 
-	if sc := objs["StorageClass/proxmox-shared"]; sc.Parameters["ssd"] != "true" || sc.Parameters["csi.storage.k8s.io/fstype"] != "ext4" {
+	data := decodeAs[storagev1.StorageClass](t, objs, "StorageClass/proxmox-data")
+	if data.AllowVolumeExpansion == nil || !*data.AllowVolumeExpansion || data.ReclaimPolicy == nil || *data.ReclaimPolicy != "Delete" ||
+		data.VolumeBindingMode == nil || *data.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
+		t.Fatalf("StorageClass proxmox-data: %+v", data)
+	}
+
+	if sc := objs["StorageClass/proxmox-shared"]; !maps.Equal(sc.Parameters, map[string]string{
+		"storage": "nfs", "csi.storage.k8s.io/fstype": "ext4", "ssd": "true", "cache": "writethrough",
+		"csi.storage.k8s.io/node-stage-secret-name": "s",
+	}) {
 		t.Fatalf("StorageClass proxmox-shared: %+v", sc)
 	}
 
-	ctrl, ok := objs["Deployment/proxmox-csi-plugin-controller"]
-	if !ok || ctrl.Metadata.Namespace != "kube-system" || len(ctrl.Spec.Template.Spec.Containers) == 0 ||
-		ctrl.Spec.Template.Spec.Containers[0].Image != "ghcr.io/sergelogvinov/proxmox-csi-controller:"+ProxmoxCSIAppVersion {
+	shared := decodeAs[storagev1.StorageClass](t, objs, "StorageClass/proxmox-shared")
+	if *shared.ReclaimPolicy != "Retain" || *shared.VolumeBindingMode != storagev1.VolumeBindingImmediate ||
+		!slices.Equal(shared.MountOptions, []string{"discard"}) {
+		t.Fatalf("StorageClass proxmox-shared: %+v", shared)
+	}
+
+	ctrl := decodeAs[appsv1.Deployment](t, objs, "Deployment/proxmox-csi-plugin-controller")
+	if c := ctrl.Spec.Template.Spec.Containers; len(c) == 0 || c[0].Image != "ghcr.io/sergelogvinov/proxmox-csi-controller:"+ProxmoxCSIAppVersion {
 		t.Fatalf("controller Deployment: %+v", ctrl)
 	}
 
-	if _, ok := objs["DaemonSet/proxmox-csi-plugin-node"]; !ok {
-		t.Fatalf("no node DaemonSet: %v", slices.Sorted(maps.Keys(objs)))
+	if v := ctrl.Spec.Template.Spec.Volumes; !slices.ContainsFunc(v, func(v corev1.Volume) bool {
+		return v.Name == "cloud-config" && v.Secret != nil && v.Secret.SecretName == "proxmox-csi-plugin" && len(v.Secret.Items) == 0
+	}) {
+		t.Fatalf("controller volumes: %+v", v)
 	}
 
-	if _, ok := objs["CSIDriver/csi.proxmox.sinextra.dev"]; !ok {
-		t.Fatalf("no CSIDriver: %v", slices.Sorted(maps.Keys(objs)))
+	if _, ok := objs["Namespace/kube-system"]; ok {
+		t.Fatal("createNamespace renders kube-system")
 	}
 
 	checkConfigSecret(t, objs["Secret/proxmox-csi-plugin"])
-}
-
-func TestProxmoxCCMChartRenders(t *testing.T) {
-	t.Parallel()
-
-	ch, _ := loadArchive(t, ProxmoxCCMArchive)
-	if ch.Metadata.Name != ProxmoxCCMChart || ch.Metadata.Version != ProxmoxCCMVersion || ch.Metadata.AppVersion != ProxmoxCCMAppVersion {
-		t.Fatalf("chart %s %s (app %s)", ch.Metadata.Name, ch.Metadata.Version, ch.Metadata.AppVersion)
-	}
-
-	values := map[string]any{"config": map[string]any{"clusters": []any{labCluster}}}
-	objs := render(t, ch, values)
-
-	dep, ok := objs["Deployment/proxmox-cloud-controller-manager"]
-	if !ok || len(dep.Spec.Template.Spec.Containers) == 0 ||
-		dep.Spec.Template.Spec.Containers[0].Image != "ghcr.io/sergelogvinov/proxmox-cloud-controller-manager:"+ProxmoxCCMAppVersion ||
-		!slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--controllers=cloud-node,cloud-node-lifecycle") {
-		t.Fatalf("Deployment: %+v (objects %v)", dep, slices.Sorted(maps.Keys(objs)))
-	}
-
-	checkConfigSecret(t, objs["Secret/proxmox-cloud-controller-manager"])
-
-	values["useDaemonSet"] = true
-	if _, ok := render(t, ch, values)["DaemonSet/proxmox-cloud-controller-manager"]; !ok {
-		t.Fatal("useDaemonSet renders no DaemonSet")
-	}
 }
 
 // checkConfigSecret requires the plugin's config.yaml to hold the cluster given in the values.
