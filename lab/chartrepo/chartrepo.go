@@ -1,8 +1,8 @@
 // Package chartrepo is the lab's Helm chart repository: a classic HTTP chart repository on
 // loopback, its index written by Helm's own repo package, serving the real Cilium chart and NVIDIA's
 // device plugin chart from their Go modules (fetched through the Go module proxy when first needed,
-// never committed), and the Proxmox CSI plugin's and cloud controller manager's charts from committed
-// copies (charts/, see proxmox.go). It stands in for https://helm.cilium.io,
+// never committed), and the lab's own stand-ins of the Proxmox CSI plugin's and cloud controller
+// manager's charts (standin/, see proxmox.go; the upstream charts cannot be had here). It stands in for https://helm.cilium.io,
 // https://nvidia.github.io/k8s-device-plugin and oci://ghcr.io/sergelogvinov/charts, which this
 // machine cannot reach.
 package chartrepo
