@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"crypto/ed25519"
 	"maps"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/helmrender/helmtest"
 )
@@ -168,6 +170,10 @@ func TestConstructFlux(t *testing.T) {
 		}
 	}
 
+	if nw := stringsOf(r.named("homelab-manifests").Inputs.Get("noWait")); !slices.Equal(nw, []string{"flux-sync"}) {
+		t.Errorf("the sync waits for Flux's GitRepository (noWait %v): it is ready only once the git host has the deploy key", nw)
+	}
+
 	if sync := manifests.Get("flux-sync").AsString(); !strings.Contains(sync, "path: ./clusters/homelab") ||
 		!strings.Contains(sync, "url: ssh://git@git.example.com/me/fleet") || !strings.Contains(sync, "branch: main") {
 		t.Errorf("flux-sync:\n%s", sync)
@@ -199,5 +205,28 @@ func TestConstructFlux(t *testing.T) {
 		if reg.Type == "talos-proxmox:lifecycle:DeployKey" {
 			t.Errorf("a deploy key was made beside secretRef")
 		}
+	}
+}
+
+// testKnownHosts is a known_hosts line of a host key made for the tests.
+var testKnownHosts = func() string {
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		panic(err)
+	}
+
+	key, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		panic(err)
+	}
+
+	return "git.example.com " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))
+}()
+
+// withFlux gives the homelab Flux from an ssh:// repository, then makes mistake f.
+func withFlux(f func(*Flux)) func(*TalosProxmoxClusterArgs) {
+	return func(a *TalosProxmoxClusterArgs) {
+		a.Flux = &Flux{GitRepository: FluxGitRepository{Url: "ssh://git@git.example.com/me/fleet"}, KnownHosts: testKnownHosts}
+		f(a.Flux)
 	}
 }

@@ -1,14 +1,12 @@
 package provider
 
 import (
-	"crypto/ed25519"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"golang.org/x/crypto/ssh"
 )
 
 // homelabArgs is a valid cluster; each bad-input case breaks one thing.
@@ -25,29 +23,6 @@ func homelabArgs() TalosProxmoxClusterArgs {
 			"worker-1": {HostNode: "pve1", Role: "worker", Ip: "10.0.0.21", DataDisks: []DataDisk{{SizeGib: 50, MountPath: "/var/lib/longhorn"}}},
 			"worker-2": {HostNode: "pve2", Role: "worker", Ip: "10.0.0.22", PciDevices: []PciDevice{{Mapping: "gpu"}}},
 		},
-	}
-}
-
-// testKnownHosts is a known_hosts line of a host key made for the tests.
-var testKnownHosts = func() string {
-	pub, _, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		panic(err)
-	}
-
-	key, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		panic(err)
-	}
-
-	return "git.example.com " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))
-}()
-
-// withFlux gives the homelab Flux from an ssh:// repository, then makes mistake f.
-func withFlux(f func(*Flux)) func(*TalosProxmoxClusterArgs) {
-	return func(a *TalosProxmoxClusterArgs) {
-		a.Flux = &Flux{GitRepository: FluxGitRepository{Url: "ssh://git@git.example.com/me/fleet"}, KnownHosts: testKnownHosts}
-		f(a.Flux)
 	}
 }
 

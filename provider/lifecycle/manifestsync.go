@@ -34,6 +34,7 @@ type ManifestSyncArgs struct {
 	Namespaces             map[string]string `pulumi:"namespaces,optional"`
 	PruneCrdsAndNamespaces bool              `pulumi:"pruneCrdsAndNamespaces,optional" doc:"Also delete CustomResourceDefinitions and Namespaces that left the configuration."`
 	Force                  bool              `pulumi:"force,optional" doc:"Delete and recreate objects whose immutable fields changed."`
+	NoWait                 []string          `pulumi:"noWait,optional" doc:"Manifests whose objects are applied without waiting for them to be ready (they become ready through something outside the cluster)."`
 	Timeout                string            `pulumi:"timeout" doc:"How long a sync may take (a duration)."`
 }
 
@@ -184,7 +185,7 @@ func (r *ManifestSync) sync(ctx context.Context, in ManifestSyncArgs, last day2.
 
 	res, err := day2.Sync(ctx, day2.SyncOptions{
 		Access: day2.Access{Kubeconfig: in.Kubeconfig}, Objects: objs, Prune: plan.PruneKeys(),
-		PruneCRDsAndNamespaces: in.PruneCrdsAndNamespaces, Force: in.Force, Timeout: timeout, Progress: log.InfoStatus,
+		PruneCRDsAndNamespaces: in.PruneCrdsAndNamespaces, Force: in.Force, NoWait: in.NoWait, Timeout: timeout, Progress: log.InfoStatus,
 	})
 	if err != nil {
 		return state, err

@@ -33,7 +33,11 @@ type SyncOptions struct {
 	// otherwise they are left in place and untracked.
 	PruneCRDsAndNamespaces bool
 	// Force recreates objects whose immutable fields changed (Jobs always are).
-	Force    bool
+	Force bool
+	// NoWait are manifests whose objects are applied but not waited for: objects that become
+	// ready only through something outside the cluster (Flux's GitRepository, once the git host
+	// accepts its deploy key).
+	NoWait   []string
 	Timeout  time.Duration
 	Progress Progress
 }
@@ -114,9 +118,18 @@ func Sync(ctx context.Context, o SyncOptions) (SyncResult, error) {
 		force bool
 	}{{rest, o.Force}, {jobs, true}}
 
-	var changed object.ObjMetadataSet
+	var changed, awaited object.ObjMetadataSet
 
 	created := map[object.ObjMetadata]bool{}
+	noWait := map[object.ObjMetadata]bool{}
+
+	for _, ob := range o.Objects {
+		if slices.Contains(o.NoWait, ob.Manifest) {
+			u := ob.Obj.DeepCopy()
+			scopeNamespace(mapper, u)
+			noWait[object.ObjMetadata{Namespace: u.GetNamespace(), Name: u.GetName(), GroupKind: u.GroupVersionKind().GroupKind()}] = true
+		}
+	}
 
 	for _, part := range parts {
 		if len(part.objs) == 0 {
@@ -147,6 +160,9 @@ func Sync(ctx context.Context, o SyncOptions) (SyncResult, error) {
 			}
 
 			changed = append(changed, d.ObjMetadata)
+			if !noWait[d.ObjMetadata] {
+				awaited = append(awaited, d.ObjMetadata)
+			}
 		}
 	}
 
@@ -176,10 +192,10 @@ func Sync(ctx context.Context, o SyncOptions) (SyncResult, error) {
 		}
 	}
 
-	if len(changed) > 0 {
-		o.Progress.say("manifests: waiting for %d changed objects to be ready", len(changed))
+	if len(awaited) > 0 {
+		o.Progress.say("manifests: waiting for %d changed objects to be ready", len(awaited))
 
-		if err := mgr.Wait(ctx, changed, ssa.WaitOptions{Interval: 2 * time.Second, Timeout: time.Until(deadline(ctx)), FailFast: true}); err != nil {
+		if err := mgr.Wait(ctx, awaited, ssa.WaitOptions{Interval: 2 * time.Second, Timeout: time.Until(deadline(ctx)), FailFast: true}); err != nil {
 			return res, fmt.Errorf("the manifests were applied, but not everything became ready: %w", err)
 		}
 	}

@@ -219,6 +219,12 @@ func (b operation) syncManifests(health *lifecycle.CredentialsOutputs, helm []ta
 	lifecycle.Set(in, &a.Namespaces, pulumi.ToStringMap(c.ExtraManifestNamespaces))
 	lifecycle.Set(in, &a.PruneCrdsAndNamespaces, pulumi.Bool(c.ManifestSync.PruneCrdsAndNamespaces))
 	lifecycle.Set(in, &a.Force, pulumi.Bool(c.ManifestSync.Force))
+
+	// Flux's GitRepository is ready only once the git host accepts the deploy key, which the
+	// user adds after this `up` (its public half is an output of it).
+	if _, ok := more[fluxSyncManifest]; ok {
+		lifecycle.Set(in, &a.NoWait, pulumi.ToStringArray([]string{fluxSyncManifest}))
+	}
 	lifecycle.Set(in, &a.Timeout, pulumi.String(c.ManifestSync.Timeout.String()))
 
 	if _, err := lifecycle.ManifestSyncKind.Register(b.s.Ctx, b.s.child("manifests"), in, b.s.parent(), b.self, pulumi.DependsOn([]pulumi.Resource{health})); err != nil {

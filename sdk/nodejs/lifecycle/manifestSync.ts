@@ -63,6 +63,10 @@ export class ManifestSync extends pulumi.CustomResource {
      */
     declare public readonly namespaces: pulumi.Output<{[key: string]: string} | undefined>;
     /**
+     * Manifests whose objects are applied without waiting for them to be ready (they become ready through something outside the cluster).
+     */
+    declare public readonly noWait: pulumi.Output<string[] | undefined>;
+    /**
      * Also delete CustomResourceDefinitions and Namespaces that left the configuration.
      */
     declare public readonly pruneCrdsAndNamespaces: pulumi.Output<boolean | undefined>;
@@ -96,6 +100,7 @@ export class ManifestSync extends pulumi.CustomResource {
             resourceInputs["kubeconfig"] = args?.kubeconfig ? pulumi.secret(args.kubeconfig) : undefined;
             resourceInputs["manifests"] = args?.manifests ? pulumi.secret(args.manifests) : undefined;
             resourceInputs["namespaces"] = args?.namespaces;
+            resourceInputs["noWait"] = args?.noWait;
             resourceInputs["pruneCrdsAndNamespaces"] = args?.pruneCrdsAndNamespaces;
             resourceInputs["timeout"] = args?.timeout;
             resourceInputs["applied"] = undefined /*out*/;
@@ -108,6 +113,7 @@ export class ManifestSync extends pulumi.CustomResource {
             resourceInputs["kubeconfig"] = undefined /*out*/;
             resourceInputs["manifests"] = undefined /*out*/;
             resourceInputs["namespaces"] = undefined /*out*/;
+            resourceInputs["noWait"] = undefined /*out*/;
             resourceInputs["pruneCrdsAndNamespaces"] = undefined /*out*/;
             resourceInputs["timeout"] = undefined /*out*/;
         }
@@ -142,6 +148,10 @@ export interface ManifestSyncArgs {
      * Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
      */
     namespaces?: pulumi.Input<{[key: string]: pulumi.Input<string>} | undefined>;
+    /**
+     * Manifests whose objects are applied without waiting for them to be ready (they become ready through something outside the cluster).
+     */
+    noWait?: pulumi.Input<pulumi.Input<string>[] | undefined>;
     /**
      * Also delete CustomResourceDefinitions and Namespaces that left the configuration.
      */

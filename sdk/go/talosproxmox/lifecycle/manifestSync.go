@@ -30,6 +30,8 @@ type ManifestSync struct {
 	Manifests pulumi.StringMapOutput `pulumi:"manifests"`
 	// Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
 	Namespaces pulumi.StringMapOutput `pulumi:"namespaces"`
+	// Manifests whose objects are applied without waiting for them to be ready (they become ready through something outside the cluster).
+	NoWait pulumi.StringArrayOutput `pulumi:"noWait"`
 	// Also delete CustomResourceDefinitions and Namespaces that left the configuration.
 	PruneCrdsAndNamespaces pulumi.BoolPtrOutput `pulumi:"pruneCrdsAndNamespaces"`
 	// How long a sync may take (a duration).
@@ -107,6 +109,8 @@ type manifestSyncArgs struct {
 	Manifests map[string]string `pulumi:"manifests"`
 	// Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
 	Namespaces map[string]string `pulumi:"namespaces"`
+	// Manifests whose objects are applied without waiting for them to be ready (they become ready through something outside the cluster).
+	NoWait []string `pulumi:"noWait"`
 	// Also delete CustomResourceDefinitions and Namespaces that left the configuration.
 	PruneCrdsAndNamespaces *bool `pulumi:"pruneCrdsAndNamespaces"`
 	// How long a sync may take (a duration).
@@ -125,6 +129,8 @@ type ManifestSyncArgs struct {
 	Manifests pulumi.StringMapInput
 	// Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
 	Namespaces pulumi.StringMapInput
+	// Manifests whose objects are applied without waiting for them to be ready (they become ready through something outside the cluster).
+	NoWait pulumi.StringArrayInput
 	// Also delete CustomResourceDefinitions and Namespaces that left the configuration.
 	PruneCrdsAndNamespaces pulumi.BoolPtrInput
 	// How long a sync may take (a duration).
@@ -251,6 +257,11 @@ func (o ManifestSyncOutput) Manifests() pulumi.StringMapOutput {
 // Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
 func (o ManifestSyncOutput) Namespaces() pulumi.StringMapOutput {
 	return o.ApplyT(func(v *ManifestSync) pulumi.StringMapOutput { return v.Namespaces }).(pulumi.StringMapOutput)
+}
+
+// Manifests whose objects are applied without waiting for them to be ready (they become ready through something outside the cluster).
+func (o ManifestSyncOutput) NoWait() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v *ManifestSync) pulumi.StringArrayOutput { return v.NoWait }).(pulumi.StringArrayOutput)
 }
 
 // Also delete CustomResourceDefinitions and Namespaces that left the configuration.

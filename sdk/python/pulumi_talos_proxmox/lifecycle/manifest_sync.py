@@ -25,6 +25,7 @@ class ManifestSyncArgs:
                  extra_manifests: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  force: pulumi.Input[Optional[_builtins.bool]] = None,
                  namespaces: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
+                 no_wait: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  prune_crds_and_namespaces: pulumi.Input[Optional[_builtins.bool]] = None):
         """
         The set of arguments for constructing a ManifestSync resource.
@@ -35,6 +36,7 @@ class ManifestSyncArgs:
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] extra_manifests: URLs of extra manifests, fetched by the sync as Talos fetches them.
         :param pulumi.Input[_builtins.bool] force: Delete and recreate objects whose immutable fields changed.
         :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] namespaces: Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
+        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] no_wait: Manifests whose objects are applied without waiting for them to be ready (they become ready through something outside the cluster).
         :param pulumi.Input[_builtins.bool] prune_crds_and_namespaces: Also delete CustomResourceDefinitions and Namespaces that left the configuration.
         """
         pulumi.set(__self__, "kubeconfig", kubeconfig)
@@ -46,6 +48,8 @@ class ManifestSyncArgs:
             pulumi.set(__self__, "force", force)
         if namespaces is not None:
             pulumi.set(__self__, "namespaces", namespaces)
+        if no_wait is not None:
+            pulumi.set(__self__, "no_wait", no_wait)
         if prune_crds_and_namespaces is not None:
             pulumi.set(__self__, "prune_crds_and_namespaces", prune_crds_and_namespaces)
 
@@ -122,6 +126,18 @@ class ManifestSyncArgs:
         pulumi.set(self, "namespaces", value)
 
     @_builtins.property
+    @pulumi.getter(name="noWait")
+    def no_wait(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
+        """
+        Manifests whose objects are applied without waiting for them to be ready (they become ready through something outside the cluster).
+        """
+        return pulumi.get(self, "no_wait")
+
+    @no_wait.setter
+    def no_wait(self, value: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]):
+        pulumi.set(self, "no_wait", value)
+
+    @_builtins.property
     @pulumi.getter(name="pruneCrdsAndNamespaces")
     def prune_crds_and_namespaces(self) -> pulumi.Input[Optional[_builtins.bool]]:
         """
@@ -145,6 +161,7 @@ class ManifestSync(pulumi.CustomResource):
                  kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  manifests: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  namespaces: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
+                 no_wait: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  prune_crds_and_namespaces: pulumi.Input[Optional[_builtins.bool]] = None,
                  timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  __props__=None):
@@ -158,6 +175,7 @@ class ManifestSync(pulumi.CustomResource):
         :param pulumi.Input[_builtins.str] kubeconfig: Admin kubeconfig of the cluster.
         :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] manifests: Manifests by name (as in the control planes' inlineManifests).
         :param pulumi.Input[Mapping[str, pulumi.Input[_builtins.str]]] namespaces: Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
+        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] no_wait: Manifests whose objects are applied without waiting for them to be ready (they become ready through something outside the cluster).
         :param pulumi.Input[_builtins.bool] prune_crds_and_namespaces: Also delete CustomResourceDefinitions and Namespaces that left the configuration.
         :param pulumi.Input[_builtins.str] timeout: How long a sync may take (a duration).
         """
@@ -190,6 +208,7 @@ class ManifestSync(pulumi.CustomResource):
                  kubeconfig: pulumi.Input[Optional[_builtins.str]] = None,
                  manifests: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
                  namespaces: pulumi.Input[Optional[Mapping[str, pulumi.Input[_builtins.str]]]] = None,
+                 no_wait: pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]] = None,
                  prune_crds_and_namespaces: pulumi.Input[Optional[_builtins.bool]] = None,
                  timeout: pulumi.Input[Optional[_builtins.str]] = None,
                  __props__=None):
@@ -210,6 +229,7 @@ class ManifestSync(pulumi.CustomResource):
                 raise TypeError("Missing required property 'manifests'")
             __props__.__dict__["manifests"] = None if manifests is None else pulumi.Output.secret(manifests)
             __props__.__dict__["namespaces"] = namespaces
+            __props__.__dict__["no_wait"] = no_wait
             __props__.__dict__["prune_crds_and_namespaces"] = prune_crds_and_namespaces
             if timeout is None and not opts.urn:
                 raise TypeError("Missing required property 'timeout'")
@@ -247,6 +267,7 @@ class ManifestSync(pulumi.CustomResource):
         __props__.__dict__["kubeconfig"] = None
         __props__.__dict__["manifests"] = None
         __props__.__dict__["namespaces"] = None
+        __props__.__dict__["no_wait"] = None
         __props__.__dict__["prune_crds_and_namespaces"] = None
         __props__.__dict__["timeout"] = None
         return ManifestSync(resource_name, opts=opts, __props__=__props__)
@@ -306,6 +327,14 @@ class ManifestSync(pulumi.CustomResource):
         Extra manifest URL → the namespace of its namespaced objects that name none (`kubectl apply -n`).
         """
         return pulumi.get(self, "namespaces")
+
+    @_builtins.property
+    @pulumi.getter(name="noWait")
+    def no_wait(self) -> pulumi.Output[Optional[Sequence[_builtins.str]]]:
+        """
+        Manifests whose objects are applied without waiting for them to be ready (they become ready through something outside the cluster).
+        """
+        return pulumi.get(self, "no_wait")
 
     @_builtins.property
     @pulumi.getter(name="pruneCrdsAndNamespaces")
