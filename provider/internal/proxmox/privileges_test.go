@@ -234,3 +234,46 @@ func errStrings(errs []error) []string {
 
 	return out
 }
+
+// TestTokenPrivileges: a consumer's token needs its role made (/access), its user and token made
+// (/access/groups, the pve realm) and its ACLs granted on each node's VM and datastore —
+// Permissions.Modify there, or VM.Allocate / Datastore.Allocate with every privilege of the role;
+// a node whose id Proxmox chooses is granted on /vms.
+func TestTokenPrivileges(t *testing.T) {
+	t.Parallel()
+
+	c := privCluster()
+	tok := spec.ProxmoxToken{Input: "proxmoxCsi", Consumer: "csi", Privileges: []string{"VM.Audit", "VM.Config.Disk"}, Storages: []string{"local-lvm"}}
+	c.ProxmoxTokens = []spec.ProxmoxToken{tok}
+
+	if got, want := TokenACLPaths(c, tok, nil), []string{"/vms/105", "/vms", "/storage/local-lvm"}; !slices.Equal(got, want) {
+		t.Errorf("ACL paths without an assigned id: %v, want %v", got, want)
+	}
+
+	needs := tokenNeeds(c, tok, map[string]int{"worker-1": 812345})
+
+	var lines []string
+	for _, n := range needs {
+		line := n.Path + " " + n.Priv
+		if n.Alt != nil {
+			line += " | " + n.Alt.Path + " " + strings.Join(n.Alt.Privs, " ")
+		}
+
+		lines = append(lines, line)
+	}
+
+	want := []string{
+		"/access Sys.Modify", "/access/groups User.Modify", "/access/realm/pve Realm.AllocateUser",
+		"/vms/105 Permissions.Modify | /vms/105 VM.Allocate VM.Audit VM.Config.Disk",
+		"/vms/812345 Permissions.Modify | /vms/812345 VM.Allocate VM.Audit VM.Config.Disk",
+		"/storage/local-lvm Permissions.Modify | /storage/local-lvm Datastore.Allocate VM.Audit VM.Config.Disk",
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("token needs:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+
+	all := privs(Required(c, map[string]int{"worker-1": 812345}, true))
+	if !slices.Contains(all, "/access: Sys.Modify") || !slices.ContainsFunc(all, func(l string) bool { return strings.HasPrefix(l, "/vms/812345:") && strings.HasSuffix(l, "Permissions.Modify") }) {
+		t.Errorf("Required leaves out the token's needs: %v", all)
+	}
+}
