@@ -273,7 +273,9 @@ func TestTokenPrivileges(t *testing.T) {
 	}
 
 	all := privs(Required(c, map[string]int{"worker-1": 812345}, true))
-	if !slices.Contains(all, "/access: Sys.Modify") || !slices.ContainsFunc(all, func(l string) bool { return strings.HasPrefix(l, "/vms/812345:") && strings.HasSuffix(l, "Permissions.Modify") }) {
+	if !slices.Contains(all, "/access: Sys.Modify") || !slices.ContainsFunc(all, func(l string) bool {
+		return strings.HasPrefix(l, "/vms/812345:") && strings.HasSuffix(l, "Permissions.Modify")
+	}) {
 		t.Errorf("Required leaves out the token's needs: %v", all)
 	}
 }
