@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -112,9 +113,6 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		err = withProblems(err, []error{vmIDErr})
 	}
 
-	// The kubelets of a cluster with the Proxmox CCM name their VMs by these ids.
-	c.AssignedVMIDs = vmIDs
-
 	// A plan that leaves no control plane of the running cluster in place loses etcd's data
 	// unless the cluster says how it survives: refused with the other problems.
 	loss := inv.inv.EtcdLoss(c)
@@ -150,6 +148,17 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	adopted, err := checkAdoption(ctx, c, inv.inv, plan.Build(c), opts)
 	if err != nil {
 		return nil, err
+	}
+
+	// The kubelets of a cluster with the Proxmox CCM name their VMs by these ids (an adopted
+	// node's VM keeps its own).
+	c.AssignedVMIDs = maps.Clone(vmIDs)
+	for n, a := range adopted.adoptees {
+		if c.AssignedVMIDs == nil {
+			c.AssignedVMIDs = map[string]int{}
+		}
+
+		c.AssignedVMIDs[n] = a.VMID
 	}
 
 	if len(adopted.adoptees) > 0 {
@@ -217,11 +226,14 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 		manifests = append(manifests, m)
 	}
 	// The Proxmox tokens of the CSI plugin and the CCM, whose Secrets join the manifests.
+	tokens := &wire.Tokens{}
 	if len(cluster.ProxmoxTokens) > 0 {
 		url, insecure := proxmox.Endpoint(ctx, opts)
-		if pass.Generated, err = wire.ProxmoxTokens(s, wire.ProxmoxAPI{Endpoint: url, Insecure: insecure}, vmIDs); err != nil {
+		if tokens, err = wire.ProxmoxTokens(s, wire.ProxmoxAPI{Endpoint: url, Insecure: insecure}); err != nil {
 			return nil, err
 		}
+
+		pass.Generated = tokens.Manifests
 	}
 
 	configs := wire.CheckConfigs(s, early.secrets, pass, manifests, fresh)
@@ -246,6 +258,10 @@ func NewTalosProxmoxCluster(ctx *pulumi.Context, name string, args TalosProxmoxC
 	machines, err := wire.VirtualMachines(s, early.plan, early.images, vmIDs, inv.inv, adopted.adoptees, proxmox.NewVMGuard(ctx, comp, cluster.Name, opts),
 		configs.Checked, snapshotFirst, self)
 	if err != nil {
+		return nil, err
+	}
+
+	if err := wire.TokenACLs(s, tokens, machines); err != nil {
 		return nil, err
 	}
 

@@ -13,6 +13,7 @@ import (
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/integration"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	pconfig "github.com/pulumi/pulumi/sdk/v3/go/common/resource/config"
 	"github.com/pulumi/pulumi/sdk/v3/go/property"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/provider/internal/flux"
@@ -46,6 +47,8 @@ type invoke struct {
 // recorder is a mock Pulumi engine that records registrations and answers like the proxmoxve
 // and talos providers would, with deterministic fake values.
 type recorder struct {
+	// config is the stack's configuration the component sees (e.g. proxmoxve:endpoint).
+	config  map[string]string
 	mu      sync.Mutex
 	regs    []registration
 	invokes []invoke
@@ -344,10 +347,16 @@ func constructAs(tb testing.TB, r *recorder, name string, inputs property.Map, d
 		tb.Fatal(err)
 	}
 
+	cfg := map[pconfig.Key]string{}
+	for k, v := range r.config {
+		cfg[pconfig.MustParseKey(k)] = v
+	}
+
 	return server.Construct(p.ConstructRequest{
 		Urn:    resource.URN("urn:pulumi:stack::project::" + ClusterToken + "::" + name),
 		Inputs: inputs,
 		DryRun: dryRun,
+		Config: cfg,
 	})
 }
 

@@ -27,7 +27,7 @@ func TestConstructProxmoxCSIAndCCM(t *testing.T) {
 	repo := helmtest.Repository(t, helmtest.Archive(t, filepath.Join(charts, "proxmox-csi-plugin")),
 		helmtest.Archive(t, filepath.Join(charts, "proxmox-cloud-controller-manager")))
 
-	r := &recorder{}
+	r := &recorder{config: map[string]string{"proxmoxve:endpoint": "https://pve.example.com:8006/"}}
 	_, err := construct(t, r, "lab", inputsFromJSON(t, `{
 	  "clusterName": "lab", "talosVersion": "v1.11.5", "vip": "10.0.0.10",
 	  "network": {"gateway": "10.0.0.1"},
@@ -128,6 +128,22 @@ func appliedConfig(t *testing.T, r *recorder, node string) string {
 	return r.named("lab-" + node + "-config").Inputs.Get("machineConfigurationInput").AsString()
 }
 
+// TestProxmoxTokenNeedsTheEndpoint: without a Proxmox endpoint the component can read, the token's
+// consumers could not reach Proxmox: refused, naming the setting.
+func TestProxmoxTokenNeedsTheEndpoint(t *testing.T) {
+	t.Parallel()
+
+	repo := helmtest.Repository(t, helmtest.Archive(t, filepath.Join("..", "lab", "chartrepo", "standin", "proxmox-cloud-controller-manager")))
+
+	_, err := construct(t, &recorder{}, "lab", inputsFromJSON(t, `{
+	  "clusterName": "lab", "talosVersion": "v1.11.5", "network": {"gateway": "10.0.0.1"}, "proxmoxCcm": {"repository": "`+repo.URL+`"},
+	  "nodes": {"cp-1": {"hostNode": "pve1", "role": "controlplane", "ip": "10.0.0.11"}}
+	}`))
+	if err == nil || !strings.Contains(err.Error(), "proxmoxCcm: the Proxmox API its token is for is unknown") || !strings.Contains(err.Error(), "proxmoxve:endpoint") {
+		t.Fatalf("want the unknown endpoint refused, got %v", err)
+	}
+}
+
 // TestProxmoxCSIDatastoreMustExist: a storage class on a datastore the hosts lack is refused at
 // preview, on every host with nodes, before anything is registered.
 func TestProxmoxCSIDatastoreMustExist(t *testing.T) {
@@ -189,6 +205,17 @@ func TestConstructFlux(t *testing.T) {
 
 	if cfg := r.named("homelab-cp-1-config").Inputs.Get("machineConfigurationInput").AsString(); strings.Contains(cfg, "flux-system") {
 		t.Errorf("Flux reached the control planes' configuration")
+	}
+
+	public := &recorder{}
+	in := strings.Replace(flux(""), `"url": "ssh://git@git.example.com/me/fleet"}, }`, `"url": "https://git.example.com/me/fleet"}}`, 1)
+	if _, err := construct(t, public, "homelab", inputsFromJSON(t, in)); err != nil {
+		t.Fatal(err)
+	}
+
+	manifests = public.named("homelab-manifests").Inputs.Get("manifests").AsMap()
+	if _, ok := manifests.GetOk("flux-deploy-key"); ok || strings.Contains(manifests.Get("flux-sync").AsString(), "secretRef") {
+		t.Errorf("a public repository: manifests %v, sync:\n%s", slices.Collect(maps.Keys(manifests.AsMap())), manifests.Get("flux-sync").AsString())
 	}
 
 	own := &recorder{}

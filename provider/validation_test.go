@@ -359,6 +359,11 @@ var badInputs = []badInput{
 	{"flux path outside", withFlux(func(f *Flux) { f.GitRepository.Path = "../elsewhere" }), "flux.gitRepository.path:", "inside the repository"},
 	{"flux ssh key on https", withFlux(func(f *Flux) { f.GitRepository.Url, f.SshKey = "https://github.com/me/fleet", pulumi.String("k") }),
 		"flux.sshKey:", "not an ssh:// URL"},
+	{"csi without manifest sync", func(a *TalosProxmoxClusterArgs) {
+		a.ProxmoxCsi = &ProxmoxCsi{StorageClasses: []ProxmoxStorageClass{{Name: "data", Storage: "local-lvm"}}}
+		a.ManifestSync = &ManifestSync{Enabled: new(false)}
+	}, "proxmoxCsi:", "manifestSync.enabled: false"},
+	{"flux branch", withFlux(func(f *Flux) { f.GitRepository.Branch = "main..x" }), "flux.gitRepository.branch:", "not a valid git branch"},
 	{"flux without manifest sync", func(a *TalosProxmoxClusterArgs) {
 		withFlux(func(*Flux) {})(a)
 		a.ManifestSync = &ManifestSync{Enabled: new(false)}

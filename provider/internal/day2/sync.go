@@ -125,9 +125,7 @@ func Sync(ctx context.Context, o SyncOptions) (SyncResult, error) {
 
 	for _, ob := range o.Objects {
 		if slices.Contains(o.NoWait, ob.Manifest) {
-			u := ob.Obj.DeepCopy()
-			scopeNamespace(mapper, u)
-			noWait[object.ObjMetadata{Namespace: u.GetNamespace(), Name: u.GetName(), GroupKind: u.GroupVersionKind().GroupKind()}] = true
+			noWait[scopedMeta(mapper, ob.Obj)] = true
 		}
 	}
 
@@ -237,6 +235,14 @@ func scopeNamespace(mapper meta.RESTMapper, u *unstructured.Unstructured) {
 	}
 }
 
+// scopedMeta is the metadata of obj as the API server keeps it (scopeNamespace).
+func scopedMeta(mapper meta.RESTMapper, obj *unstructured.Unstructured) object.ObjMetadata {
+	u := obj.DeepCopy()
+	scopeNamespace(mapper, u)
+
+	return object.ObjMetadata{Namespace: u.GetNamespace(), Name: u.GetName(), GroupKind: u.GroupVersionKind().GroupKind()}
+}
+
 func metaKey(m object.ObjMetadata) string {
 	return strings.Join([]string{m.GroupKind.Group, m.GroupKind.Kind, m.Namespace, m.Name}, "/")
 }
@@ -260,6 +266,12 @@ func prune(ctx context.Context, o SyncOptions, rc *rest.Config, mapper meta.REST
 	}
 
 	refs := inv.Get()
+
+	wanted := map[object.ObjMetadata]bool{}
+
+	for _, ob := range o.Objects {
+		wanted[scopedMeta(mapper, ob.Obj)] = true
+	}
 
 	var errs []error
 
@@ -292,6 +304,12 @@ func prune(ctx context.Context, o SyncOptions, rc *rest.Config, mapper meta.REST
 		}
 
 		ref := object.ObjMetadata{GroupKind: gk, Namespace: ns, Name: name}
+
+		// The configuration still has this object, written another way (a cluster-scoped object
+		// that lost or gained a namespace, `default` written out): it is kept.
+		if wanted[ref] {
+			continue
+		}
 
 		live, err := ri.Get(ctx, name, metav1.GetOptions{})
 

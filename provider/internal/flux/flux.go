@@ -78,6 +78,8 @@ type SyncOptions struct {
 	// SecretRef is the Secret in flux-system with the repository's credentials; Name (the one
 	// DeployKeySecret writes) when empty.
 	SecretRef string
+	// Public says the repository needs no credentials (a public https one): no secretRef.
+	Public bool
 }
 
 // Sync renders the GitRepository and the Kustomization flux-system/flux-system as `flux
@@ -85,7 +87,7 @@ type SyncOptions struct {
 // credentials of the Secret flux-system (see DeployKeySecret), Path applied every ten minutes
 // with pruning. The result is a multi-document YAML with flux's header comment.
 func Sync(o SyncOptions) (string, error) {
-	if err := checkURL(o.URL); err != nil {
+	if err := CheckURL(o.URL); err != nil {
 		return "", err
 	}
 
@@ -94,26 +96,26 @@ func Sync(o SyncOptions) (string, error) {
 		branch = DefaultBranch
 	}
 
-	if err := checkBranch(branch); err != nil {
+	if err := CheckBranch(branch); err != nil {
 		return "", err
 	}
 
-	if err := checkPath(o.Path); err != nil {
+	if err := CheckPath(o.Path); err != nil {
 		return "", err
 	}
 
 	meta := map[string]any{"name": Name, "namespace": Namespace}
 
+	spec := map[string]any{"interval": time.Minute.String(), "ref": map[string]any{"branch": branch}, "url": o.URL}
+	if !o.Public {
+		spec["secretRef"] = map[string]any{"name": cmp.Or(o.SecretRef, Name)}
+	}
+
 	git, err := yaml.Marshal(map[string]any{
 		"apiVersion": GitRepositoryAPIVersion,
 		"kind":       "GitRepository",
 		"metadata":   meta,
-		"spec": map[string]any{
-			"interval":  time.Minute.String(),
-			"ref":       map[string]any{"branch": branch},
-			"secretRef": map[string]any{"name": cmp.Or(o.SecretRef, Name)},
-			"url":       o.URL,
-		},
+		"spec":       spec,
 	})
 	if err != nil {
 		return "", err
@@ -137,7 +139,8 @@ func Sync(o SyncOptions) (string, error) {
 	return genWarning + "\n---\n" + string(git) + "---\n" + string(ks), nil
 }
 
-func checkURL(raw string) error {
+// CheckURL refuses a repository URL Flux cannot use.
+func CheckURL(raw string) error {
 	if raw == "" {
 		return errors.New("flux: the repository URL is empty")
 	}
@@ -164,8 +167,8 @@ func checkURL(raw string) error {
 	return nil
 }
 
-// checkBranch refuses what git check-ref-format refuses in a branch name.
-func checkBranch(b string) error {
+// CheckBranch refuses what git check-ref-format refuses in a branch name.
+func CheckBranch(b string) error {
 	bad := strings.HasPrefix(b, "-") || strings.HasPrefix(b, "/") || strings.HasSuffix(b, "/") ||
 		strings.HasSuffix(b, ".") || strings.HasSuffix(b, ".lock") || strings.Contains(b, "..") ||
 		strings.Contains(b, "//") || strings.Contains(b, "@{") || strings.ContainsAny(b, " ~^:?*[\\") || b == "@"
@@ -188,8 +191,8 @@ func checkBranch(b string) error {
 	return nil
 }
 
-// checkPath refuses an absolute path or one that leaves the repository.
-func checkPath(p string) error {
+// CheckPath refuses an absolute path or one that leaves the repository.
+func CheckPath(p string) error {
 	if strings.HasPrefix(p, "/") || strings.Contains(p, "\\") {
 		return fmt.Errorf("flux: path %q: want a slash-separated path relative to the repository's root", p)
 	}

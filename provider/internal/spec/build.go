@@ -24,6 +24,10 @@ func Build(in Input) (*Cluster, error) {
 	buildHelm(&p, in, c)
 	buildDay2(&p, in, c)
 	buildFlux(&p, in, c)
+
+	for _, t := range c.ProxmoxTokens {
+		requireManifestSync(&p, c, t.Input, "a new or rotated token reaches the running cluster only through the manifest sync")
+	}
 	buildBackup(&p, in, c)
 	buildSecrets(&p, in, c)
 	checkPatches(&p, "configPatches", in.ConfigPatches)

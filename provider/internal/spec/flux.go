@@ -1,9 +1,10 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
-	"path"
 	"slices"
 	"strings"
 
@@ -35,6 +36,9 @@ type Flux struct {
 	Path        string
 	SecretRef   string
 	GenerateKey bool
+	// SSHKey: the user's sshKey is the repository's key. Without it, GenerateKey or SecretRef
+	// the repository is public (an https one): no credentials.
+	SSHKey      bool
 	KnownHosts  string
 	KeyRotation string
 }
@@ -55,9 +59,7 @@ func buildFlux(p *problems, in Input, c *Cluster) {
 			"from manifests built into it); use one of %s", f.Version, strings.Join(flux.Versions(), ", "))
 	}
 
-	if !c.ManifestSync.Enabled {
-		p.errorf("flux", "Flux is installed by the manifest sync, which manifestSync.enabled: false turns off; enable it or remove flux")
-	}
+	requireManifestSync(p, c, "flux", "Flux is installed by the manifest sync")
 
 	sshURL := checkFluxURL(p, f.URL)
 
@@ -67,7 +69,7 @@ func buildFlux(p *problems, in Input, c *Cluster) {
 	case f.SecretRef != "" && !isDNSSubdomain(f.SecretRef):
 		p.errorf("flux.secretRef", "%q is not a Secret name", f.SecretRef)
 	case f.SecretRef == "" && sshURL:
-		out.GenerateKey = !f.SSHKey
+		out.GenerateKey, out.SSHKey = !f.SSHKey, f.SSHKey
 		checkKnownHosts(p, f.KnownHosts)
 	case f.SecretRef == "" && f.SSHKey:
 		p.errorf("flux.sshKey", "is set, but flux.gitRepository.url is not an ssh:// URL; use ssh://, or remove sshKey")
@@ -81,8 +83,13 @@ func buildFlux(p *problems, in Input, c *Cluster) {
 		p.errorf("flux.keyRotation", "must be printable ASCII (any value: a new one makes a new deploy key)")
 	}
 
-	if clean := path.Clean(out.Path); path.IsAbs(out.Path) || clean == ".." || strings.HasPrefix(clean, "../") {
-		p.errorf("flux.gitRepository.path", "%q must be a path inside the repository, e.g. \"clusters/%s\"", out.Path, c.Name)
+	if err := flux.CheckBranch(out.Branch); err != nil {
+		p.errorf("flux.gitRepository.branch", "%s", strings.TrimPrefix(err.Error(), "flux: "))
+	}
+
+	if err := flux.CheckPath(out.Path); err != nil {
+		p.errorf("flux.gitRepository.path", "%s; it must be a path inside the repository, e.g. \"clusters/%s\"",
+			strings.TrimPrefix(err.Error(), "flux: "), c.Name)
 	}
 
 	c.Flux = out
@@ -104,17 +111,14 @@ func checkFluxURL(p *problems, raw string) bool {
 		return false
 	}
 
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil || u.Host == "":
-		p.errorf(at, "%q is not a URL; use ssh://git@<host>/<repository> or https://<host>/<repository>", raw)
-	case u.Scheme == "ssh":
-		return true
-	case u.Scheme != "https" && u.Scheme != "http":
-		p.errorf(at, "%q: Flux reaches a git repository over ssh:// or https://", raw)
+	if err := flux.CheckURL(raw); err != nil {
+		p.errorf(at, "%s; use ssh://git@<host>/<repository> or https://<host>/<repository>", strings.TrimPrefix(err.Error(), "flux: "))
+		return false
 	}
 
-	return false
+	u, _ := url.Parse(raw)
+
+	return u.Scheme == "ssh"
 }
 
 // checkKnownHosts checks flux.knownHosts, which an ssh:// repository needs (Flux refuses a host it
@@ -130,7 +134,9 @@ func checkKnownHosts(p *problems, text string) {
 	rest := []byte(text)
 	for len(strings.TrimSpace(string(rest))) > 0 {
 		var err error
-		if _, _, _, _, rest, err = ssh.ParseKnownHosts(rest); err != nil {
+		if _, _, _, _, rest, err = ssh.ParseKnownHosts(rest); errors.Is(err, io.EOF) {
+			return // only comments were left
+		} else if err != nil {
 			p.errorf(at, "is not in known_hosts format: %s; use the output of `ssh-keyscan <host>`", oneLine(err.Error()))
 			return
 		}
@@ -145,4 +151,12 @@ func FluxPublicKey(privatePEM string) (string, error) {
 	}
 
 	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))), nil
+}
+
+// requireManifestSync refuses input (set) without the manifest sync, which alone reaches a
+// running cluster (Talos applies inline manifests only at bootstrap), saying why it needs it.
+func requireManifestSync(p *problems, c *Cluster, input, why string) {
+	if !c.ManifestSync.Enabled {
+		p.errorf(input, "%s, which manifestSync.enabled: false turns off; enable it or remove %s", why, input)
+	}
 }

@@ -20,27 +20,30 @@ const (
 // time), the Secret with the repository's credentials — the user's sshKey, or a deploy key the
 // DeployKey resource makes and keeps (whose public half it returns, for the user to add to the git
 // host) — and the GitRepository and Kustomization that sync the cluster from the repository. With
-// secretRef the user's own Secret serves, and the public key is empty.
+// secretRef the user's own Secret serves; a public (https) repository needs none; then the public
+// key is empty.
 func fluxManifests(s Scope, pass PassThrough, self pulumi.ResourceOption) (pulumi.StringMap, pulumi.StringOutput, error) {
 	f := s.Cluster.Flux
 	none := pulumi.String("").ToStringOutput()
 
 	install, err := flux.Install()
 	if err != nil {
-		return nil, none, errorf("flux: %w", err)
+		return nil, none, err
 	}
 
-	sync, err := flux.Sync(flux.SyncOptions{URL: f.URL, Branch: f.Branch, Path: f.Path, SecretRef: f.SecretRef})
+	public := f.SecretRef == "" && !f.GenerateKey && !f.SSHKey
+
+	sync, err := flux.Sync(flux.SyncOptions{URL: f.URL, Branch: f.Branch, Path: f.Path, SecretRef: f.SecretRef, Public: public})
 	if err != nil {
-		return nil, none, errorf("flux: %w", err)
+		return nil, none, err
 	}
 
 	out := pulumi.StringMap{fluxInstallManifest: pulumi.String(install), fluxSyncManifest: pulumi.String(sync)}
 
-	var private, public pulumi.StringOutput
+	var private, pub pulumi.StringOutput
 
 	switch {
-	case f.SecretRef != "":
+	case f.SecretRef != "", public:
 		return out, none, nil
 	case f.GenerateKey:
 		in, a := lifecycle.DeployKeyKind.Inputs()
@@ -51,16 +54,17 @@ func fluxManifests(s Scope, pass PassThrough, self pulumi.ResourceOption) (pulum
 			return nil, none, errorf("registering Flux's deploy key: %w", err)
 		}
 
-		private, public = key.PrivateKey, key.PublicKey
+		private, pub = key.PrivateKey, key.PublicKey
 	default:
 		private = pass.FluxSSHKey.ToStringOutput()
-		public = private.ApplyT(spec.FluxPublicKey).(pulumi.StringOutput)
+		// The public half of a secret key is no secret: the user adds it to the git host.
+		pub = pulumi.Unsecret(private.ApplyT(spec.FluxPublicKey)).(pulumi.StringOutput)
 	}
 
 	knownHosts := f.KnownHosts
-	out[fluxKeyManifest] = pulumi.ToSecret(pulumi.All(private, public).ApplyT(func(v []any) (string, error) {
+	out[fluxKeyManifest] = pulumi.ToSecret(pulumi.All(private, pub).ApplyT(func(v []any) (string, error) {
 		return flux.DeployKeySecret(v[0].(string), v[1].(string), knownHosts)
 	})).(pulumi.StringOutput)
 
-	return out, public, nil
+	return out, pub, nil
 }
