@@ -9,8 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/gitserver"
@@ -68,16 +66,7 @@ func TestFluxBootstrap(t *testing.T) {
 
 	mustRun(t, p, "up", "--yes", "--skip-preview")
 
-	rc, err := clientcmd.RESTConfigFromKubeConfig([]byte(strings.TrimSpace(mustRun(t, p, "stack", "output", "kubeconfig", "--show-secrets"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-
+	dyn := dynamicClient(t, p)
 	ctx := t.Context()
 	get := func(gvr schema.GroupVersionResource, ns, name string) map[string]any {
 		t.Helper()

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab"
 	"github.com/talos-proxmox/pulumi-talos-proxmox/lab/upstream"
@@ -72,15 +71,7 @@ func TestGitOpsArgoCD(t *testing.T) {
 		t.Errorf("the up did not report the manifest sync:\n%s", out)
 	}
 
-	rc, err := clientcmd.RESTConfigFromKubeConfig([]byte(strings.TrimSpace(mustRun(t, p, "stack", "output", "kubeconfig", "--show-secrets"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := dynamicClient(t, p)
 
 	get := func(gvr schema.GroupVersionResource, ns, name string) error {
 		_, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
