@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -27,7 +28,8 @@ type process struct {
 	err  error         // its exit status, set before done is closed
 }
 
-// startProcess runs `bin <component> args…` with its stdout and stderr appended to logPath.
+// startProcess runs `bin <component> args…` with its stdout and stderr appended to logPath, or,
+// when bin is an upstream release's kube-apiserver, the kube-<component> binary beside it.
 // The component is killed when this process dies (see procAttr).
 func startProcess(bin, component, logPath string, args []string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -36,6 +38,9 @@ func startProcess(bin, component, logPath string, args []string) (*process, erro
 	}
 
 	cmd := exec.Command(bin, append([]string{component}, args...)...)
+	if Upstream(bin) {
+		cmd = exec.Command(filepath.Join(filepath.Dir(bin), "kube-"+component), args...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
