@@ -23,9 +23,9 @@ const (
 	parallel      = 32
 )
 
-// benchProgram is a YAML program of n nodes (three control planes, the rest workers) over two
-// hosts with pinned VM ids.
-func benchProgram(l *lab.Lab, n int) string {
+// benchProgram is a YAML program of n nodes (three control planes, the rest workers) over the
+// lab's first hosts Proxmox hosts, with pinned VM ids.
+func benchProgram(l *lab.Lab, n, hosts int) string {
 	var b strings.Builder
 	b.WriteString("name: bench\nruntime: yaml\nconfig:\n  factoryUrl:\n    type: string\nresources:\n  bench:\n" +
 		"    type: talos-proxmox:index:TalosProxmoxCluster\n    properties:\n      clusterName: bench\n" +
@@ -39,7 +39,7 @@ func benchProgram(l *lab.Lab, n int) string {
 		}
 
 		fmt.Fprintf(&b, "        %s:\n          hostNode: pve%d\n          role: %s\n          ip: %s\n          vmId: %d\n",
-			name, i%2+1, role, l.Address(11+i), 900+i)
+			name, i%hosts+1, role, l.Address(11+i), 900+i)
 	}
 
 	b.WriteString("outputs:\n  endpoint: ${bench.endpoint}\n  kubeconfig: ${bench.kubeconfig}\n")
@@ -101,7 +101,7 @@ func labUp(b *testing.B, n, subnet int) (elapsed, critical time.Duration) {
 			"POST /nodes/{node}/qemu":                     createLatency,
 			"POST /nodes/{node}/qemu/{vmid}/status/start": startLatency,
 		}
-	}}, func(l *lab.Lab) string { return benchProgram(l, n) })
+	}}, func(l *lab.Lab) string { return benchProgram(l, n, 2) })
 	defer l.Close()
 
 	b.StartTimer()
@@ -188,7 +188,7 @@ func BenchmarkRollingUpgrade(b *testing.B) {
 				l, p := onLab(b, e, lab.Options{Subnet: 61 + 2*i, Node: func(_ int, o *talosemu.Options) {
 					o.RebootDelay = c.reboot
 				}}, func(l *lab.Lab) string {
-					return strings.Replace(benchProgram(l, 9), "      vip:", fmt.Sprintf("      upgrade: {maxParallel: %d}\n      vip:", c.maxParallel), 1)
+					return strings.Replace(benchProgram(l, 9, 2), "      vip:", fmt.Sprintf("      upgrade: {maxParallel: %d}\n      vip:", c.maxParallel), 1)
 				})
 
 				up := func(what string, extra ...string) {

@@ -126,7 +126,7 @@ func BenchmarkDiffPreview(b *testing.B) {
 		b.StopTimer()
 
 		e := newEnv(b)
-		l, p := onLab(b, e, lab.Options{Subnet: 52}, func(l *lab.Lab) string { return benchProgram(l, 9) })
+		l, p := onLab(b, e, lab.Options{Subnet: 52}, func(l *lab.Lab) string { return benchProgram(l, 9, 2) })
 
 		if out, err := p.Run(b.Context(), "up", "--yes", "--skip-preview", "--parallel", "32"); err != nil {
 			b.Fatalf("up: %v\n%s", err, out)
