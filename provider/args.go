@@ -1,9 +1,6 @@
 package provider
 
-import (
-	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-)
+import "github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 // TalosProxmoxClusterArgs are the inputs of a TalosProxmoxCluster. Fields that decide the
 // shape of the resource graph are plain values (known at preview, so preview shows real
@@ -46,9 +43,6 @@ type TalosProxmoxClusterArgs struct {
 	DiskEncryption                 *DiskEncryption         `pulumi:"diskEncryption,optional"`
 }
 
-// Annotate documents the inputs.
-func (a *TalosProxmoxClusterArgs) Annotate(an infer.Annotator) { describeType(an, a) }
-
 // Cilium installs Cilium from its Helm chart with the values Talos documents.
 type Cilium struct {
 	Version    string         `pulumi:"version,optional"`
@@ -58,15 +52,9 @@ type Cilium struct {
 	ValuesYaml string         `pulumi:"valuesYaml,optional"`
 }
 
-// Annotate documents the Cilium input.
-func (c *Cilium) Annotate(an infer.Annotator) { describeType(an, c) }
-
 // NvidiaDevicePlugin installs NVIDIA's device plugin from its Helm chart for the GPU nodes: a
 // chart preset with the same inputs as Cilium's.
 type NvidiaDevicePlugin Cilium
-
-// Annotate documents the NVIDIA device plugin input.
-func (d *NvidiaDevicePlugin) Annotate(an infer.Annotator) { describeType(an, d) }
 
 // HelmChart is a Helm chart rendered into the control planes' inline manifests.
 type HelmChart struct {
@@ -80,9 +68,6 @@ type HelmChart struct {
 	Digest      string         `pulumi:"digest,optional"`
 	IncludeCrds *bool          `pulumi:"includeCrds,optional"`
 }
-
-// Annotate documents a Helm chart.
-func (h *HelmChart) Annotate(an infer.Annotator) { describeType(an, h) }
 
 // Node is one machine of the cluster.
 type Node struct {
@@ -112,9 +97,6 @@ type Node struct {
 	DiskEncryption *DiskEncryption         `pulumi:"diskEncryption,optional"`
 }
 
-// Annotate documents a node.
-func (n *Node) Annotate(an infer.Annotator) { describeType(an, n) }
-
 // NodeImage is a node's own Talos image.
 type NodeImage struct {
 	Extensions []string `pulumi:"extensions,optional"`
@@ -122,26 +104,17 @@ type NodeImage struct {
 	SecureBoot *bool    `pulumi:"secureBoot,optional"`
 }
 
-// Annotate documents a node's image.
-func (i *NodeImage) Annotate(an infer.Annotator) { describeType(an, i) }
-
 // DiskEncryption is how Talos encrypts a node's system volumes.
 type DiskEncryption struct {
 	State     string `pulumi:"state,optional"`
 	Ephemeral string `pulumi:"ephemeral,optional"`
 }
 
-// Annotate documents disk encryption.
-func (d *DiskEncryption) Annotate(an infer.Annotator) { describeType(an, d) }
-
 // VmIdRange bounds the default VM ids.
 type VmIdRange struct {
 	Start *int `pulumi:"start,optional"`
 	End   *int `pulumi:"end,optional"`
 }
-
-// Annotate documents the VM id range.
-func (r *VmIdRange) Annotate(an infer.Annotator) { describeType(an, r) }
 
 func vmIDBound(r *VmIdRange, start bool) *int {
 	switch {
@@ -161,9 +134,6 @@ type DataDisk struct {
 	MountPath   string `pulumi:"mountPath,optional"`
 }
 
-// Annotate documents a data disk.
-func (d *DataDisk) Annotate(an infer.Annotator) { describeType(an, d) }
-
 // PciDevice is a PCI device passed through from the Proxmox host.
 type PciDevice struct {
 	Mapping string `pulumi:"mapping,optional"`
@@ -173,14 +143,8 @@ type PciDevice struct {
 	Xvga    *bool  `pulumi:"xvga,optional"`
 }
 
-// Annotate documents a PCI device.
-func (d *PciDevice) Annotate(an infer.Annotator) { describeType(an, d) }
-
 // InlineManifest is a Kubernetes manifest embedded in the control plane configuration.
 type InlineManifest struct {
 	Name     string             `pulumi:"name"`
 	Contents pulumi.StringInput `pulumi:"contents"`
 }
-
-// Annotate documents an inline manifest.
-func (m *InlineManifest) Annotate(an infer.Annotator) { describeType(an, m) }

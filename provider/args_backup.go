@@ -3,7 +3,6 @@ package provider
 import (
 	"reflect"
 
-	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
@@ -19,17 +18,11 @@ type EtcdBackup struct {
 	ScheduleSecret string   `pulumi:"scheduleSecret,optional"`
 }
 
-// Annotate documents the etcd backups.
-func (b *EtcdBackup) Annotate(an infer.Annotator) { describeType(an, b) }
-
 // Recovery restores the cluster's etcd from a snapshot when it has none running.
 type Recovery struct {
 	FromSnapshot string             `pulumi:"fromSnapshot,optional"`
 	AgeIdentity  pulumi.StringInput `pulumi:"ageIdentity,optional" provider:"secret"`
 }
-
-// Annotate documents the recovery.
-func (r *Recovery) Annotate(an infer.Annotator) { describeType(an, r) }
 
 // EtcdSnapshotInfo describes the last etcd snapshot the component took.
 type EtcdSnapshotInfo struct {
@@ -39,9 +32,6 @@ type EtcdSnapshotInfo struct {
 	Sha256   string `pulumi:"sha256"`
 	TakenAt  string `pulumi:"takenAt"`
 }
-
-// Annotate documents a snapshot's outputs.
-func (s *EtcdSnapshotInfo) Annotate(an infer.Annotator) { describeType(an, s) }
 
 // EtcdSnapshotInfoOutput is an output of an EtcdSnapshotInfo.
 type EtcdSnapshotInfoOutput struct{ *pulumi.OutputState }

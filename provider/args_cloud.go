@@ -1,9 +1,6 @@
 package provider
 
-import (
-	"github.com/pulumi/pulumi-go-provider/infer"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-)
+import "github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 // ProxmoxCsi installs the Proxmox CSI plugin: PersistentVolumes as disks on Proxmox datastores,
 // attached to the node's VM, through a scoped API token the component creates.
@@ -17,9 +14,6 @@ type ProxmoxCsi struct {
 	ValuesYaml     string                `pulumi:"valuesYaml,optional"`
 }
 
-// Annotate documents the Proxmox CSI input.
-func (c *ProxmoxCsi) Annotate(an infer.Annotator) { describeType(an, c) }
-
 // ProxmoxStorageClass is a StorageClass of the Proxmox CSI plugin: volumes on one datastore.
 type ProxmoxStorageClass struct {
 	Name          string `pulumi:"name"`
@@ -28,9 +22,6 @@ type ProxmoxStorageClass struct {
 	ReclaimPolicy string `pulumi:"reclaimPolicy,optional"`
 	FsType        string `pulumi:"fsType,optional"`
 }
-
-// Annotate documents a Proxmox StorageClass.
-func (s *ProxmoxStorageClass) Annotate(an infer.Annotator) { describeType(an, s) }
 
 // ProxmoxCcm installs the Proxmox cloud controller manager, through a scoped API token the
 // component creates.
@@ -43,9 +34,6 @@ type ProxmoxCcm struct {
 	ValuesYaml    string         `pulumi:"valuesYaml,optional"`
 }
 
-// Annotate documents the Proxmox CCM input.
-func (c *ProxmoxCcm) Annotate(an infer.Annotator) { describeType(an, c) }
-
 // Flux bootstraps Flux: its controllers, and a GitRepository and Kustomization that sync the
 // cluster from the user's repository.
 type Flux struct {
@@ -57,15 +45,9 @@ type Flux struct {
 	KeyRotation   string             `pulumi:"keyRotation,optional"`
 }
 
-// Annotate documents the Flux input.
-func (f *Flux) Annotate(an infer.Annotator) { describeType(an, f) }
-
 // FluxGitRepository is the repository Flux syncs the cluster from.
 type FluxGitRepository struct {
 	Url    string `pulumi:"url"`
 	Branch string `pulumi:"branch,optional"`
 	Path   string `pulumi:"path,optional"`
 }
-
-// Annotate documents Flux's repository.
-func (r *FluxGitRepository) Annotate(an infer.Annotator) { describeType(an, r) }

@@ -1,7 +1,5 @@
 package provider
 
-import "github.com/pulumi/pulumi-go-provider/infer"
-
 // NodeDefaults are values for every node that does not set its own.
 type NodeDefaults struct {
 	Cpu          *int          `pulumi:"cpu,optional"`
@@ -19,9 +17,6 @@ type NodeDefaults struct {
 	Networks     []NodeNetwork `pulumi:"networks,optional"`
 }
 
-// Annotate documents the node defaults.
-func (d *NodeDefaults) Annotate(an infer.Annotator) { describeType(an, d) }
-
 // Network is how nodes are addressed.
 type Network struct {
 	Gateway        string   `pulumi:"gateway,optional"`
@@ -38,9 +33,6 @@ type Network struct {
 	PrefixLength6  *int     `pulumi:"prefixLength6,optional"`
 }
 
-// Annotate documents the network.
-func (n *Network) Annotate(an infer.Annotator) { describeType(an, n) }
-
 // NodeNetwork is one of a node's networks: a Proxmox NIC, or a bond of several.
 type NodeNetwork struct {
 	Bridge         string    `pulumi:"bridge,optional"`
@@ -55,18 +47,12 @@ type NodeNetwork struct {
 	Bond           *NodeBond `pulumi:"bond,optional"`
 }
 
-// Annotate documents a node network.
-func (n *NodeNetwork) Annotate(an infer.Annotator) { describeType(an, n) }
-
 // NodeBond bonds several Proxmox NICs into one Talos link.
 type NodeBond struct {
 	Mode       string `pulumi:"mode,optional"`
 	Interfaces *int   `pulumi:"interfaces,optional"`
 	Mtu        *int   `pulumi:"mtu,optional"`
 }
-
-// Annotate documents a bond.
-func (b *NodeBond) Annotate(an infer.Annotator) { describeType(an, b) }
 
 // Image selects the Talos image built by the Image Factory.
 type Image struct {
@@ -81,17 +67,11 @@ type Image struct {
 	SecureBoot      *bool    `pulumi:"secureBoot,optional"`
 }
 
-// Annotate documents the image.
-func (i *Image) Annotate(an infer.Annotator) { describeType(an, i) }
-
 // Health configures the health gate that runs after bootstrap and after every change.
 type Health struct {
 	Timeout           string `pulumi:"timeout,optional"`
 	RequireNodesReady *bool  `pulumi:"requireNodesReady,optional"`
 }
-
-// Annotate documents the health gate.
-func (h *Health) Annotate(an infer.Annotator) { describeType(an, h) }
 
 // Upgrade configures rolling Talos OS upgrades.
 type Upgrade struct {
@@ -102,9 +82,6 @@ type Upgrade struct {
 	AllowDowngrade *bool  `pulumi:"allowDowngrade,optional"`
 }
 
-// Annotate documents the upgrade policy.
-func (u *Upgrade) Annotate(an infer.Annotator) { describeType(an, u) }
-
 // ManifestSync configures the sync of the cluster's manifests after bootstrap.
 type ManifestSync struct {
 	Enabled                *bool  `pulumi:"enabled,optional"`
@@ -113,14 +90,8 @@ type ManifestSync struct {
 	Timeout                string `pulumi:"timeout,optional"`
 }
 
-// Annotate documents the manifest sync.
-func (m *ManifestSync) Annotate(an infer.Annotator) { describeType(an, m) }
-
 // Credentials is the lifetime of the client credentials.
 type Credentials struct {
 	Validity    string `pulumi:"validity,optional"`
 	RenewBefore string `pulumi:"renewBefore,optional"`
 }
-
-// Annotate documents the credentials' lifetime.
-func (c *Credentials) Annotate(an infer.Annotator) { describeType(an, c) }

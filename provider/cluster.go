@@ -3,12 +3,15 @@ package provider
 import (
 	"reflect"
 
-	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
 // ClusterToken is the schema token of the component.
 const ClusterToken = "talos-proxmox:index:TalosProxmoxCluster"
+
+// typePrefix starts the token of each object type of this package (the provider's module map
+// names its module index).
+const typePrefix = Name + ":index:"
 
 // TalosProxmoxCluster is a Talos Linux Kubernetes cluster on Proxmox VE.
 type TalosProxmoxCluster struct {
@@ -28,11 +31,6 @@ type TalosProxmoxCluster struct {
 	FluxDeployKey    pulumi.StringOutput        `pulumi:"fluxDeployKey"`
 }
 
-// Annotate documents the component and its outputs.
-func (c *TalosProxmoxCluster) Annotate(an infer.Annotator) {
-	describeType(an, c)
-}
-
 // HelmReleaseInfo describes a Helm release rendered into the control planes' configuration.
 type HelmReleaseInfo struct {
 	Chart          string `pulumi:"chart"`
@@ -42,11 +40,6 @@ type HelmReleaseInfo struct {
 	ManifestSha256 string `pulumi:"manifestSha256"`
 	Objects        int    `pulumi:"objects"`
 	Bytes          int    `pulumi:"bytes"`
-}
-
-// Annotate documents a release's outputs.
-func (h *HelmReleaseInfo) Annotate(an infer.Annotator) {
-	describeType(an, h)
 }
 
 // MapOutput is an output of a map of T by name (the nodes' NodeInfo, the releases'
@@ -64,11 +57,6 @@ type NodeInfo struct {
 	Ip       string `pulumi:"ip"`
 	HostNode string `pulumi:"hostNode"`
 	Role     string `pulumi:"role"`
-}
-
-// Annotate documents a node's outputs.
-func (n *NodeInfo) Annotate(an infer.Annotator) {
-	describeType(an, n)
 }
 
 func init() {

@@ -3,10 +3,8 @@ package provider
 import (
 	_ "embed"
 	"fmt"
-	"reflect"
 	"strings"
 
-	"github.com/pulumi/pulumi-go-provider/infer"
 	"sigs.k8s.io/yaml"
 )
 
@@ -37,20 +35,41 @@ func mustParseDescriptions(b []byte) map[string]typeDescriptions {
 	return d
 }
 
-// describeType gives the struct s and each of its fields with a `pulumi` tag their descriptions from
-// descriptions.yaml; every Annotate of the package is this one call. A property the file leaves
-// out stays undescribed, which TestDescriptionsMatchSchema reports.
-func describeType[T any](an infer.Annotator, s *T) {
-	doc := descriptions[reflect.TypeFor[T]().Name()]
-	if doc.Description != "" {
-		an.Describe(s, doc.Description)
+// describeSchema gives the component (its description, its outputs), its inputs and the object
+// types of this package in the schema their descriptions from descriptions.yaml. It is one pass
+// over the schema, so no Go type needs an Annotate for it: a type's token ends with its Go name
+// (infer names it so) and a property is named by its `pulumi` tag, as the file's keys are. A
+// property the file leaves out stays undescribed, which TestDescriptionsMatchSchema reports.
+func describeSchema(resources, types map[string]any) error {
+	component, ok := resources[ClusterToken].(map[string]any)
+	if !ok {
+		return fmt.Errorf("schema has no resource %s", ClusterToken)
 	}
 
-	v := reflect.ValueOf(s).Elem()
-	for i := range v.NumField() {
-		tag, ok := v.Type().Field(i).Tag.Lookup("pulumi")
-		if d := doc.Properties[strings.Split(tag, ",")[0]]; ok && d != "" {
-			an.Describe(v.Field(i).Addr().Interface(), d)
+	describeObject(component, "properties", descriptions["TalosProxmoxCluster"])
+	describeObject(component, "inputProperties", descriptions["TalosProxmoxClusterArgs"])
+
+	for token, t := range types {
+		if name, ok := strings.CutPrefix(token, typePrefix); ok {
+			describeObject(t.(map[string]any), "properties", descriptions[name])
+		}
+	}
+
+	return nil
+}
+
+// describeObject gives obj, a resource or object type of the schema, the description doc has for it
+// (none for TalosProxmoxClusterArgs, whose object is the component's), and each of its
+// properties under key the one doc has for that property.
+func describeObject(obj map[string]any, key string, doc typeDescriptions) {
+	if doc.Description != "" {
+		obj["description"] = doc.Description
+	}
+
+	props, _ := obj[key].(map[string]any)
+	for name, prop := range props {
+		if d := doc.Properties[name]; d != "" {
+			prop.(map[string]any)["description"] = d
 		}
 	}
 }

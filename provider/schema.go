@@ -48,7 +48,8 @@ func fieldsByName(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
-// fixSchema marks plain properties plain (infer only marks top-level primitives).
+// fixSchema gives the component and its types their descriptions (describeSchema) and marks
+// plain properties plain (infer only marks top-level primitives).
 func fixSchema(text string) (string, error) {
 	var s map[string]any
 	if err := json.Unmarshal([]byte(text), &s); err != nil {
@@ -57,6 +58,10 @@ func fixSchema(text string) (string, error) {
 
 	resources, _ := s["resources"].(map[string]any)
 	types, _ := s["types"].(map[string]any)
+
+	if err := describeSchema(resources, types); err != nil {
+		return "", err
+	}
 
 	for token, goType := range inputTypes {
 		var props map[string]any

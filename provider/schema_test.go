@@ -75,7 +75,7 @@ func TestSchemaDescribesEverything(t *testing.T) {
 
 // TestDescriptionsMatchSchema fails when descriptions.yaml leaves out a type or property of the
 // schema's package types, or describes one the schema does not have, or a description there is
-// not the one served (its Annotate does not call describeType).
+// not the one served.
 func TestDescriptionsMatchSchema(t *testing.T) {
 	t.Parallel()
 
