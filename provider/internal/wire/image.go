@@ -93,9 +93,8 @@ func downloads(s Scope, p *plan.Plan, schematics map[string]pulumi.Resource) ([]
 			NodeName:    pulumi.String(d.HostNode),
 			Url:         pulumi.String(d.URL),
 			FileName:    pulumi.String(d.FileName),
-		}
-		if d.Decompression != "" {
-			args.DecompressionAlgorithm = pulumi.String(d.Decompression)
+			// Unset for an image that is not compressed.
+			DecompressionAlgorithm: optionalString(d.Decompression),
 		}
 
 		// The file name stays the same across a replacement (a new factory URL, for one), so the

@@ -251,6 +251,7 @@ func vmArgs(c *spec.Cluster, p plan.VM, image ImageFile, vmid int, instance stri
 			Ssd:         pulumi.Bool(true),
 			// iothread needs virtio-scsi-single, which Talos must not use.
 			Iothread: pulumi.Bool(false),
+			Serial:   optionalString(d.Serial),
 		}
 
 		switch {
@@ -258,10 +259,6 @@ func vmArgs(c *spec.Cluster, p plan.VM, image ImageFile, vmid int, instance stri
 			disk.FileId = image.ID
 		case d.FromImage:
 			disk.ImportFrom = image.ID
-		}
-
-		if d.Serial != "" {
-			disk.Serial = pulumi.String(d.Serial)
 		}
 
 		disks = append(disks, disk)
@@ -286,44 +283,28 @@ func vmArgs(c *spec.Cluster, p plan.VM, image ImageFile, vmid int, instance stri
 
 	var nics vm.VirtualMachineNetworkDeviceArray
 	for _, d := range n.NICs {
-		nic := vm.VirtualMachineNetworkDeviceArgs{
-			Bridge: pulumi.String(d.Bridge),
-			Model:  pulumi.String("virtio"),
-		}
-		if d.VLANID != 0 {
-			nic.VlanId = pulumi.Int(d.VLANID)
-		}
-
-		if d.MACAddress != "" {
-			nic.MacAddress = pulumi.String(d.MACAddress)
-		}
-
-		if d.MTU != 0 {
-			nic.Mtu = pulumi.Int(d.MTU)
-		}
-
-		nics = append(nics, nic)
+		nics = append(nics, vm.VirtualMachineNetworkDeviceArgs{
+			Bridge:     pulumi.String(d.Bridge),
+			Model:      pulumi.String("virtio"),
+			VlanId:     optionalInt(d.VLANID),
+			MacAddress: optionalString(d.MACAddress),
+			Mtu:        optionalInt(d.MTU),
+		})
 	}
 
 	// cloud-init addresses the cluster network (net0) only: enough for the maintenance API, and
 	// Talos configures every network once its configuration is applied.
 	ipConfig := vm.VirtualMachineInitializationIpConfigArgs{}
 	if p.IPv4Address != "" {
-		ipv4 := vm.VirtualMachineInitializationIpConfigIpv4Args{Address: pulumi.String(p.IPv4Address)}
-		if p.IPv4Gateway != "" {
-			ipv4.Gateway = pulumi.String(p.IPv4Gateway)
+		ipConfig.Ipv4 = vm.VirtualMachineInitializationIpConfigIpv4Args{
+			Address: pulumi.String(p.IPv4Address), Gateway: optionalString(p.IPv4Gateway),
 		}
-
-		ipConfig.Ipv4 = ipv4
 	}
 
 	if p.IPv6Address != "" {
-		ipv6 := vm.VirtualMachineInitializationIpConfigIpv6Args{Address: pulumi.String(p.IPv6Address)}
-		if p.IPv6Gateway != "" {
-			ipv6.Gateway = pulumi.String(p.IPv6Gateway)
+		ipConfig.Ipv6 = vm.VirtualMachineInitializationIpConfigIpv6Args{
+			Address: pulumi.String(p.IPv6Address), Gateway: optionalString(p.IPv6Gateway),
 		}
-
-		ipConfig.Ipv6 = ipv6
 	}
 
 	init := &vm.VirtualMachineInitializationArgs{
@@ -359,14 +340,11 @@ func vmArgs(c *spec.Cluster, p plan.VM, image ImageFile, vmid int, instance stri
 		// ("cdrom"), which Proxmox lets only users with Sys.Console on / attach (qemu-server's
 		// check_storage_access); the nodes boot from their disk.
 		Cdrom: vm.VirtualMachineCdromArgs{FileId: pulumi.String("none")},
+		VmId:  optionalInt(vmid),
 	}
 
 	if len(pcis) > 0 {
 		args.Hostpcis = pcis
-	}
-
-	if vmid != 0 {
-		args.VmId = pulumi.Int(vmid)
 	}
 
 	if p.EFIDisk {
@@ -470,4 +448,23 @@ func withInstance(tags []string, instance string) []string {
 	slices.Sort(out)
 
 	return out
+}
+
+// optionalString is s as an optional input: unset (nil) when s is empty, so the provider's
+// default (or Proxmox's) stands.
+func optionalString(s string) pulumi.StringPtrInput {
+	if s == "" {
+		return nil
+	}
+
+	return pulumi.String(s)
+}
+
+// optionalInt is n as an optional input: unset (nil) when n is 0.
+func optionalInt(n int) pulumi.IntPtrInput {
+	if n == 0 {
+		return nil
+	}
+
+	return pulumi.Int(n)
 }
