@@ -101,6 +101,21 @@ func created[A, S any](ctx context.Context, req infer.CreateRequest[A], id strin
 	return infer.CreateResponse[S]{ID: id, Output: s}, nil
 }
 
+// updated is the response of an update whose work is do, of a resource whose state is its inputs
+// (A is its State too): at preview the work is not done and the state is the new inputs; a
+// failed update records nothing, so the state stays what it was.
+func updated[A any](ctx context.Context, req infer.UpdateRequest[A, A], do func(context.Context, A) error) (infer.UpdateResponse[A], error) {
+	if req.DryRun {
+		return infer.UpdateResponse[A]{Output: req.Inputs}, nil
+	}
+
+	if err := do(ctx, req.Inputs); err != nil {
+		return infer.UpdateResponse[A]{}, err
+	}
+
+	return infer.UpdateResponse[A]{Output: req.Inputs}, nil
+}
+
 // nodesOf lists nodes (hostname to IP) sorted by name.
 func nodesOf(m map[string]string, cp bool) []day2.Node {
 	nodes := make([]day2.Node, 0, len(m))

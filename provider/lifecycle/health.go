@@ -60,15 +60,7 @@ func (r *ClusterHealth) Create(ctx context.Context, req infer.CreateRequest[Clus
 
 // Update runs the gate again.
 func (r *ClusterHealth) Update(ctx context.Context, req infer.UpdateRequest[ClusterHealthArgs, ClusterHealthState]) (infer.UpdateResponse[ClusterHealthState], error) {
-	if req.DryRun {
-		return infer.UpdateResponse[ClusterHealthState]{Output: req.Inputs}, nil
-	}
-
-	if err := gate(ctx, req.Inputs); err != nil {
-		return infer.UpdateResponse[ClusterHealthState]{}, err
-	}
-
-	return infer.UpdateResponse[ClusterHealthState]{Output: req.Inputs}, nil
+	return updated(ctx, req, gate)
 }
 
 func gate(ctx context.Context, in ClusterHealthArgs) error {

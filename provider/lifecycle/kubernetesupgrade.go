@@ -67,43 +67,50 @@ func (r *KubernetesUpgrade) Diff(_ context.Context, req infer.DiffRequest[Kubern
 // Update runs the upgrade. A component that already runs the version (an interrupted run got
 // there) is left alone.
 func (r *KubernetesUpgrade) Update(ctx context.Context, req infer.UpdateRequest[KubernetesUpgradeArgs, KubernetesUpgradeState]) (infer.UpdateResponse[KubernetesUpgradeState], error) {
-	in := req.Inputs
-	if req.DryRun || in.KubernetesVersion == req.State.KubernetesVersion {
-		return infer.UpdateResponse[KubernetesUpgradeState]{Output: in}, nil
+	return updated(ctx, req, func(ctx context.Context, in KubernetesUpgradeArgs) error {
+		return upgradeKubernetes(ctx, req.State.KubernetesVersion, in)
+	})
+}
+
+// upgradeKubernetes moves the cluster from the Kubernetes version from to in's, unless it is
+// there.
+func upgradeKubernetes(ctx context.Context, from string, in KubernetesUpgradeArgs) error {
+	if in.KubernetesVersion == from {
+		return nil
 	}
 
-	if err := day2.CheckKubernetesStep(req.State.KubernetesVersion, in.KubernetesVersion); err != nil {
-		return infer.UpdateResponse[KubernetesUpgradeState]{}, fmt.Errorf("kubernetesVersion: %w", err)
+	if err := day2.CheckKubernetesStep(from, in.KubernetesVersion); err != nil {
+		return fmt.Errorf("kubernetesVersion: %w", err)
 	}
 
 	timeout, err := parseDuration("timeout", in.Timeout)
 	if err != nil {
-		return infer.UpdateResponse[KubernetesUpgradeState]{}, err
+		return err
 	}
 
 	log := p.GetLogger(ctx)
 	start := time.Now()
 
-	log.Infof("upgrading Kubernetes %s → %s", req.State.KubernetesVersion, in.KubernetesVersion)
+	log.Infof("upgrading Kubernetes %s → %s", from, in.KubernetesVersion)
 
 	res, err := day2.UpgradeKubernetes(ctx, day2.KubernetesUpgradeOptions{
 		Access:        in.access(),
 		ControlPlanes: nodesOf(in.ControlPlanes, true),
 		Workers:       nodesOf(in.Workers, false),
-		From:          req.State.KubernetesVersion,
+		From:          from,
 		To:            in.KubernetesVersion,
 		Timeout:       timeout,
 		Progress:      log.InfoStatus,
 		CheckReady:    in.CheckReady,
 	})
 	if err != nil {
-		return infer.UpdateResponse[KubernetesUpgradeState]{}, fmt.Errorf("upgrading Kubernetes to %s (done so far: %s; "+
+		return fmt.Errorf("upgrading Kubernetes to %s (done so far: %s; "+
 			"run `pulumi up` again to go on): %w", in.KubernetesVersion, orNothing(res.Updated), err)
 	}
 
 	log.Infof("Kubernetes %s on every node in %s: %s", in.KubernetesVersion, time.Since(start).Round(time.Second), orNothing(res.Updated))
 
-	return infer.UpdateResponse[KubernetesUpgradeState]{Output: in}, nil
+	return nil
 }
 
 func orNothing(s []string) string {

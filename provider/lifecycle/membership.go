@@ -176,29 +176,36 @@ func checkQuorum(ctx context.Context, old, new MembershipArgs, gone []string) er
 
 // Update takes the leaving nodes out of the cluster.
 func (r *Membership) Update(ctx context.Context, req infer.UpdateRequest[MembershipArgs, MembershipState]) (infer.UpdateResponse[MembershipState], error) {
-	gone := leaving(req.State, req.Inputs)
-	if req.DryRun || len(gone) == 0 {
-		return infer.UpdateResponse[MembershipState]{Output: req.Inputs}, nil
+	return updated(ctx, req, func(ctx context.Context, in MembershipArgs) error {
+		return remove(ctx, req.State, in)
+	})
+}
+
+// remove takes the nodes of old that in no longer lists out of the cluster.
+func remove(ctx context.Context, old, in MembershipArgs) error {
+	gone := leaving(old, in)
+	if len(gone) == 0 {
+		return nil
 	}
 
-	drainTimeout, timeout, err := req.Inputs.parsed()
+	drainTimeout, timeout, err := in.parsed()
 	if err != nil {
-		return infer.UpdateResponse[MembershipState]{}, err
+		return err
 	}
 
 	log := p.GetLogger(ctx)
 
 	var staying []day2.Node
 
-	for _, n := range req.Inputs.split(req.Inputs.names()) {
+	for _, n := range in.split(in.names()) {
 		if !slices.Contains(gone, n.Name) {
 			staying = append(staying, n)
 		}
 	}
 
 	warnings, err := day2.Remove(ctx, day2.RemoveOptions{
-		Access:  req.Inputs.access(),
-		Staying: staying, Leaving: req.State.split(gone), DrainTimeout: drainTimeout, Timeout: timeout,
+		Access:  in.access(),
+		Staying: staying, Leaving: old.split(gone), DrainTimeout: drainTimeout, Timeout: timeout,
 		Progress: log.InfoStatus,
 	})
 	for _, w := range warnings {
@@ -206,12 +213,12 @@ func (r *Membership) Update(ctx context.Context, req infer.UpdateRequest[Members
 	}
 
 	if err != nil {
-		return infer.UpdateResponse[MembershipState]{}, err
+		return err
 	}
 
 	log.Infof("removed from the cluster: %v", gone)
 
-	return infer.UpdateResponse[MembershipState]{Output: req.Inputs}, nil
+	return nil
 }
 
 // MembershipKind registers Memberships.

@@ -348,24 +348,25 @@ func describeDryRun(ctx context.Context, o day2.ConfigOptions) {
 	}
 }
 
-// Update applies the configuration.
+// Update applies the configuration. Diff asks for an update only when the node should run
+// another configuration than it does: a declared change, or drift with the same declaration,
+// which is applied again too.
 func (r *NodeConfig) Update(ctx context.Context, req infer.UpdateRequest[NodeConfigArgs, NodeConfigState]) (infer.UpdateResponse[NodeConfigState], error) {
-	// Diff asks for an update only when the node should run another configuration than it does:
-	// a declared change, or drift with the same declaration, which is applied again too.
-	if req.DryRun {
-		return infer.UpdateResponse[NodeConfigState]{Output: req.Inputs}, nil
-	}
+	return updated(ctx, req, applyConfig)
+}
 
-	o, err := req.Inputs.options(ctx)
+// applyConfig applies the configuration in to its node.
+func applyConfig(ctx context.Context, in NodeConfigArgs) error {
+	o, err := in.options(ctx)
 	if err != nil {
-		return infer.UpdateResponse[NodeConfigState]{}, err
+		return err
 	}
 
 	start := time.Now()
 
 	rebooted, err := day2.ApplyConfig(ctx, o)
 	if err != nil {
-		return infer.UpdateResponse[NodeConfigState]{}, err
+		return err
 	}
 
 	how := "live, without a reboot"
@@ -375,7 +376,7 @@ func (r *NodeConfig) Update(ctx context.Context, req infer.UpdateRequest[NodeCon
 
 	p.GetLogger(ctx).Infof("%s: configuration applied %s (%s)", o.Node.Name, how, time.Since(start).Round(time.Millisecond))
 
-	return infer.UpdateResponse[NodeConfigState]{Output: req.Inputs}, nil
+	return nil
 }
 
 // NodeConfigKind registers NodeConfigs.
