@@ -25,8 +25,9 @@ VERSION      := $(shell cat provider/VERSION)
 PLUGIN       := bin/pulumi-resource-talos-proxmox
 CACHE        := $(CURDIR)/.cache
 # An installed Pulumi (v3, not older than the pinned one, its language hosts beside it) is used
-# instead of building one: $PULUMI, else `pulumi` on PATH (tools/toolchain/README.md).
-TOOLCHAIN    := $(shell tools/toolchain/build.sh --print-dir)
+# instead of building one: PULUMI (environment or make's command line), else `pulumi` on PATH
+# (tools/toolchain/README.md). make before 4.4 gives $(shell) no command-line variables: passed.
+TOOLCHAIN    := $(shell PULUMI='$(PULUMI)' tools/toolchain/build.sh --print-dir)
 PULUMI_CLI   := $(TOOLCHAIN)/pulumi
 LINT         := $(shell tools/lint/build.sh --print-dir)/golangci-lint
 FUZZTIME     ?= 30s
@@ -54,7 +55,11 @@ export TALOS_PROXMOX_VERSION               := $(VERSION)
 export TALOS_LAB_BIN                       := $(CURDIR)/bin/lab
 # The lab's Kubernetes control plane (kube-apiserver, -controller-manager, -scheduler in one binary),
 # unless the user gives one of the pinned version (`make kube` checks it; tools/kube/README.md).
-TALOS_KUBE_BIN                             ?= $(shell tools/kube/build.sh --print-dir)/kube
+ifeq ($(origin TALOS_KUBE_BIN),undefined)
+TALOS_KUBE_BIN := $(shell tools/kube/build.sh --print-dir)/kube
+else
+override TALOS_KUBE_BIN := $(abspath $(TALOS_KUBE_BIN))
+endif
 export TALOS_KUBE_BIN
 # An S3-compatible server (versitygw) for the state-backend test.
 export TALOS_S3_BIN                        := $(shell tools/versitygw/build.sh --print-dir)/versitygw
@@ -69,15 +74,15 @@ help: ## List the targets
 tools: ## Build the pinned Pulumi CLI, language hosts, golangci-lint, the lab's Kubernetes and versitygw (cached by version)
 	@# The builds run side by side: cold, much of each is module download and linking, which
 	@# leave a core idle. Each one's own messages go to stderr; a failure fails the target.
-	@tools/toolchain/build.sh >/dev/null & t=$$!; \
+	@PULUMI='$(PULUMI)' tools/toolchain/build.sh >/dev/null & t=$$!; \
 	 tools/lint/build.sh >/dev/null & l=$$!; \
 	 tools/kube/build.sh >/dev/null & k=$$!; \
 	 tools/versitygw/build.sh >/dev/null & s=$$!; \
 	 rc=0; wait $$t || rc=1; wait $$l || rc=1; wait $$k || rc=1; wait $$s || rc=1; exit $$rc
 
 .PHONY: toolchain
-toolchain: ## Build the pinned Pulumi CLI and language hosts (cached by version)
-	@tools/toolchain/build.sh >/dev/null
+toolchain: ## Build the pinned Pulumi CLI and language hosts (cached by version), unless an installed one is used
+	@PULUMI='$(PULUMI)' tools/toolchain/build.sh >/dev/null
 
 .PHONY: lint-tools
 lint-tools: ## Build the pinned golangci-lint (cached by version)

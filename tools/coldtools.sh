@@ -24,6 +24,10 @@ fi
 
 # The caches are named explicitly: the copied settings file may name the machine's own.
 unset XDG_CACHE_HOME XDG_CONFIG_HOME GOENV TALOS_PROXMOX_TOOLCHAIN_DIR TALOS_PROXMOX_KUBE_DIR
+# Everything is built, even where an installed Pulumi or a given Kubernetes would be used (make
+# exports its own TALOS_KUBE_BIN, which lies outside the temporary cache).
+unset PULUMI TALOS_KUBE_BIN
+export TALOS_PROXMOX_BUILD_PULUMI=1
 export HOME=$home CGO_ENABLED=0 GOFLAGS="$flags -trimpath"
 export GOCACHE=$home/.cache/go-build GOMODCACHE=$home/go/pkg/mod
 

@@ -30,7 +30,13 @@ type procSampler struct {
 	done chan struct{}
 
 	mu   sync.Mutex
-	seen map[int]procReading
+	seen map[procID]procReading
+}
+
+// procID names one process: a pid with its start time, as the kernel may give a pid again.
+type procID struct {
+	pid   int
+	start string
 }
 
 type procReading struct {
@@ -41,7 +47,7 @@ type procReading struct {
 
 // sampleProcs starts a procSampler; stop it with usage.
 func sampleProcs() *procSampler {
-	s := &procSampler{stop: make(chan struct{}), done: make(chan struct{}), seen: map[int]procReading{}}
+	s := &procSampler{stop: make(chan struct{}), done: make(chan struct{}), seen: map[procID]procReading{}}
 
 	go func() {
 		defer close(s.done)
@@ -98,6 +104,7 @@ func (s *procSampler) read() {
 	parents := map[int]int{}
 
 	cpu := map[int]time.Duration{}
+	started := map[int]string{}
 
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -117,8 +124,9 @@ func (s *procSampler) read() {
 			continue
 		}
 
+		// …, starttime (22).
 		f := strings.Fields(string(raw[i+1:]))
-		if len(f) < 13 {
+		if len(f) < 20 {
 			continue
 		}
 
@@ -127,6 +135,7 @@ func (s *procSampler) read() {
 		stime, _ := strconv.ParseInt(f[12], 10, 64)
 		parents[pid] = ppid
 		cpu[pid] = time.Duration(utime+stime) * clockTick
+		started[pid] = f[19]
 	}
 
 	descends := func(pid int) bool {
@@ -154,17 +163,20 @@ func (s *procSampler) read() {
 			continue
 		}
 
-		r, ok := s.seen[pid]
-		if !ok {
-			r.name = procName(pid)
-			if r.name == "" {
-				continue
-			}
+		// The name is read again each time: between its fork and its exec a child still
+		// carries its parent's.
+		id := procID{pid: pid, start: started[pid]}
+		r := s.seen[id]
+
+		if name := procName(pid); name != "" {
+			r.name = name
+		} else if r.name == "" {
+			continue
 		}
 
 		r.cpu = max(r.cpu, used)
 		r.hwm = max(r.hwm, procHWM(pid))
-		s.seen[pid] = r
+		s.seen[id] = r
 	}
 }
 

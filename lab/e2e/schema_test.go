@@ -58,7 +58,8 @@ func TestMain(m *testing.M) {
 		line := fmt.Sprintf("pve schema: %d requests checked (%s)\n", total, strings.Join(versions, ", "))
 		fmt.Print(line)
 
-		// go test shows a passing package's output only with -v: `make e2e` prints this file.
+		// go test shows a passing package's output only with -v: `make e2e` (go test -json) prints
+		// it as the package's output, and the file keeps it with the slowest tests for later.
 		// A test run again inside a network namespace (lab/netns) is a child process of this
 		// binary: its line is printed into the test's output, and the file stays the parent's.
 		if path := os.Getenv("TALOS_E2E_SUMMARY"); path != "" && !netns.Inside() {

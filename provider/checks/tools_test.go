@@ -50,44 +50,100 @@ func script(t *testing.T, path string, env ...string) (string, string, bool) {
 	return strings.TrimSpace(stdout.String()), stderr.String(), err == nil
 }
 
+// pinnedIn reads the version go.mod (relative to the repository root) requires of module.
+func pinnedIn(t *testing.T, gomod, module string) string {
+	t.Helper()
+
+	raw, err := os.ReadFile(filepath.Join("..", "..", gomod))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for line := range strings.Lines(string(raw)) {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "require" {
+			f = f[1:] // a one-line require
+		}
+
+		if len(f) >= 2 && f[0] == module && strings.HasPrefix(f[1], "v") {
+			return f[1]
+		}
+	}
+
+	t.Fatalf("%s requires no %s", gomod, module)
+
+	return ""
+}
+
+// resolved is path with every symlink followed (a temporary directory may be under one).
+func resolved(t *testing.T, path string) string {
+	t.Helper()
+
+	p, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return p
+}
+
 // TestInstalledPulumiIsUsed: a user who has Pulumi (as its installers lay it out: the CLI with
-// its language hosts beside it) skips its 8–12-minute build when it is the pinned version or a
-// newer v3, named by $PULUMI or found on PATH; anything else falls back to building the pinned
-// one into the cache.
+// its language hosts beside it) skips its 8-minute build when it is the pinned version or a
+// newer v3, named by $PULUMI or found on PATH. The bin dir given to the tests holds links to the
+// CLI and its hosts only (they go first on PATH). A pulumi on PATH that does not qualify falls
+// back to building the pinned one into the cache; a PULUMI the user set that does not qualify is
+// refused, saying why.
 func TestInstalledPulumiIsUsed(t *testing.T) {
 	t.Parallel()
 
+	pinned := pinnedIn(t, "tools/toolchain/pulumi/go.mod", "github.com/pulumi/pulumi/pkg/v3")
 	root := t.TempDir()
-	newer, older, v4 := filepath.Join(root, "newer"), filepath.Join(root, "older"), filepath.Join(root, "v4")
-	noYAML, linked := filepath.Join(root, "no-yaml"), filepath.Join(root, "usr-local-bin")
+	dirs := map[string]string{}
 
-	fakePulumi(t, newer, "v3.999.1")
-	fakePulumi(t, older, "v3.1.0")
-	fakePulumi(t, v4, "v4.0.0")
-	fakePulumi(t, noYAML, "v3.999.1", "yaml")
+	for name, v := range map[string]string{
+		"newer": "v3.999.1", "newer-pre": "v3.999.1-alpha.1", "older": "v3.1.0", "v4": "v4.0.0",
+		"pinned": pinned, "pinned-pre": pinned + "-alpha.1", "no-yaml": "v3.999.1",
+	} {
+		dirs[name] = filepath.Join(root, name)
+		if name == "no-yaml" {
+			fakePulumi(t, dirs[name], v, "yaml")
+		} else {
+			fakePulumi(t, dirs[name], v)
+		}
+	}
 
+	linked := filepath.Join(root, "usr-local-bin")
 	if err := os.MkdirAll(linked, 0o755); err != nil {
 		t.Fatal(err)
 	}
 
-	if err := os.Symlink(filepath.Join(newer, "pulumi"), filepath.Join(linked, "pulumi")); err != nil {
+	if err := os.Symlink(filepath.Join(dirs["newer"], "pulumi"), filepath.Join(linked, "pulumi")); err != nil {
 		t.Fatal(err)
 	}
 
+	path := func(dir string) string { return "PATH=" + dir + ":/usr/bin:/bin" }
+	cli := func(name string) string { return "PULUMI=" + filepath.Join(dirs[name], "pulumi") }
+
 	cases := []struct {
-		name string
-		env  []string
-		want string // the bin dir printed; "" for the cache's
+		name    string
+		env     []string
+		want    string // the installation used; "" for the pinned build in the cache
+		refusal string // set: build.sh fails saying this
 	}{
-		{name: "PULUMI names a newer v3", env: []string{"PULUMI=" + filepath.Join(newer, "pulumi")}, want: newer},
-		{name: "pulumi on PATH", env: []string{"PATH=" + newer + ":/usr/bin:/bin"}, want: newer},
-		{name: "a symlink on PATH, the hosts beside its target", env: []string{"PATH=" + linked + ":/usr/bin:/bin"}, want: newer},
-		{name: "PULUMI wins over PATH", env: []string{"PULUMI=" + filepath.Join(newer, "pulumi"), "PATH=" + older + ":/usr/bin:/bin"}, want: newer},
-		{name: "older than the pinned one", env: []string{"PULUMI=" + filepath.Join(older, "pulumi")}},
-		{name: "another major version", env: []string{"PATH=" + v4 + ":/usr/bin:/bin"}},
-		{name: "a language host missing", env: []string{"PULUMI=" + filepath.Join(noYAML, "pulumi")}},
-		{name: "PULUMI not a file", env: []string{"PULUMI=" + filepath.Join(root, "nothing")}},
-		{name: "building asked for", env: []string{"PULUMI=" + filepath.Join(newer, "pulumi"), "TALOS_PROXMOX_BUILD_PULUMI=1"}},
+		{name: "PULUMI names a newer v3", env: []string{cli("newer")}, want: "newer"},
+		{name: "PULUMI names the pinned version", env: []string{cli("pinned")}, want: "pinned"},
+		{name: "a pre-release of a newer version", env: []string{path(dirs["newer-pre"])}, want: "newer-pre"},
+		{name: "pulumi on PATH", env: []string{path(dirs["newer"])}, want: "newer"},
+		{name: "a symlink on PATH, the hosts beside its target", env: []string{path(linked)}, want: "newer"},
+		{name: "PULUMI wins over PATH", env: []string{cli("newer"), path(dirs["older"])}, want: "newer"},
+		{name: "on PATH, older than the pinned one", env: []string{path(dirs["older"])}},
+		{name: "on PATH, a pre-release of the pinned one", env: []string{path(dirs["pinned-pre"])}},
+		{name: "on PATH, another major version", env: []string{path(dirs["v4"])}},
+		{name: "on PATH, a language host missing", env: []string{path(dirs["no-yaml"])}},
+		{name: "PULUMI older than the pinned one", env: []string{cli("older")}, refusal: "older than the pinned " + pinned},
+		{name: "PULUMI without a language host", env: []string{cli("no-yaml")}, refusal: "has no pulumi-language-yaml beside it"},
+		{name: "PULUMI not a file", env: []string{"PULUMI=" + filepath.Join(root, "nothing")}, refusal: "is not an executable file"},
+		{name: "building asked for", env: []string{cli("newer"), "TALOS_PROXMOX_BUILD_PULUMI=1"}},
 		{name: "none installed"},
 	}
 
@@ -97,15 +153,37 @@ func TestInstalledPulumiIsUsed(t *testing.T) {
 
 			cache := t.TempDir()
 			got, stderr, ok := script(t, "tools/toolchain/build.sh", append(c.env, "TALOS_PROXMOX_TOOLCHAIN_DIR="+cache)...)
-			if !ok {
-				t.Fatalf("build.sh --print-dir failed: %s", stderr)
-			}
 
-			want := c.want
-			if want == "" && !strings.HasPrefix(got, cache+"/pulumi-v3.") {
-				t.Errorf("bin dir %q, want the pinned build's in the cache %s", got, cache)
-			} else if c.want != "" && got != want {
-				t.Errorf("bin dir %q, want the installed %q", got, want)
+			switch {
+			case c.refusal != "":
+				if ok || !strings.Contains(stderr, c.refusal) || !strings.Contains(stderr, "unset PULUMI") {
+					t.Errorf("ok %v, stderr %q; want a refusal saying %q and how to build instead", ok, stderr, c.refusal)
+				}
+			case !ok:
+				t.Fatalf("build.sh --print-dir failed: %s", stderr)
+			case c.want == "":
+				if !strings.HasPrefix(got, cache+"/pulumi-"+pinned+"-") {
+					t.Errorf("bin dir %q, want the pinned build's in the cache %s", got, cache)
+				}
+			default:
+				if !strings.HasPrefix(got, cache+"/installed-") {
+					t.Fatalf("bin dir %q, want a directory of links in the cache %s", got, cache)
+				}
+
+				entries, err := os.ReadDir(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+
+				if len(entries) != 6 {
+					t.Errorf("bin dir holds %d entries, want the CLI and its 5 hosts only", len(entries))
+				}
+
+				for _, e := range entries {
+					if want := filepath.Join(dirs[c.want], e.Name()); resolved(t, filepath.Join(got, e.Name())) != resolved(t, want) {
+						t.Errorf("%s links to %s, want %s", e.Name(), resolved(t, filepath.Join(got, e.Name())), want)
+					}
+				}
 			}
 		})
 	}
@@ -118,22 +196,7 @@ func TestInstalledPulumiIsUsed(t *testing.T) {
 func TestGivenKubernetesIsUsed(t *testing.T) {
 	t.Parallel()
 
-	mod, err := os.ReadFile("../../tools/kube/go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	var pinned string
-
-	for line := range strings.Lines(string(mod)) {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "k8s.io/kubernetes" && strings.HasPrefix(f[1], "v1.") {
-			pinned = f[1]
-		}
-	}
-
-	if pinned == "" {
-		t.Fatal("tools/kube/go.mod requires no k8s.io/kubernetes")
-	}
+	pinned := pinnedIn(t, "tools/kube/go.mod", "k8s.io/kubernetes")
 
 	root := t.TempDir()
 	upstream, ours, old, lonely := filepath.Join(root, "upstream"), filepath.Join(root, "ours"), filepath.Join(root, "old"), filepath.Join(root, "lonely")
@@ -146,6 +209,16 @@ func TestGivenKubernetesIsUsed(t *testing.T) {
 	fakeBin(t, ours, "kube", "Kubernetes "+pinned)
 	fakeBin(t, lonely, "kube-apiserver", "Kubernetes "+pinned)
 
+	// Upstream binaries of two versions, and an older pin's build in the cache itself.
+	mixed := filepath.Join(root, "mixed")
+	fakeBin(t, mixed, "kube-apiserver", "Kubernetes "+pinned)
+	fakeBin(t, mixed, "kube-controller-manager", "Kubernetes "+pinned)
+	fakeBin(t, mixed, "kube-scheduler", "Kubernetes v1.30.0")
+
+	cache := filepath.Join(root, "cache")
+	oldKey := filepath.Join(cache, "kubernetes-v1.30.0-linux-x86_64-000000000000", "bin")
+	fakeBin(t, oldKey, "kube", "Kubernetes v1.30.0")
+
 	cases := []struct {
 		bin, want, refusal string
 	}{
@@ -154,10 +227,12 @@ func TestGivenKubernetesIsUsed(t *testing.T) {
 		{bin: filepath.Join(old, "kube-apiserver"), refusal: "the lab needs Kubernetes " + pinned},
 		{bin: filepath.Join(lonely, "kube-apiserver"), refusal: "kube-controller-manager, which is not beside it"},
 		{bin: filepath.Join(root, "nothing"), refusal: "is not an executable file"},
+		{bin: filepath.Join(mixed, "kube-apiserver"), refusal: "kube-scheduler reports 'v1.30.0'"},
+		{bin: filepath.Join(oldKey, "kube"), refusal: "the lab needs Kubernetes " + pinned},
 	}
 
 	for _, c := range cases {
-		got, stderr, ok := script(t, "tools/kube/build.sh", "TALOS_KUBE_BIN="+c.bin)
+		got, stderr, ok := script(t, "tools/kube/build.sh", "TALOS_KUBE_BIN="+c.bin, "TALOS_PROXMOX_KUBE_DIR="+cache)
 
 		switch {
 		case c.refusal == "" && (!ok || got != c.want):

@@ -23,39 +23,53 @@ def main() -> int:
 
     output: dict[tuple[str, str], list[str]] = {}
     elapsed: dict[str, float] = {}
-    failed: list[tuple[str, str]] = []
+    running: dict[tuple[str, str], None] = {}  # started, not ended: insertion-ordered
+    failed = 0
     package_failed = False
     tests = 0
 
-    for line in sys.stdin:
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            print(line, end="")  # the go command's own errors (a build failure) are not JSON
-            package_failed = True
-            continue
-        pkg, test, action = ev.get("Package", ""), ev.get("Test", ""), ev.get("Action")
-        if action == "build-output":
-            print(ev.get("Output", ""), end="")
-        elif action == "build-fail":
-            package_failed = True
-        elif action == "output":
-            if test:
-                output.setdefault((pkg, test), []).append(ev["Output"])
-            else:
-                print(ev["Output"], end="", flush=True)
-        elif action in ("pass", "fail", "skip") and test:
-            tests += 1
-            if "/" not in test:
-                elapsed[test] = ev.get("Elapsed", 0.0)
-            if action == "fail":
-                failed.append((pkg, test))
-        elif action == "fail" and not test:
-            package_failed = True
+    try:
+        for line in sys.stdin:
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError:
+                print(line, end="")  # the go command's own errors are not JSON
+                package_failed = True
+                continue
+            pkg, test, action = ev.get("Package", ""), ev.get("Test", ""), ev.get("Action")
+            key = (pkg, test)
+            if action == "build-output":
+                print(ev.get("Output", ""), end="")
+            elif action == "build-fail":
+                package_failed = True
+            elif action == "run" and test:
+                running[key] = None
+            elif action == "output":
+                if test:
+                    output.setdefault(key, []).append(ev["Output"])
+                else:
+                    print(ev["Output"], end="", flush=True)
+            elif action in ("pass", "fail", "skip") and test:
+                tests += 1
+                running.pop(key, None)
+                if "/" not in test:
+                    elapsed[test] = ev.get("Elapsed", 0.0)
+                lines = output.pop(key, [])
+                if action == "fail":
+                    # As go test prints it, when it fails (test2json frames each test's own lines).
+                    failed += 1
+                    print("".join(lines), end="", flush=True)
+            elif action == "fail" and not test:
+                package_failed = True
+    except KeyboardInterrupt:
+        print("\ninterrupted: what ran so far follows", flush=True)
+        package_failed = True
 
-    for key in failed:
-        # A parent's output holds its subtests' too; print each failing test's own lines.
-        print("".join(output.get(key, [])), end="")
+    if package_failed or failed:
+        # A test that never ended (the binary's -timeout panic, an os.Exit, a panic in another
+        # goroutine) holds the lines that say why: test2json gives them to the last test it named.
+        for key in running:
+            print("".join(output.get(key, [])), end="")
 
     slowest = sorted(elapsed.items(), key=lambda kv: -kv[1])[: args.slowest]
     lines = [f"slowest {len(slowest)} of {len(elapsed)} tests:"]

@@ -76,23 +76,33 @@ STAMP=$KEYDIR/stamp
 
 # TALOS_KUBE_BIN names a control plane of the pinned version the user has (this repository's
 # kube binary, or an upstream release's kube-apiserver with kube-controller-manager and
-# kube-scheduler beside it): it is checked and nothing is built. The Makefile passes the cache's
-# path on under the same name, which is not a given one.
-if [ -n "${TALOS_KUBE_BIN:-}" ] && [[ $TALOS_KUBE_BIN != "$ROOT"/* ]]; then
+# kube-scheduler beside it): it is checked and nothing is built. The Makefile passes this key's
+# own path on under the same name, which is not a given one; any other path, even an older key's
+# in this cache, is checked.
+# version_of <binary> <args…>: the version a binary reports ("Kubernetes v1.37.0" → v1.37.0).
+version_of() {
+	local v
+	v=$("$@" --version 2>/dev/null) || v=
+	printf '%s\n' "${v##* }"
+}
+if [ -n "${TALOS_KUBE_BIN:-}" ] && [ "$TALOS_KUBE_BIN" != "$BINDIR/$BIN" ]; then
 	given=$TALOS_KUBE_BIN
-	[ -x "$given" ] || die "TALOS_KUBE_BIN=$given is not an executable file (unset it to build Kubernetes $KUBE_VERSION here)"
+	[ -x "$given" ] && [ -f "$given" ] || die "TALOS_KUBE_BIN=$given is not an executable file (unset it to build Kubernetes $KUBE_VERSION here)"
+	dir=$(cd "$(dirname "$given")" && pwd)
 	if [ "$(basename "$given")" = kube-apiserver ]; then
-		for c in kube-controller-manager kube-scheduler; do
-			[ -x "$(dirname "$given")/$c" ] || die "TALOS_KUBE_BIN=$given: the lab also runs $c, which is not beside it"
+		for c in kube-apiserver kube-controller-manager kube-scheduler; do
+			[ -x "$dir/$c" ] || die "TALOS_KUBE_BIN=$given: the lab also runs $c, which is not beside it"
+			v=$(version_of "$dir/$c")
+			[ "$v" = "$KUBE_VERSION" ] ||
+				die "TALOS_KUBE_BIN=$given: $c reports '${v:-no version}'; the lab needs Kubernetes $KUBE_VERSION (unset it to build that here)"
 		done
-		v=$("$given" --version 2>/dev/null) || v=
 	else
-		v=$("$given" apiserver --version 2>/dev/null) || v=
+		v=$(version_of "$given" apiserver)
+		[ "$v" = "$KUBE_VERSION" ] ||
+			die "TALOS_KUBE_BIN=$given reports '${v:-no version}'; the lab needs Kubernetes $KUBE_VERSION (unset it to build that here)"
 	fi
-	[ "${v##* }" = "$KUBE_VERSION" ] ||
-		die "TALOS_KUBE_BIN=$given reports '${v:-no version}'; the lab needs Kubernetes $KUBE_VERSION (unset it to build that here)"
 	$print_only || log "using TALOS_KUBE_BIN=$given (Kubernetes $KUBE_VERSION), not building it"
-	cache_done "$(dirname "$given")"
+	cache_done "$dir"
 fi
 
 ! $print_only || cache_done "$BINDIR"

@@ -111,38 +111,46 @@ STAMPDIR=$KEYDIR/stamps
 
 # --- an installed Pulumi ------------------------------------------------------
 
-# A user who has Pulumi skips the build (about 8–12 minutes on 2 cores): $PULUMI (the path of a
+# A user who has Pulumi skips the build (about 8 minutes cold on 2 cores, more beside other builds): $PULUMI (the path of a
 # pulumi binary) or `pulumi` on PATH is used when it reports this pinned version or a newer v3
 # one and its language hosts sit beside it, as Pulumi's release archives and installers put
 # them. TALOS_PROXMOX_BUILD_PULUMI=1 builds the pinned one anyway.
 HOSTS="pulumi-language-yaml pulumi-language-go pulumi-language-nodejs pulumi-language-python pulumi-language-python-exec"
 
-# installed: sets inst_dir, inst_version and inst_from to a usable installed Pulumi and succeeds,
-# or sets skip to why none is used (empty when there is none at all) and fails.
+# Optional shims the release archives put beside the hosts; linked when present.
+SHIMS="pulumi-resource-pulumi-nodejs pulumi-resource-pulumi-python pulumi-analyzer-policy pulumi-analyzer-policy-python"
+
+# installed: sets inst_cli, inst_hosts (the directory of the hosts), inst_version and inst_from
+# to a usable installed Pulumi and succeeds, or sets skip to why none is used (empty when there
+# is none at all) and fails. A PULUMI the user set that cannot be used is an error, not a
+# reason for a long build.
 installed() {
-	local cli=${PULUMI:-} v dir h missing
+	local cli=${PULUMI:-} v core dir h missing
 	inst_from=PULUMI skip=
 	[ "${TALOS_PROXMOX_BUILD_PULUMI:-}" != 1 ] || return 1
 	if [ -z "$cli" ]; then
 		cli=$(command -v pulumi 2>/dev/null) || return 1
 		inst_from="pulumi on PATH"
 	fi
-	# Our own cache is not an installation: the Makefile passes its path on as PULUMI.
+	# A build in this cache (of this or an older pin) is not an installation.
 	case $cli in "$ROOT"/*) return 1 ;; esac
-	[ -x "$cli" ] || { skip="$inst_from=$cli is not an executable file"; return 1; }
+	[ -x "$cli" ] && [ -f "$cli" ] || { skip="$inst_from=$cli is not an executable file"; return 1; }
 	v=$("$cli" version 2>/dev/null | tail -n1) || v=
-	[[ $v =~ ^v?3\.[0-9]+\.[0-9]+ ]] || { skip="$inst_from ($cli) reports version '${v:-nothing}', not a Pulumi v3"; return 1; }
+	[[ $v =~ ^v?(3\.[0-9]+\.[0-9]+)(-.*)?$ ]] || { skip="$inst_from ($cli) reports version '${v:-nothing}', not a Pulumi v3"; return 1; }
+	core=v${BASH_REMATCH[1]}
 	v=v${v#v}
-	if [ "$(printf '%s\n%s\n' "$PULUMI_VERSION" "$v" | sort -V | head -n1)" != "$PULUMI_VERSION" ]; then
+	# Not older than the pin: a newer release, or the pin itself (a pre-release of the pin is older).
+	if [ "$core" = "$PULUMI_VERSION" ] && [ "$v" != "$core" ] ||
+		[ "$(printf '%s\n%s\n' "$PULUMI_VERSION" "$core" | sort -V | head -n1)" != "$PULUMI_VERSION" ]; then
 		skip="$inst_from ($cli) is $v, older than the pinned $PULUMI_VERSION"
 		return 1
 	fi
-	# The hosts are beside the binary, or beside the file a symlink (Homebrew, /usr/local/bin) names.
-	for dir in "$(dirname "$cli")" "$(dirname "$(readlink -f "$cli")")"; do
+	# The hosts are beside the file a symlink (Homebrew, /usr/local/bin) names, or beside the link.
+	for dir in "$(dirname "$(readlink -f "$cli" 2>/dev/null || echo "$cli")")" "$(dirname "$cli")"; do
 		missing=
 		for h in $HOSTS; do [ -x "$dir/$h" ] || missing="$missing $h"; done
 		if [ -z "$missing" ]; then
-			inst_dir=$dir inst_version=$v
+			inst_cli=$(cd "$(dirname "$cli")" && pwd)/$(basename "$cli") inst_hosts=$(cd "$dir" && pwd) inst_version=$v
 			return 0
 		fi
 	done
@@ -151,9 +159,20 @@ installed() {
 }
 
 if installed; then
-	$print_only || log "using the installed Pulumi $inst_version at $inst_dir ($inst_from), not building the pinned $PULUMI_VERSION (TALOS_PROXMOX_BUILD_PULUMI=1 builds it)"
-	cache_done "$inst_dir"
+	# The tests and the demo put the bin dir first on PATH: a directory of links to the CLI and
+	# its hosts only, so an installation in a shared directory (/usr/local/bin, Homebrew's bin)
+	# does not put every other program there ahead of the user's.
+	key=installed-$(printf '%s\n' "$inst_cli" "$inst_hosts" "$inst_version" | sha256 | cut -c1-12)
+	dir=$ROOT/$key/bin
+	mkdir -p "$dir"
+	ln -sfn "$inst_cli" "$dir/pulumi"
+	for h in $HOSTS $SHIMS; do
+		[ ! -e "$inst_hosts/$h" ] || ln -sfn "$inst_hosts/$h" "$dir/$h"
+	done
+	$print_only || log "using the installed Pulumi $inst_version at $inst_cli ($inst_from), not building the pinned $PULUMI_VERSION (TALOS_PROXMOX_BUILD_PULUMI=1 builds it)"
+	cache_done "$dir"
 fi
+[ -z "${PULUMI:-}" ] || [ -z "$skip" ] || die "$skip: unset PULUMI to build the pinned $PULUMI_VERSION here (about 8 min cold on 2 cores)"
 
 ! $print_only || cache_done "$BINDIR"
 
