@@ -164,7 +164,13 @@ e2e: toolchain kube versitygw provider lab ## Tests through the real Pulumi CLI,
 		| tee .cache/e2e.json | tools/e2esummary/summary.py --out .cache/e2e-summary.txt
 
 .PHONY: test
-test: tools provider lab lint unit lab-unit sdk-check fuzz e2e ## Everything CI runs: set up the toolchain and pass all tests
+TEST_PHASES := tools provider lab lint unit lab-unit sdk-check fuzz e2e
+test: ## Everything CI runs: set up the toolchain and pass all tests (each phase's time at the end)
+	@# One phase after the other, as prerequisites would run them, timed, so a slow run says where.
+	@times=""; for t in $(TEST_PHASES); do \
+		start=$$(date +%s); $(MAKE) --no-print-directory $$t || { echo "make test: $$t failed after $$(( $$(date +%s) - start )) s"; exit 1; }; \
+		times="$$times $$t=$$(( $$(date +%s) - start ))s"; \
+	done; echo "make test: passed; phases:$$times"
 
 .PHONY: release
 release: toolchain ## Release packages of VERSION (make release VERSION=x.y.z; default provider/VERSION) into dist/: plugin archives for linux/darwin × amd64/arm64, Python wheel and sdist, npm tarball, Go SDK and its tag
