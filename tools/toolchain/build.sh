@@ -145,7 +145,7 @@ installed() {
 		skip="$inst_from ($cli) is $v, older than the pinned $PULUMI_VERSION"
 		return 1
 	fi
-	# The hosts are beside the file a symlink (Homebrew, /usr/local/bin) names, or beside the link.
+	# The hosts are beside the file a symlink names (/usr/local/bin/pulumi → ~/.pulumi/bin/pulumi), or beside the link.
 	for dir in "$(dirname "$(readlink -f "$cli" 2>/dev/null || echo "$cli")")" "$(dirname "$cli")"; do
 		missing=
 		for h in $HOSTS; do [ -x "$dir/$h" ] || missing="$missing $h"; done
