@@ -22,6 +22,7 @@ type env struct {
 	plugin  string
 	version string // of the plugin, from provider/VERSION
 	dir     string
+	home    string // PULUMI_HOME
 	environ []string
 }
 
@@ -34,7 +35,7 @@ func newEnv(t testing.TB) *env {
 	}
 
 	tmp := t.TempDir()
-	e := &env{t: t, bin: bin, plugin: plugin, version: version, dir: filepath.Join(tmp, "project")}
+	e := &env{t: t, bin: bin, plugin: plugin, version: version, dir: filepath.Join(tmp, "project"), home: filepath.Join(tmp, "home")}
 	for _, d := range []string{e.dir, filepath.Join(tmp, "backend")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -43,7 +44,7 @@ func newEnv(t testing.TB) *env {
 
 	e.environ = append(os.Environ(),
 		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"PULUMI_HOME="+filepath.Join(tmp, "home"),
+		"PULUMI_HOME="+e.home,
 		// metadata=skip: the file backend writes no attributes sidecar next to each state file,
 		// which it writes in place (truncate, then write) and a killed `up` can leave empty
 		// (docs/operations.md, TestTornStateSidecar).

@@ -77,9 +77,7 @@ func TestFleetOnTheLab(t *testing.T) {
 	// are served by the talos-proxmox plugin, as for the Automation API example.
 	p := &lab.Pulumi{Bin: e.bin, Dir: e.dir, Env: append(e.environ, "PULUMI_TALOS_LAB_TIMEOUT=1m",
 		"PROXMOX_VE_API_TOKEN="+l.APIToken())}
-	if err := p.InstallPlugins(t.Context(), lab.Plugins(e.plugin, e.version, os.Getenv("TALOS_LAB_BIN"))); err != nil {
-		t.Fatal(err)
-	}
+	useLabPlugins(t, e)
 
 	fleet := func(inventory string, args ...string) (string, int) {
 		t.Helper()

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -68,24 +67,8 @@ func family(pid int) []int {
 	out := []int{pid}
 	children := map[int][]int{}
 
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		n, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-
-		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-
-		// pid (comm) state ppid …; comm may hold spaces: read after the last ')'.
-		rest := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(rest) > 1 {
-			ppid, _ := strconv.Atoi(rest[1])
-			children[ppid] = append(children[ppid], n)
-		}
+	for n, st := range procStats() {
+		children[st.ppid] = append(children[st.ppid], n)
 	}
 
 	for i := 0; i < len(out); i++ {

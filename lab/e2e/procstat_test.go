@@ -95,16 +95,62 @@ func (s *procSampler) usage() map[string]procUsage {
 const clockTick = 10 * time.Millisecond
 
 func (s *procSampler) read() {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return
+	stats := procStats()
+	self := os.Getpid()
+
+	descends := func(pid int) bool {
+		for range 16 {
+			st, ok := stats[pid]
+			if !ok || st.ppid <= 1 {
+				return false
+			}
+
+			if st.ppid == self {
+				return true
+			}
+
+			pid = st.ppid
+		}
+
+		return false
 	}
 
-	self := os.Getpid()
-	parents := map[int]int{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 
-	cpu := map[int]time.Duration{}
-	started := map[int]string{}
+	for pid, st := range stats {
+		if !descends(pid) {
+			continue
+		}
+
+		// The name is read again each time: between its fork and its exec a child still
+		// carries its parent's.
+		id := procID{pid: pid, start: st.start}
+		r := s.seen[id]
+
+		if name := procName(pid); name != "" {
+			r.name = name
+		} else if r.name == "" {
+			continue
+		}
+
+		r.cpu = max(r.cpu, st.cpu)
+		r.hwm = max(r.hwm, procHWM(pid))
+		s.seen[id] = r
+	}
+}
+
+// procStat is what /proc/<pid>/stat says of one process.
+type procStat struct {
+	ppid  int
+	cpu   time.Duration // utime + stime
+	start string        // starttime, in clock ticks since boot
+}
+
+// procStats reads /proc/<pid>/stat of every process; one that exits meanwhile is left out.
+func procStats() map[int]procStat {
+	entries, _ := os.ReadDir("/proc")
+	out := make(map[int]procStat, len(entries))
 
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -118,13 +164,12 @@ func (s *procSampler) read() {
 		}
 
 		// The command name is in parentheses and may hold spaces: the fields after its ')'
-		// are state (3), ppid (4) … utime (14), stime (15).
+		// are state (3), ppid (4) … utime (14), stime (15) … starttime (22).
 		i := strings.LastIndexByte(string(raw), ')')
 		if i < 0 {
 			continue
 		}
 
-		// …, starttime (22).
 		f := strings.Fields(string(raw[i+1:]))
 		if len(f) < 20 {
 			continue
@@ -133,51 +178,10 @@ func (s *procSampler) read() {
 		ppid, _ := strconv.Atoi(f[1])
 		utime, _ := strconv.ParseInt(f[11], 10, 64)
 		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		parents[pid] = ppid
-		cpu[pid] = time.Duration(utime+stime) * clockTick
-		started[pid] = f[19]
+		out[pid] = procStat{ppid: ppid, cpu: time.Duration(utime+stime) * clockTick, start: f[19]}
 	}
 
-	descends := func(pid int) bool {
-		for range 16 {
-			p, ok := parents[pid]
-			if !ok || p <= 1 {
-				return false
-			}
-
-			if p == self {
-				return true
-			}
-
-			pid = p
-		}
-
-		return false
-	}
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
-	for pid, used := range cpu {
-		if !descends(pid) {
-			continue
-		}
-
-		// The name is read again each time: between its fork and its exec a child still
-		// carries its parent's.
-		id := procID{pid: pid, start: started[pid]}
-		r := s.seen[id]
-
-		if name := procName(pid); name != "" {
-			r.name = name
-		} else if r.name == "" {
-			continue
-		}
-
-		r.cpu = max(r.cpu, used)
-		r.hwm = max(r.hwm, procHWM(pid))
-		s.seen[id] = r
-	}
+	return out
 }
 
 // procName is the base name of a process's argv[0], or "" once it is gone.

@@ -42,6 +42,7 @@ func watchSchema(tb testing.TB, l *lab.Lab) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	removeSharedPlugins()
 
 	schemaChecked.Lock()
 	versions := make([]string, 0, len(schemaChecked.requests))
