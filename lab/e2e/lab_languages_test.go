@@ -53,23 +53,18 @@ var nameserverChange = regexp.MustCompile(`: configuration changes: (ResolverCon
 	`\[.*1\.1\.1\.1.*9\.9\.9\.9.*\] → \[.*1\.1\.1\.1.*8\.8\.8\.8.*\]; applies live`)
 
 // upPreviewDestroy runs the lifecycle every example must pass on the lab; logLevel is the
-// verbosity of the up whose logs the secrets check reads (see upWithLogs). afterUp, when set,
-// runs after the first up (the Go example builds its program once there).
+// verbosity of the up whose logs the secrets check reads (see upWithLogs).
 //
 // The two changes are previewed one after the other and applied by one up, as a user who changes
 // two things at once would: the nameserver change alone applies live; with the Talos version
 // change on top, every node is upgraded to the new image and then takes both.
-func upPreviewDestroy(t *testing.T, l *lab.Lab, p *lab.Pulumi, logLevel int, afterUp func()) {
+func upPreviewDestroy(t *testing.T, l *lab.Lab, p *lab.Pulumi, logLevel int) {
 	t.Helper()
 
 	ctx := t.Context()
 
 	out, logs := upWithLogs(t, p, logLevel)
 	texts := map[string]string{"the up's output": out, fmt.Sprintf("the engine's and plugins' logs (-v=%d)", logLevel): logs}
-
-	if afterUp != nil {
-		afterUp()
-	}
 
 	// A nameserver change: the preview shows every node's redacted configuration before and
 	// after, live; none of it shows a secret.
@@ -228,27 +223,7 @@ func TestGoExampleOnTheLab(t *testing.T) {
 
 	l, p := onLab(t, e, lab.Options{Subnet: 6}, nil)
 
-	// The first up has the Go host build the program, as a user's does; then it is built once
-	// more into a binary the host runs as it is, so the other six programs do not link it again
-	// (about 3 s of CPU each on 2 cores).
-	upPreviewDestroy(t, l, p, 8, func() {
-		bin := filepath.Join(t.TempDir(), "program")
-		run(t, e.dir, "go", "build", "-o", bin, ".")
-
-		project, err := os.ReadFile(filepath.Join(e.dir, "Pulumi.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-
-		if !strings.Contains(string(project), "runtime: go\n") {
-			t.Fatalf("examples/go/Pulumi.yaml has no line \"runtime: go\":\n%s", project)
-		}
-
-		project = []byte(strings.Replace(string(project), "runtime: go\n", "runtime:\n  name: go\n  options:\n    binary: "+bin+"\n", 1))
-		if err := os.WriteFile(filepath.Join(e.dir, "Pulumi.yaml"), project, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	})
+	upPreviewDestroy(t, l, p, 8)
 }
 
 // TestTypeScriptExampleOnTheLab: examples/typescript through the Node.js language host and the
@@ -289,7 +264,7 @@ func TestTypeScriptExampleOnTheLab(t *testing.T) {
 	run(t, e.dir, "npm", "install", "--no-audit", "--no-fund")
 
 	l, p := onLab(t, e, lab.Options{Subnet: 7}, nil)
-	upPreviewDestroy(t, l, p, 2, nil)
+	upPreviewDestroy(t, l, p, 2)
 }
 
 // TestPythonExampleOnTheLab: examples/python through the Python language host, in a virtualenv
@@ -319,5 +294,5 @@ func TestPythonExampleOnTheLab(t *testing.T) {
 	p.Env = append(p.Env, "VIRTUAL_ENV="+venv, "PATH="+filepath.Join(venv, "bin")+string(os.PathListSeparator)+e.bin+
 		string(os.PathListSeparator)+os.Getenv("PATH"))
 
-	upPreviewDestroy(t, l, p, 2, nil)
+	upPreviewDestroy(t, l, p, 2)
 }
