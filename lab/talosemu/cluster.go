@@ -172,14 +172,16 @@ func (c *Cluster) unregister(n *Node) {
 
 	// The machine is off only once its etcd member stopped: its disk may be deleted next.
 	<-stopped
+
+	c.stopKubeWithTheControlPlanes()
 }
 
 // update stores what n publishes; an up control plane starts or joins etcd if the cluster runs it.
 func (c *Cluster) update(n *Node, rec nodeRecord) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 
 	if _, ok := c.records[n]; !ok {
+		c.mu.Unlock()
 		return // closed
 	}
 
@@ -192,6 +194,28 @@ func (c *Cluster) update(n *Node, rec nodeRecord) {
 
 	c.startReadyLocked()
 	c.notifyLocked()
+	c.mu.Unlock()
+
+	if was.controlPlane && !rec.controlPlane {
+		c.stopKubeWithTheControlPlanes() // a reset wiped its configuration
+	}
+}
+
+// stopKubeWithTheControlPlanes stops the cluster's Kubernetes once no machine holds a control
+// plane's configuration (every one deleted or reset): the API server ran on them. It is not
+// left to the reconcile loop, which may be waiting on that API server for a minute (its
+// requests to an etcd that is gone); stopping it ends those waits too. Left running, it would
+// keep the endpoint's address and answer a cluster created next on the same addresses with the
+// old one's certificate.
+func (c *Cluster) stopKubeWithTheControlPlanes() {
+	c.mu.Lock()
+	gone := c.kube != nil && !slices.ContainsFunc(c.nodes, func(n *Node) bool { return c.records[n].controlPlane })
+	c.mu.Unlock()
+
+	if gone {
+		c.opts.Logf("talosemu: no control plane machine is left; the API server stops with them")
+		c.stopKube()
+	}
 }
 
 // osCAKey finds the OS CA with its key on an up control plane whose CA certificate is crt: what a

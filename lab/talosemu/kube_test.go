@@ -3,6 +3,7 @@ package talosemu_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -345,4 +346,56 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 
 	return len(p), nil
+}
+
+// When its only control plane machine is deleted, the cluster's API server is gone with it, as
+// on Proxmox: the endpoint stops answering, and a cluster created next on the same addresses
+// (`pulumi destroy`, then `pulumi up`, on one lab) gets an API server of its own. A server left
+// running would hold the endpoint and answer the new cluster with the old one's certificate.
+func TestAPIServerGoesWithTheLastControlPlane(t *testing.T) {
+	t.Parallel()
+
+	cluster := kubeCluster(t)
+	addr, endpoint := nextHost(), nextHost()
+	patch := fmt.Sprintf("cluster:\n  controlPlane:\n    endpoint: https://%s:6443\n", endpoint)
+	apiAddr := net.JoinHostPort(endpoint, "6443")
+
+	ready := func(kc kubernetes.Interface) error {
+		return kc.Discovery().RESTClient().Get().AbsPath("/readyz").Do(t.Context()).Error()
+	}
+
+	for round := range 2 {
+		cp := startNode(t, talosemu.Options{Cluster: cluster, Address: addr, TalosVersion: "v1.13.9"})
+		install(t, cp, machineConfig(t, machine.TypeControlPlane, "cp-1", patch))
+
+		if err := secureClient(t, cp).Bootstrap(nodeCtx(t, cp), &machineapi.BootstrapRequest{}); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+
+		waitStateFor(t, cp, 30*time.Second, talosemu.StateBootstrapped)
+
+		kc := clientFromTalos(t, cp)
+		eventually(t, 60*time.Second, fmt.Sprintf("round %d: the API server ready", round), func() error { return ready(kc) })
+
+		// The control plane is the lab's once cp-1's kubelet registers (it starts after).
+		eventually(t, 60*time.Second, fmt.Sprintf("round %d: cp-1 registered", round), func() error {
+			_, err := kc.CoreV1().Nodes().Get(t.Context(), "cp-1", metav1.GetOptions{})
+			return err
+		})
+
+		if err := cp.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		eventually(t, 20*time.Second, fmt.Sprintf("round %d: the API server gone with its machine", round), func() error {
+			c, err := net.DialTimeout("tcp", apiAddr, time.Second)
+			if err != nil {
+				return nil //nolint:nilerr // refused: nothing listens, as wanted
+			}
+
+			c.Close()
+
+			return fmt.Errorf("%s still accepts connections", apiAddr)
+		})
+	}
 }
