@@ -102,10 +102,10 @@ func upPreviewDestroy(t *testing.T, l *lab.Lab, p *lab.Pulumi, logLevel int) {
 	}
 
 	for name, c := range configs {
-		if msgs := strings.Join(c.Messages, "\n"); !strings.Contains(msgs, "configuration changes: v1alpha1: .machine.install.image: ") ||
-			!strings.Contains(msgs, "reboots: the installer image changes to ") || !strings.Contains(c.RedactedAfter, ":v1.14.1") ||
-			!strings.Contains(c.RedactedAfter, "8.8.8.8") {
-			t.Errorf("%s: the preview of a nameserver and Talos version change says %q", name, msgs)
+		if msgs := strings.Join(c.Messages, "\n"); c.Op != "update" || !strings.Contains(msgs, "configuration changes: v1alpha1: .machine.install.image: ") ||
+			!strings.Contains(msgs, "nameservers") || !strings.Contains(msgs, "reboots: the installer image changes to ") ||
+			!strings.Contains(c.RedactedAfter, ":v1.14.1") || !strings.Contains(c.RedactedAfter, "8.8.8.8") || strings.Contains(c.RedactedAfter, "9.9.9.9") {
+			t.Errorf("%s: the preview of a nameserver and Talos version change: %s, says %q", name, c.Op, msgs)
 		}
 	}
 
@@ -116,7 +116,12 @@ func upPreviewDestroy(t *testing.T, l *lab.Lab, p *lab.Pulumi, logLevel int) {
 		t.Errorf("the fake has %d VMs after up, want 5", n)
 	}
 
-	for name, n := range labNodes(t, l) {
+	nodes := labNodes(t, l)
+	if len(nodes) != 5 {
+		t.Errorf("the lab runs %d Talos nodes after the up, want 5", len(nodes))
+	}
+
+	for name, n := range nodes {
 		if cfg := string(n.Config()); !strings.Contains(cfg, "8.8.8.8") || !strings.Contains(cfg, ":v1.14.1") {
 			t.Errorf("%s runs a configuration without the new nameserver or installer image after the up", name)
 		}

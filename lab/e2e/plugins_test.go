@@ -18,9 +18,11 @@ import (
 // and the lab's talos and proxmoxve builds), installed once per test process by the real
 // `pulumi plugin install`. Each lab test's PULUMI_HOME/plugins links to it instead of installing
 // the three again: `pulumi plugin install --file` packs the binary into a tarball and unpacks
-// it, about 1.7 s of CPU for each plugin of each test on 2 cores. The tests only read it (the
-// engine installs nothing with PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION); the release tests,
-// which prove the install itself, keep their own.
+// it, about 1.7 s of CPU for each plugin of each test on 2 cores. The engine installs nothing
+// there (PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION); what it writes, each plugin's cached
+// schema, it writes by an atomic rename, so concurrent tests share it safely. The release tests,
+// which prove the install itself, keep their own. A test process killed by its timeout leaves the
+// directory in the system's temporary directory.
 var sharedPlugins struct {
 	once sync.Once
 	home string

@@ -167,13 +167,15 @@ func (c *Cluster) unregister(n *Node) {
 	c.nodes = slices.DeleteFunc(c.nodes, func(o *Node) bool { return o == n })
 	stopped := c.powerOffLocked(n)
 	delete(c.records, n)
+	k := c.takeKubeWithoutControlPlanesLocked()
 	c.notifyLocked()
 	c.mu.Unlock()
 
+	// First, as its watches would hold the etcd member's graceful stop for seconds.
+	k.stop()
+
 	// The machine is off only once its etcd member stopped: its disk may be deleted next.
 	<-stopped
-
-	c.stopKubeWithTheControlPlanes()
 }
 
 // update stores what n publishes; an up control plane starts or joins etcd if the cluster runs it.
@@ -192,30 +194,34 @@ func (c *Cluster) update(n *Node, rec nodeRecord) {
 		c.stopLocked(n) // a reboot or reset: etcd stops gracefully
 	}
 
+	var k *kube
+	if was.controlPlane && !rec.controlPlane {
+		k = c.takeKubeWithoutControlPlanesLocked() // a reset wiped its configuration
+	}
+
 	c.startReadyLocked()
 	c.notifyLocked()
 	c.mu.Unlock()
 
-	if was.controlPlane && !rec.controlPlane {
-		c.stopKubeWithTheControlPlanes() // a reset wiped its configuration
-	}
+	k.stop()
 }
 
-// stopKubeWithTheControlPlanes stops the cluster's Kubernetes once no machine holds a control
-// plane's configuration (every one deleted or reset): the API server ran on them. It is not
-// left to the reconcile loop, which may be waiting on that API server for a minute (its
-// requests to an etcd that is gone); stopping it ends those waits too. Left running, it would
-// keep the endpoint's address and answer a cluster created next on the same addresses with the
-// old one's certificate.
-func (c *Cluster) stopKubeWithTheControlPlanes() {
-	c.mu.Lock()
-	gone := c.kube != nil && !slices.ContainsFunc(c.nodes, func(n *Node) bool { return c.records[n].controlPlane })
-	c.mu.Unlock()
-
-	if gone {
-		c.opts.Logf("talosemu: no control plane machine is left; the API server stops with them")
-		c.stopKube()
+// takeKubeWithoutControlPlanesLocked takes the cluster's Kubernetes away, for kube.stop, once
+// no machine holds a control plane's configuration (every one deleted or reset): its API server
+// ran on them. It is not left to the reconcile loop, which may be waiting on that API server for
+// a minute (its requests to an etcd that is gone); stopping it ends those waits too. Left
+// running, it would keep the endpoint's address and answer a cluster created next on the same
+// addresses with the old one's certificate.
+func (c *Cluster) takeKubeWithoutControlPlanesLocked() *kube {
+	if c.kube == nil || slices.ContainsFunc(c.nodes, func(n *Node) bool { return c.records[n].controlPlane }) {
+		return nil
 	}
+
+	k := c.kube
+	c.kube = nil
+	c.opts.Logf("talosemu: no control plane machine is left; the API server stops with them")
+
+	return k
 }
 
 // osCAKey finds the OS CA with its key on an up control plane whose CA certificate is crt: what a

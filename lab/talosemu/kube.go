@@ -316,6 +316,11 @@ func (c *Cluster) stopKube() {
 	c.kube = nil
 	c.mu.Unlock()
 
+	k.stop()
+}
+
+// stop stops k's kubelets and control plane (nothing when k is nil).
+func (k *kube) stop() {
 	if k == nil {
 		return
 	}

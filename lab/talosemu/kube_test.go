@@ -9,6 +9,7 @@ import (
 	"time"
 
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -349,9 +350,10 @@ func (w *testWriter) Write(p []byte) (int, error) {
 }
 
 // When its only control plane machine is deleted, the cluster's API server is gone with it, as
-// on Proxmox: the endpoint stops answering, and a cluster created next on the same addresses
-// (`pulumi destroy`, then `pulumi up`, on one lab) gets an API server of its own. A server left
-// running would hold the endpoint and answer the new cluster with the old one's certificate.
+// on Proxmox: the endpoint stops answering, and a cluster created next on the same addresses with
+// new secrets (`pulumi destroy`, then `pulumi up`, on one lab) gets an API server of its own. A
+// server left running would hold the endpoint and answer the new cluster with the old one's
+// certificate, which its kubeconfig does not trust.
 func TestAPIServerGoesWithTheLastControlPlane(t *testing.T) {
 	t.Parallel()
 
@@ -360,22 +362,48 @@ func TestAPIServerGoesWithTheLastControlPlane(t *testing.T) {
 	patch := fmt.Sprintf("cluster:\n  controlPlane:\n    endpoint: https://%s:6443\n", endpoint)
 	apiAddr := net.JoinHostPort(endpoint, "6443")
 
-	ready := func(kc kubernetes.Interface) error {
-		return kc.Discovery().RESTClient().Get().AbsPath("/readyz").Do(t.Context()).Error()
-	}
-
 	for round := range 2 {
-		cp := startNode(t, talosemu.Options{Cluster: cluster, Address: addr, TalosVersion: "v1.13.9"})
-		install(t, cp, machineConfig(t, machine.TypeControlPlane, "cp-1", patch))
+		bundle, err := talosemu.NewBundle() // each round a new cluster: its own CAs
+		if err != nil {
+			t.Fatal(err)
+		}
 
-		if err := secureClient(t, cp).Bootstrap(nodeCtx(t, cp), &machineapi.BootstrapRequest{}); err != nil {
+		cfg, err := bundle.MachineConfig(machine.TypeControlPlane, "machine:\n  network:\n    hostname: cp-1\n", patch)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		cp := startNode(t, talosemu.Options{Cluster: cluster, Address: addr, TalosVersion: "v1.13.9"})
+		install(t, cp, cfg)
+
+		tc, err := client.New(t.Context(), client.WithConfig(bundle.ClientConfig(cp.IP())), client.WithEndpoints(cp.IP()))
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		t.Cleanup(func() { tc.Close() }) //nolint:errcheck
+
+		if err := tc.Bootstrap(nodeCtx(t, cp), &machineapi.BootstrapRequest{}); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 
 		waitStateFor(t, cp, 30*time.Second, talosemu.StateBootstrapped)
 
-		kc := clientFromTalos(t, cp)
-		eventually(t, 60*time.Second, fmt.Sprintf("round %d: the API server ready", round), func() error { return ready(kc) })
+		raw, err := tc.Kubeconfig(nodeCtx(t, cp))
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		rc, err := clientcmd.RESTConfigFromKubeConfig(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		kc := kubernetes.NewForConfigOrDie(rc)
+
+		eventually(t, 60*time.Second, fmt.Sprintf("round %d: the API server ready, with this cluster's certificate", round), func() error {
+			return kc.Discovery().RESTClient().Get().AbsPath("/readyz").Do(t.Context()).Error()
+		})
 
 		// The control plane is the lab's once cp-1's kubelet registers (it starts after).
 		eventually(t, 60*time.Second, fmt.Sprintf("round %d: cp-1 registered", round), func() error {
@@ -393,7 +421,7 @@ func TestAPIServerGoesWithTheLastControlPlane(t *testing.T) {
 				return nil //nolint:nilerr // refused: nothing listens, as wanted
 			}
 
-			c.Close()
+			_ = c.Close()
 
 			return fmt.Errorf("%s still accepts connections", apiAddr)
 		})

@@ -59,7 +59,7 @@ func (c *Cluster) reconcileKubelets(ctx context.Context, v controlPlaneView) {
 
 	for n, kl := range k.kubelets {
 		rec, up := v.upNodes[n]
-		if !up || kubeletKey(kl.opts) != kubeletKey(c.kubeletOptions(rec)) {
+		if !up || kubeletKey(kl.opts) != kubeletKey(c.kubeletOptions(k, rec)) {
 			stop = append(stop, kl)
 			delete(k.kubelets, n)
 		}
@@ -97,7 +97,7 @@ func (c *Cluster) reconcileKubelets(ctx context.Context, v controlPlaneView) {
 	}
 
 	for _, n := range start {
-		opts := c.kubeletOptions(v.upNodes[n])
+		opts := c.kubeletOptions(k, v.upNodes[n])
 
 		kl, err := kubeletemu.Start(ctx, opts)
 		if err != nil {
@@ -124,13 +124,14 @@ func (c *Cluster) reconcileKubelets(ctx context.Context, v controlPlaneView) {
 	}
 }
 
-// kubeletOptions are the emulated kubelet's settings from the node's configuration.
-func (c *Cluster) kubeletOptions(rec nodeRecord) kubeletemu.Options {
+// kubeletOptions are the emulated kubelet's settings from the node's configuration, with k's
+// client (k, not c.kube: that may be stopped, and set to nil, by a node's goroutine meanwhile).
+func (c *Cluster) kubeletOptions(k *kube, rec nodeRecord) kubeletemu.Options {
 	cfg := rec.cfg
 	cp := rec.controlPlane
 
 	opts := kubeletemu.Options{
-		Client:                         c.kube.client,
+		Client:                         k.client,
 		NodeName:                       rec.hostname,
 		InternalIPs:                    addrStrings(kubeletNodeIPs(cfg, rec.addrs)),
 		KubeletVersion:                 imageTag(kubeletImage(cfg)),
