@@ -246,7 +246,10 @@ func (c *Cluster) watchRemoval(n *Node, e *nodeEtcd, m *etcdmember.Member) {
 	defer c.mu.Unlock()
 
 	if e.member == m {
-		e.member = nil
+		// Removed: no longer listed, so the event below must not count it (before, a member
+		// that left through EtcdLeaveCluster and stopped before leave took it away was logged as
+		// a dead member still listed: "2/3 running", failing TestReplaceNodes now and then).
+		e.member, e.id = nil, 0
 		e.stopped = make(chan struct{})
 		go c.stopMember(m, false, e.stopped)
 		c.opts.Logf("talosemu %s: etcd member %x stopped", n.addr, m.ID)

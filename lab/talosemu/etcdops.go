@@ -65,6 +65,9 @@ func (c *Cluster) leave(ctx context.Context, n *Node, graceful bool) error {
 	// directory: etcd ends the process if its data vanishes under it.
 	running := e.member
 	e.member = nil
+	if graceful && m != nil {
+		e.id = 0 // it left: no longer listed
+	}
 	prev := e.stopped
 	done := make(chan struct{})
 	e.stopped = done
