@@ -65,9 +65,9 @@ func newEnv(t testing.TB) *env {
 // every command since mid-2026): each command records every property it marshals, at debug
 // level, into PULUMI_HOME/logs, gzip-compressed and encrypted, whatever -v says, and v3.259.0 has
 // no switch for it. With the component's large configurations, turning it off saves 39 % of a
-// no-op preview's CPU (docs/performance.md); the tests read none of it. The CLI logs nothing when it cannot
-// create that directory, so logs is a link to /dev/null. Benchmarks keep it: they measure what a
-// user's commands cost.
+// no-op preview's CPU (docs/performance.md); the tests read none of it. The CLI logs nothing
+// when it cannot create that directory, so logs is a link to /dev/null. Benchmarks keep it:
+// they measure what a user's commands cost.
 func withoutAutomaticLog(tb testing.TB, home string) {
 	tb.Helper()
 

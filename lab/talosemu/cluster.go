@@ -213,7 +213,7 @@ func (c *Cluster) update(n *Node, rec nodeRecord) {
 // running, it would keep the endpoint's address and answer a cluster created next on the same
 // addresses with the old one's certificate.
 func (c *Cluster) takeKubeWithoutControlPlanesLocked() *kube {
-	if c.kube == nil || slices.ContainsFunc(c.nodes, func(n *Node) bool { return c.records[n].controlPlane }) {
+	if c.kube == nil || c.hasControlPlaneLocked() {
 		return nil
 	}
 
@@ -222,6 +222,12 @@ func (c *Cluster) takeKubeWithoutControlPlanesLocked() *kube {
 	c.opts.Logf("talosemu: no control plane machine is left; the API server stops with them")
 
 	return k
+}
+
+// hasControlPlaneLocked reports whether a machine of the cluster holds a control plane's
+// configuration (up, or rebooting with it).
+func (c *Cluster) hasControlPlaneLocked() bool {
+	return slices.ContainsFunc(c.nodes, func(n *Node) bool { return c.records[n].controlPlane })
 }
 
 // osCAKey finds the OS CA with its key on an up control plane whose CA certificate is crt: what a

@@ -246,9 +246,8 @@ func (c *Cluster) watchRemoval(n *Node, e *nodeEtcd, m *etcdmember.Member) {
 	defer c.mu.Unlock()
 
 	if e.member == m {
-		// Removed: no longer listed, so the event below must not count it (before, a member
-		// that left through EtcdLeaveCluster and stopped before leave took it away was logged as
-		// a dead member still listed: "2/3 running", failing TestReplaceNodes now and then).
+		// Removed, so no longer listed: the event below must not count it as a dead member
+		// (a member leaving through EtcdLeaveCluster may stop here before leave takes it away).
 		e.member, e.id = nil, 0
 		e.stopped = make(chan struct{})
 		go c.stopMember(m, false, e.stopped)

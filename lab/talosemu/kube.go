@@ -92,18 +92,13 @@ type controlPlaneView struct {
 	all      []string      // every control plane's etcd client URL
 	upNodes  map[*Node]nodeRecord
 	apiStale bool // none of the apiserver's etcd endpoints runs a member any more
-	cpGone   bool // no machine of the cluster holds a control plane's configuration any more
 }
 
 func (c *Cluster) viewLocked() controlPlaneView {
-	v := controlPlaneView{running: c.clientURLsLocked(true), all: c.clientURLsLocked(false), upNodes: map[*Node]nodeRecord{}, cpGone: true}
+	v := controlPlaneView{running: c.clientURLsLocked(true), all: c.clientURLsLocked(false), upNodes: map[*Node]nodeRecord{}}
 
 	for _, n := range c.nodes {
 		rec := c.records[n]
-		if rec.controlPlane {
-			v.cpGone = false // up, or rebooting with its configuration
-		}
-
 		if !rec.up || rec.cfg == nil {
 			continue
 		}
@@ -128,8 +123,7 @@ func (c *Cluster) reconcileKube(ctx context.Context) {
 	k := c.kube
 	c.mu.Unlock()
 
-	switch {
-	case v.apiStale:
+	if v.apiStale {
 		// The API server's etcd members are all gone: the one on another control plane takes
 		// over (as behind the VIP), pointed at the members that run.
 		c.opts.Logf("talosemu: the API server's etcd members are gone; restarting it against %v", v.running)
@@ -138,8 +132,6 @@ func (c *Cluster) reconcileKube(ctx context.Context) {
 		c.mu.Lock()
 		k = c.kube
 		c.mu.Unlock()
-	case v.cpGone && k != nil:
-		return // stopKubeWithTheControlPlanes stops it
 	}
 
 	if (k == nil || k.cp == nil) && v.cfg != nil {
@@ -297,7 +289,7 @@ func (c *Cluster) startKube(ctx context.Context, v controlPlaneView) error {
 		return nil
 	}
 
-	if !slices.ContainsFunc(c.nodes, func(n *Node) bool { return c.records[n].controlPlane }) {
+	if !c.hasControlPlaneLocked() {
 		go cp.Kill() // the control plane machines went while it started
 
 		return errors.New("the control plane machines went while its API server started")
